@@ -1,0 +1,27 @@
+"""ckprof: storage telemetry and power profiler for AI-training checkpoint workloads.
+
+    import ckprof
+    with ckprof.checkpoint(step=10, path="/ckpt/step10"):   # marks a window in `ckprof record`
+        torch.save(state, "/ckpt/step10/model.pt")
+    rec = ckprof.load("ckprof-20261121-120000")               # read a recording anywhere
+    rec.block()                                               # derived rates per device
+"""
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from ckprof.errors import CkprofError, RecordingError, UsageError
+from ckprof.markers import checkpoint, mark
+
+try:
+    __version__ = _version("ckprof")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+unknown"
+
+
+def load(path: str):
+    """Read a recording directory (see docs/recording-format.md) into a Recording."""
+    from ckprof.reader import load as _load
+
+    return _load(path)
+
+
+__all__ = ["checkpoint", "mark", "load", "CkprofError", "RecordingError", "UsageError", "__version__"]

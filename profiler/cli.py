@@ -1,0 +1,91 @@
+"""The `ckprof` command line (click). Each command's logic lives in its own module."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ckprof.errors import CkprofError
+from ckprof.units import parse_interval
+
+
+class CkprofGroup(click.Group):
+    """Turns ckprof's own errors into one line on stderr and exit status 2 (usage) or 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except CkprofError as e:
+            click.echo(f"ckprof: error: {e.one_line()}", err=True)
+            sys.exit(2 if type(e).__name__ == "UsageError" else 1)
+
+
+@click.group(cls=CkprofGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ckprof", prog_name="ckprof")
+def main():
+    """ckprof: storage telemetry and power profiler for checkpoint workloads.
+
+    \b
+    Record any command:      ckprof record -- python train.py
+    Check what can be read:  ckprof doctor
+    Read a recording:        python -c "import ckprof; print(ckprof.load('ckprof-...').block())"
+    """
+
+
+def _interval(ctx, param, value):
+    try:
+        return parse_interval(value)
+    except CkprofError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
+@click.option("--interval", default="100ms", show_default=True, callback=_interval,
+              help="Block-device and host sampling interval (e.g. 100ms, 10ms, 10Hz).")
+@click.option("--path", "paths", multiple=True, metavar="PATH",
+              help="Checkpoint directory: record the physical disks behind it [default: working directory]. Repeatable.")
+@click.option("--device", "devices", multiple=True, metavar="NAME|all",
+              help="Record this block device (e.g. nvme0n1, loop0), or every disk with 'all'. Repeatable.")
+@click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
+@click.option("--kill-after", default=10.0, show_default=True, metavar="SECONDS",
+              help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
+@click.option("--flush-interval", default="2s", show_default=True, callback=_interval,
+              help="How often samples are written to disk (what a killed recorder can lose).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def record(output, interval, paths, devices, force, kill_after, flush_interval, quiet, command):
+    """Run COMMAND and record block-device and host telemetry while it runs.
+
+    \b
+    ckprof record -- python train.py --epochs 3
+    ckprof record --path /mnt/ckpt -o run1 -- torchrun --nproc-per-node 8 train.py
+    ckprof record --device nvme0n1 --interval 10ms -- fio job.fio
+
+    The command runs without a shell, with your stdin/stdout/stderr; SIGINT, SIGTERM and SIGHUP
+    are passed on, and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
+    checkpoint windows. At the end the recording's path and a one-line summary go to stderr.
+    """
+    from ckprof import child
+    from ckprof.record import record as do_record
+
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
+    result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
+                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet)
+    child.exit_like(result)
+
+
+@main.command()
+@click.option("--path", "paths", multiple=True, metavar="PATH", help="Show the devices behind PATH [default: working directory].")
+def doctor(paths):
+    """Say which collectors can run here, why not, and how to fix it; show the device topology."""
+    from ckprof.doctor import doctor as do_doctor
+
+    click.echo(do_doctor(list(paths)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""One clock per host: CLOCK_MONOTONIC in integer nanoseconds, plus a wall-clock anchor.
+
+The recorder, the collectors and every process the wrapped command starts read the same
+CLOCK_MONOTONIC (clock_gettime(2)), so marker events and samples line up without translation.
+Tests pass a FakeClock instead; nothing in ckprof calls time.monotonic_ns() directly but this module.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+
+class MonotonicClock:
+    """The real clock. `now_ns()` is CLOCK_MONOTONIC; `sleep_until_ns()` waits for a deadline."""
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+    def sleep_until_ns(self, deadline_ns: int, stop: threading.Event | None = None) -> bool:
+        """Sleep until `deadline_ns`; return False early if `stop` is set."""
+        delay_s = (deadline_ns - time.monotonic_ns()) / 1e9
+        if delay_s <= 0:
+            return not (stop and stop.is_set())
+        if stop is None:
+            time.sleep(delay_s)
+            return True
+        return not stop.wait(delay_s)
+
+
+class FakeClock:
+    """A clock tests move by hand: sleeping advances it instantly, so no test waits."""
+
+    def __init__(self, start_ns: int = 1_000_000_000):
+        self.t_ns = start_ns
+
+    def now_ns(self) -> int:
+        return self.t_ns
+
+    def advance_s(self, seconds: float) -> None:
+        self.t_ns += int(seconds * 1e9)
+
+    def sleep_until_ns(self, deadline_ns: int, stop: threading.Event | None = None) -> bool:
+        if stop is not None and stop.is_set():
+            return False
+        self.t_ns = max(self.t_ns, deadline_ns)
+        return True
+
+
+def wall_anchor(clock=None) -> dict:
+    """A pair of readings taken back to back: wall time (Unix ns) and monotonic ns.
+
+    Lines up hosts (each has its own monotonic clock) and converts sample times to dates.
+    """
+    clock = clock or MonotonicClock()
+    # Bracket the wall reading between two monotonic ones and take the midpoint: error ≤ half the gap.
+    m0 = clock.now_ns()
+    wall_ns = time.time_ns()
+    m1 = clock.now_ns()
+    return {"wall_ns": wall_ns, "monotonic_ns": (m0 + m1) // 2, "uncertainty_ns": (m1 - m0) // 2}

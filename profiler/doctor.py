@@ -1,0 +1,32 @@
+"""`ckprof doctor`: each collector, whether it can run here and, if not, why and the fix."""
+from __future__ import annotations
+
+import os
+
+from ckprof.collectors.topology import Topology
+from ckprof.errors import UsageError
+from ckprof.sources import SourceOptions, build_sources
+
+
+def doctor(paths: list[str]) -> str:
+    paths = paths or [os.getcwd()]
+    lines = ["Collectors:"]
+    sources = build_sources(SourceOptions(paths=paths, devices=[]))
+    for name, p in sources.probes.items():
+        mark = "ok  " if p["ok"] else "no  "
+        lines.append(f"  {mark}{name:<8} {p['detail']}")
+        if p.get("hint"):
+            lines.append(f"            fix: {p['hint']}")
+    for n in sources.notes:
+        lines.append(f"  note: {n}")
+    lines.append("")
+    lines.append("Devices behind the checkpoint path (mount → partition/dm → disk → controller):")
+    topo = Topology()
+    for p in paths:
+        try:
+            lines += ["  " + ln for ln in topo.resolve(p).describe()]
+        except UsageError as e:
+            lines.append(f"  {e}")
+    lines.append("")
+    lines.append("Disks here: " + (", ".join(topo.disks()) or "none"))
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""Markers: the one-line API a training script uses to mark its checkpoints.
+
+    import ckprof
+    with ckprof.checkpoint(step=100, path="/ckpt/step100", bytes=n):
+        save(...)
+    ckprof.mark("epoch 3 done")
+
+Under `ckprof record`, CKPROF_EVENTS names the recording's events.jsonl; each event is one
+JSON line appended with a single write(2) on an O_APPEND descriptor, so many processes and ranks
+can write at once without interleaving (lines stay well under a page), and an event is on disk
+the moment it happens, whatever becomes of the recorder. Not under ckprof, every call returns
+after one dictionary lookup.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+
+ENV_EVENTS = "CKPROF_EVENTS"
+ENV_RECORDING = "CKPROF_RECORDING"
+ENV_SOURCE = "CKPROF_MARKER_SOURCE"
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+_fds: dict[tuple[int, str], int] = {}  # (pid, path) → fd; a forked child opens its own
+_ids = itertools.count(1)
+_HOST = socket.gethostname()
+
+
+def append_event(path: str, event: dict) -> None:
+    """Append one event as one line with one write(2) (O_APPEND: atomic position, no interleaving)."""
+    key = (os.getpid(), path)
+    fd = _fds.get(key)
+    if fd is None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        _fds[key] = fd
+    os.write(fd, (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode())
+
+
+def current_rank() -> int | None:
+    for var in _RANK_VARS:
+        v = os.environ.get(var)
+        if v is not None and v.lstrip("-").isdigit():
+            return int(v)
+    return None
+
+
+def active() -> bool:
+    """True when running under `ckprof record` (or a workload that records itself)."""
+    return ENV_EVENTS in os.environ
+
+
+def emit(event: str, **fields) -> None:
+    """Write one event into the enclosing recording; a no-op outside one. Never raises."""
+    path = os.environ.get(ENV_EVENTS)
+    if not path:
+        return
+    rec = {"t_ns": time.monotonic_ns(), "event": event, "pid": os.getpid(), "host": _HOST}
+    rank = fields.pop("rank", None)
+    rec["rank"] = current_rank() if rank is None else rank
+    rec.setdefault("source", os.environ.get(ENV_SOURCE, "api"))
+    rec.update({k: v for k, v in fields.items() if v is not None})
+    try:
+        append_event(path, rec)
+    except OSError:
+        pass  # a full disk must not break the training run; the recorder reports it
+
+
+def mark(text: str, **fields) -> None:
+    """A point event with a note, e.g. ckprof.mark("epoch 3 done")."""
+    emit("mark", text=text, **fields)
+
+
+class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a function)
+    """Marks one checkpoint window: start when entered, application end when left.
+
+    `kind` is "save" or "load". `bytes` may be set on the object inside the block
+    (`with ckprof.checkpoint(step=1) as w: ...; w.bytes = n`) when known only after the save.
+    """
+
+    def __init__(self, step: int | None = None, path: str | None = None, bytes: int | None = None,
+                 kind: str = "save", name: str | None = None, rank: int | None = None,
+                 source: str | None = None):
+        self.step, self.path, self.bytes = step, path, bytes
+        self.kind, self.name, self.rank, self.source = kind, name, rank, source
+        self.id: str | None = None
+
+    def _fields(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "step": self.step, "path": self.path,
+                "name": self.name, "rank": self.rank, "source": self.source}
+
+    def __enter__(self) -> "checkpoint":
+        if active():
+            self.id = f"{_HOST}:{os.getpid()}:{next(_ids)}"
+            emit("checkpoint_start", bytes=self.bytes, **self._fields())
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.id is not None:
+            emit("checkpoint_end", bytes=self.bytes, ok=exc_type is None,
+                 error=None if exc is None else f"{exc_type.__name__}: {exc}", **self._fields())

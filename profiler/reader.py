@@ -1,0 +1,199 @@
+"""Reading a recording (format v1) on any machine: `ckprof.load(path)` → Recording.
+
+Nothing here touches hardware. A recording left by a killed recorder loads: parts are complete
+files, a torn last line of events.jsonl is skipped, and each such gap is listed in `problems`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ckprof.errors import RecordingError
+from ckprof.rates import block_rates, counter_rates
+from ckprof.recording import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
+
+
+def _live_parts(directory: str) -> list[str]:
+    """Part files in order, leaving out any whose range another part covers (an unfinished merge)."""
+    ranges = []
+    for fn in os.listdir(directory):
+        r = parse_part_name(fn)
+        if r:
+            ranges.append((r[0], r[1], fn))
+    live = [p for p in ranges
+            if not any(q is not p and q[0] <= p[0] and p[1] <= q[1] and (q[1] - q[0]) > (p[1] - p[0])
+                       for q in ranges)]
+    return [os.path.join(directory, fn) for _, _, fn in sorted(live)]
+
+
+class Recording:
+    """One host's recording: meta, events and per-collector samples as DataFrames."""
+
+    def __init__(self, path: str, meta: dict):
+        self.path = path
+        self.meta = meta
+        self.problems: list[str] = []
+        if meta.get("status") != "complete":
+            self.problems.append(f"{os.path.join(path, META)}: status is {meta.get('status')!r}: "
+                                 "the recorder did not finish (killed?); the last seconds may be missing")
+
+    def __repr__(self) -> str:
+        return f"<Recording {self.path} collectors={self.collectors}>"
+
+    # -- time --------------------------------------------------------------------------------
+    @property
+    def start_ns(self) -> int:
+        return int(self.meta["start"]["monotonic_ns"])
+
+    @property
+    def end_ns(self) -> int | None:
+        end = self.meta.get("end")
+        return int(end["monotonic_ns"]) if end else None
+
+    def to_wall(self, t_ns) -> pd.Series:
+        """Monotonic ns → UTC timestamps through the wall-clock anchor in meta.json."""
+        a = self.meta["start"]
+        return pd.to_datetime(pd.Series(t_ns) - a["monotonic_ns"] + a["wall_ns"], unit="ns", utc=True)
+
+    # -- contents ----------------------------------------------------------------------------
+    @property
+    def collectors(self) -> list[str]:
+        d = os.path.join(self.path, SAMPLES)
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def units(self, collector: str) -> dict:
+        return self.meta.get("collectors", {}).get(collector, {}).get("columns", {})
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        path = os.path.join(self.path, EVENTS)
+        rows = []
+        try:
+            with open(path, "rb") as f:
+                for i, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:
+                        self.problems.append(f"{path}:{i}: unreadable event line skipped")
+        except FileNotFoundError:
+            self.problems.append(f"{path}: missing; no events")
+        df = pd.DataFrame(rows)
+        if not df.empty:
+            df = df.sort_values("t_ns", kind="stable").reset_index(drop=True)
+            df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
+        return df
+
+    def samples(self, collector: str) -> pd.DataFrame:
+        """Raw rows of one collector, in time order, with `t_s` seconds since the start."""
+        d = os.path.join(self.path, SAMPLES, collector)
+        if not os.path.isdir(d):
+            return pd.DataFrame()
+        tables = []
+        for p in _live_parts(d):
+            try:
+                tables.append(pq.read_table(p))
+            except (OSError, pa.ArrowException) as e:
+                self.problems.append(f"{p}: unreadable part skipped ({e})")
+        if not tables:
+            return pd.DataFrame()
+        df = pa.concat_tables(tables, promote_options="default").to_pandas()
+        df = df.sort_values("t_ns", kind="stable").reset_index(drop=True)
+        df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
+        return df
+
+    def block(self, resample_s: float | None = None) -> pd.DataFrame:
+        """Per-device rates (bytes/s, IOPS, await, aqu-sz, %util, in-flight); see ckprof.rates."""
+        df = block_rates(self.samples("block"), resample_s=resample_s, t0_ns=self.start_ns)
+        if not df.empty:
+            df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
+        return df
+
+    def host(self) -> pd.DataFrame:
+        """CPU utilisation (%), memory, Dirty and Writeback bytes per interval."""
+        raw = self.samples("host")
+        if raw.empty:
+            return raw
+        cpu = ["cpu_user_s", "cpu_system_s", "cpu_iowait_s", "cpu_idle_s", "cpu_total_s"]
+        r = counter_rates(raw, cpu)
+        if r.empty:
+            return r
+        tot = r["cpu_total_s_delta"].where(r["cpu_total_s_delta"] > 0)
+        out = pd.DataFrame({"t_ns": r["t_ns"], "dt_s": r["dt_s"]})
+        for c in ("user", "system", "iowait", "idle"):
+            out[f"cpu_{c}_pct"] = r[f"cpu_{c}_s_delta"] / tot * 100
+        gauges = raw.iloc[1:].reset_index(drop=True)
+        for c in ("mem_total_bytes", "mem_available_bytes", "dirty_bytes", "writeback_bytes"):
+            out[c] = gauges[c].to_numpy()
+        out["t_s"] = (out["t_ns"] - self.start_ns) / 1e9
+        return out
+
+    def proc(self) -> pd.DataFrame:
+        """The wrapped process tree's I/O: deltas and rates per interval."""
+        raw = self.samples("proc")
+        if raw.empty:
+            return raw
+        out = counter_rates(raw, ["read_bytes", "write_bytes", "read_chars", "write_chars",
+                                  "read_syscalls", "write_syscalls"])
+        if out.empty:
+            return out
+        out["nprocs"] = raw["nprocs"].iloc[1:].to_numpy()
+        out["t_s"] = (out["t_ns"] - self.start_ns) / 1e9
+        return out
+
+    def checkpoints(self) -> pd.DataFrame:
+        """Marked windows: one row per checkpoint_start, joined with its checkpoint_end."""
+        ev = self.events
+        if ev.empty or "event" not in ev or not (ev["event"] == "checkpoint_start").any():
+            return pd.DataFrame(columns=["id", "kind", "start_ns", "end_ns", "step", "rank", "pid"])
+        starts = ev[ev["event"] == "checkpoint_start"]
+        ends = ev[ev["event"] == "checkpoint_end"].set_index("id")
+        rows = []
+        for _, s in starts.iterrows():
+            e = ends.loc[s["id"]] if s["id"] in ends.index else None
+            end_bytes = None if e is None else e.get("bytes")
+            if end_bytes is None or pd.isna(end_bytes):
+                end_bytes = s.get("bytes")
+            rows.append({
+                "id": s["id"], "kind": s.get("kind"), "source": s.get("source"),
+                "step": s.get("step"), "rank": s.get("rank"), "pid": s.get("pid"),
+                "path": s.get("path"), "start_ns": s["t_ns"],
+                "end_ns": None if e is None else e["t_ns"],
+                "bytes": end_bytes,
+                "ok": None if e is None else e.get("ok"),
+            })
+        df = pd.DataFrame(rows)
+        df["start_s"] = (df["start_ns"] - self.start_ns) / 1e9
+        df["end_s"] = (df["end_ns"].astype(float) - self.start_ns) / 1e9
+        return df
+
+
+def read_meta(path: str) -> dict:
+    meta_path = os.path.join(path, META)
+    if not os.path.isdir(path):
+        raise RecordingError(f"{path}: not a directory; a recording is a directory with {META}")
+    if not os.path.exists(meta_path):
+        raise RecordingError(f"{path}: not a ckprof recording (no {META})")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except ValueError as e:
+        raise RecordingError(f"{meta_path}: unreadable JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise RecordingError(f"{meta_path}: not a ckprof recording (format is not {FORMAT_NAME!r})")
+    version = meta.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RecordingError(f"{meta_path}: schema version {version} is newer than this ckprof reads "
+                             f"({SCHEMA_VERSION})", hint="upgrade ckprof: pip install -U ckprof")
+    return meta
+
+
+def load(path: str) -> Recording:
+    path = os.path.abspath(path)
+    return Recording(path, read_meta(path))

@@ -1,0 +1,151 @@
+"""`ckprof record -- CMD`: sample while the command runs, finalise the recording in every case."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import sys
+import time
+
+import psutil
+
+import ckprof
+from ckprof import child, markers
+from ckprof.clock import MonotonicClock, wall_anchor
+from ckprof.counters import counter_delta
+from ckprof.collectors.diskstats import SECTOR_BYTES
+from ckprof.errors import UsageError
+from ckprof.recorder import Recorder
+from ckprof.recording import EVENTS, META, SAMPLES, RecordingWriter
+from ckprof.sources import SourceOptions, build_sources
+from ckprof.units import fmt_bytes, fmt_seconds
+
+
+def warn(msg: str) -> None:
+    print(f"ckprof: {msg}", file=sys.stderr, flush=True)
+
+
+def default_output_dir() -> str:
+    return os.path.abspath(time.strftime("ckprof-%Y%m%d-%H%M%S"))
+
+
+def prepare_output(path: str, force: bool) -> str:
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise UsageError(f"output {path} exists and is not a directory")
+        if os.listdir(path):
+            if not force:
+                raise UsageError(f"output directory {path} exists and is not empty",
+                                 hint="choose another -o, or pass --force to replace the recording in it")
+            for name in (META, EVENTS):
+                if os.path.exists(os.path.join(path, name)):
+                    os.unlink(os.path.join(path, name))
+            shutil.rmtree(os.path.join(path, SAMPLES), ignore_errors=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".ckprof-write-test")
+        open(probe, "w").close()
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"cannot write to output directory {path}: {e.strerror}",
+                         hint="choose a writable -o DIR") from None
+    return path
+
+
+def host_meta() -> dict:
+    return {"hostname": socket.gethostname(), "kernel": platform.release(),
+            "os": platform.platform(), "machine": platform.machine(),
+            "cpu_count": psutil.cpu_count(), "mem_total_bytes": psutil.virtual_memory().total,
+            "python": platform.python_version()}
+
+
+def child_env(out_dir: str) -> dict:
+    """The parent's environment plus CKPROF_* variables; nothing of the user's is overwritten."""
+    env = dict(os.environ)
+    env[markers.ENV_RECORDING] = out_dir
+    env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
+    return env
+
+
+def summary_line(out_dir: str, duration_s: float, recorder: Recorder, n_checkpoints: int) -> str:
+    parts = []
+    st = recorder.stats.get("block")
+    if st:
+        for dev, last in sorted(st.last_rows.items()):
+            first = st.first_rows[dev]
+            w = counter_delta(first["write_sectors"] or 0, last["write_sectors"] or 0) * SECTOR_BYTES
+            r = counter_delta(first["read_sectors"] or 0, last["read_sectors"] or 0) * SECTOR_BYTES
+            parts.append(f"{dev} wrote {fmt_bytes(w)}, read {fmt_bytes(r)}")
+    devices = "; ".join(parts) if parts else "no block device recorded"
+    return (f"recorded {fmt_seconds(duration_s)} into {out_dir}: {devices} (measured, /proc/diskstats); "
+            f"{n_checkpoints} checkpoint(s) marked")
+
+
+def count_checkpoints(out_dir: str) -> int:
+    try:
+        with open(os.path.join(out_dir, EVENTS), "rb") as f:
+            return sum(1 for line in f if b'"event":"checkpoint_start"' in line)
+    except OSError:
+        return 0
+
+
+def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
+           devices: list[str], force: bool = False, kill_after_s: float = 10.0,
+           flush_s: float = 2.0, quiet: bool = False) -> child.ChildResult:
+    if not argv:
+        raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
+    opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s)
+    sources = build_sources(opts)
+    out_dir = prepare_output(output or default_output_dir(), force)
+
+    child.block_signals()  # before any thread starts, so every thread inherits the block
+    clock = MonotonicClock()
+    writer = RecordingWriter(out_dir, warn=warn)
+    start = wall_anchor(clock)
+    writer.create({
+        "ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
+        "cwd": os.getcwd(), "start": start, "interval_s": interval_s, "topology": sources.topology,
+        "notes": sources.notes,
+    })
+    for n in sources.notes:
+        if not quiet:
+            warn(n)
+    recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
+    writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
+    writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
+    recorder.start()
+
+    def on_start(pid: int) -> None:
+        if sources.proc is not None:
+            sources.proc.root_pid = pid
+        writer.event({"t_ns": clock.now_ns(), "event": "child_start", "pid": pid, "argv": list(argv),
+                      "source": "recorder"})
+
+    result = None
+    try:
+        result = child.run(list(argv), child_env(out_dir), kill_after_s=kill_after_s,
+                           on_start=on_start, warn=warn)
+    finally:
+        end_ns = clock.now_ns()
+        if result is not None:
+            writer.event({"t_ns": end_ns, "event": "child_exit", "pid": result.pid,
+                          "exit_code": result.exit_code, "signal": result.signal,
+                          "error": result.error, "forwarded": list(result.forwarded),
+                          "killed": result.killed, "source": "recorder"})
+        recorder.stop()
+        end = wall_anchor(clock)
+        writer.finish(end=end, collectors=recorder.collectors_meta(sources.probes),
+                      exit=None if result is None else {"code": result.exit_code, "signal": result.signal,
+                                                        "error": result.error},
+                      sample_write_error=writer.failed)
+    if result.error:
+        warn(result.error)
+    if not quiet:
+        duration_s = (end["monotonic_ns"] - start["monotonic_ns"]) / 1e9
+        warn(summary_line(out_dir, duration_s, recorder, count_checkpoints(out_dir)))
+    return result

@@ -1,0 +1,119 @@
+"""The recorder loop: one clock, one thread per collector, one flusher.
+
+Each collector runs on its own thread at its own period against absolute deadlines
+(start + k·period), so a slow source (a subprocess per nvme-cli call) never delays a fast one and
+the interval does not drift. A tick that is already past when the previous sample returns is
+skipped and counted, not queued. A collector that raises is noted once and keeps being tried.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+
+from ckprof.clock import MonotonicClock
+from ckprof.collectors.base import Collector, schema_units
+from ckprof.recording import RecordingWriter
+
+
+class CollectorStats:
+    def __init__(self):
+        self.samples = 0
+        self.skipped_ticks = 0
+        self.errors = 0
+        self.first_error: str | None = None
+        self.first_rows: dict = {}
+        self.last_rows: dict = {}
+
+
+class Recorder:
+    def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None,
+                 flush_s: float = 2.0):
+        self.writer = writer
+        self.collectors = collectors
+        self.clock = clock or MonotonicClock()
+        self.flush_s = flush_s
+        self.stats = {c.name: CollectorStats() for c in collectors}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        for c in collectors:
+            writer.add_collector(c.name, c.schema)
+
+    def collectors_meta(self, probes: dict | None = None) -> dict:
+        out = {}
+        for c in self.collectors:
+            st = self.stats[c.name]
+            out[c.name] = {
+                "period_s": c.period_s,
+                "probe": (probes or {}).get(c.name, {}),
+                "describe": c.describe(),
+                "columns": schema_units(c.schema),
+                "samples": st.samples, "skipped_ticks": st.skipped_ticks,
+                "errors": st.errors, "first_error": st.first_error,
+            }
+        return out
+
+    def sample_once(self, c: Collector) -> None:
+        """Take one sample of `c` now and hand it to the writer (also used by tests, with a FakeClock)."""
+        st = self.stats[c.name]
+        t_ns = self.clock.now_ns()
+        try:
+            rows = c.sample(t_ns)
+        except Exception as e:  # noqa: BLE001 - a collector must never stop the recording
+            st.errors += 1
+            if st.first_error is None:
+                st.first_error = f"{type(e).__name__}: {e}"
+                self.writer.event({"t_ns": t_ns, "event": "collector_error", "collector": c.name,
+                                   "error": st.first_error,
+                                   "where": traceback.format_exc(limit=2).splitlines()[-1]})
+            return
+        st.samples += 1
+        for r in rows:
+            key = r.get("device") or r.get("gpu") or r.get("ctrl") or ""
+            st.first_rows.setdefault(key, r)
+            st.last_rows[key] = r
+        self.writer.append(c.name, rows)
+
+    def _run(self, c: Collector) -> None:
+        period_ns = int(c.period_s * 1e9)
+        st = self.stats[c.name]
+        start = self.clock.now_ns()
+        k = 0
+        while not self._stop.is_set():
+            self.sample_once(c)
+            k += 1
+            deadline = start + k * period_ns
+            now = self.clock.now_ns()
+            if now > deadline:  # we overran one or more ticks: skip them, do not bunch up
+                missed = (now - deadline) // period_ns + 1
+                st.skipped_ticks += missed
+                k += missed
+                deadline = start + k * period_ns
+            if not self.clock.sleep_until_ns(deadline, self._stop):
+                break
+
+    def _flusher(self) -> None:
+        while not self._stop.wait(self.flush_s):
+            self.writer.flush()
+
+    def start(self) -> None:
+        for c in self.collectors:
+            t = threading.Thread(target=self._run, args=(c,), name=f"ckprof-{c.name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        t = threading.Thread(target=self._flusher, name="ckprof-flush", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self) -> None:
+        """Stop sampling, take one last sample of each collector so the end is covered, flush."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+        for c in self.collectors:
+            self.sample_once(c)
+        self.writer.flush()
+        for c in self.collectors:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass

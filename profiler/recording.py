@@ -1,0 +1,209 @@
+"""The recording on disk (format v1, docs/recording-format.md): the writing side.
+
+    meta.json                                  written at start, rewritten (atomically) at the end
+    events.jsonl                               one JSON object a line, appended with O_APPEND
+    samples/<collector>/part-AAAAAA-BBBBBB.parquet   complete Parquet files, parts AAAAAA..BBBBBB
+
+Every file is written to a temporary name and renamed into place (rename(2) is atomic), so a
+recorder killed with SIGKILL leaves only complete files and loses at most the rows buffered
+since the last flush. Small parts are merged as the recording goes: a merged part names the range
+it covers, and a reader ignores any part whose range lies inside another's, so a crash between
+writing the merged part and removing its inputs loses and duplicates nothing.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+import threading
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ckprof.markers import append_event
+
+SCHEMA_VERSION = 1
+FORMAT_NAME = "ckprof-recording"
+META = "meta.json"
+EVENTS = "events.jsonl"
+SAMPLES = "samples"
+PART_PREFIX = "part-"
+
+
+def part_name(first: int, last: int) -> str:
+    return f"{PART_PREFIX}{first:06d}-{last:06d}.parquet"
+
+
+def parse_part_name(name: str) -> tuple[int, int] | None:
+    if not (name.startswith(PART_PREFIX) and name.endswith(".parquet")):
+        return None
+    try:
+        a, b = name[len(PART_PREFIX):-len(".parquet")].split("-")
+        return int(a), int(b)
+    except ValueError:
+        return None
+
+
+def write_json_atomic(path: str, obj) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RecordingWriter:
+    """Buffers rows per collector and writes them as Parquet parts every flush.
+
+    Thread-safe: collector threads call `append`, one flusher thread calls `flush`. A full disk
+    (or any write error) stops sample writing with one warning on stderr; the caller goes on.
+    """
+
+    def __init__(self, path: str, merge_parts: int = 16, warn=None):
+        self.path = path
+        self.merge_parts = merge_parts
+        self._schemas: dict[str, pa.Schema] = {}
+        self._buffers: dict[str, list[dict]] = {}
+        self._next_part: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self.failed: str | None = None
+        self._warn = warn or (lambda msg: print(f"ckprof: {msg}", file=sys.stderr, flush=True))
+        self.meta: dict = {}
+
+    # -- layout -----------------------------------------------------------------------------
+    @property
+    def events_path(self) -> str:
+        return os.path.join(self.path, EVENTS)
+
+    def collector_dir(self, name: str) -> str:
+        return os.path.join(self.path, SAMPLES, name)
+
+    def create(self, meta: dict) -> None:
+        os.makedirs(os.path.join(self.path, SAMPLES), exist_ok=True)
+        self.meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, **meta,
+                     "status": "recording"}
+        write_json_atomic(os.path.join(self.path, META), self.meta)
+        open(self.events_path, "a").close()
+
+    def write_meta(self, **updates) -> None:
+        self.meta.update(updates)
+        try:
+            write_json_atomic(os.path.join(self.path, META), self.meta)
+        except OSError as e:
+            self._fail(e, META)
+
+    def add_collector(self, name: str, schema: pa.Schema) -> None:
+        os.makedirs(self.collector_dir(name), exist_ok=True)
+        with self._lock:
+            self._schemas[name] = schema
+            self._buffers[name] = []
+            existing = [parse_part_name(n) for n in os.listdir(self.collector_dir(name))]
+            self._next_part[name] = max([r[1] + 1 for r in existing if r] or [0])
+
+    # -- samples and events -----------------------------------------------------------------
+    def append(self, name: str, rows: list[dict]) -> None:
+        if not rows or self.failed:
+            return
+        with self._lock:
+            self._buffers[name].extend(rows)
+
+    def event(self, event: dict) -> None:
+        try:
+            append_event(self.events_path, event)
+        except OSError as e:
+            self._fail(e, EVENTS)
+
+    def _fail(self, exc: OSError, what: str) -> None:
+        if self.failed:
+            return
+        reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or str(exc)
+        self.failed = f"{reason} writing {what}"
+        self._warn(f"{reason} writing {os.path.join(self.path, what)}: stopped recording samples; "
+                   "the command goes on and what was written so far is kept")
+
+    def flush(self) -> None:
+        """Write every collector's buffered rows as one new part each; merge when parts pile up."""
+        with self._flush_lock:
+            with self._lock:
+                pending = {n: rows for n, rows in self._buffers.items() if rows}
+                for n in pending:
+                    self._buffers[n] = []
+            if self.failed:
+                return
+            for name, rows in pending.items():
+                try:
+                    self._write_part(name, rows)
+                except OSError as e:
+                    self._fail(e, os.path.join(SAMPLES, name))
+                    return
+            for name in list(self._schemas):
+                self.merge(name)
+
+    def _write_part(self, name: str, rows: list[dict]) -> None:
+        n = self._next_part[name]
+        table = pa.Table.from_pylist(rows, schema=self._schemas[name])
+        self._write_table(name, table, part_name(n, n))
+        self._next_part[name] = n + 1
+
+    def _write_table(self, name: str, table: pa.Table, filename: str) -> None:
+        final = os.path.join(self.collector_dir(name), filename)
+        tmp = os.path.join(self.collector_dir(name), f".tmp-{filename}")
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, final)
+
+    def _parts(self, name: str) -> list[tuple[int, int, str]]:
+        out = []
+        for fn in os.listdir(self.collector_dir(name)):
+            r = parse_part_name(fn)
+            if r:
+                out.append((r[0], r[1], fn))
+        return sorted(out)
+
+    @staticmethod
+    def _level(first: int, last: int) -> int:
+        """A part's merge level: 0 for a flush, 1 for 16 flushes merged, 2 for 256, ..."""
+        n, level = last - first + 1, 0
+        while n >= 16:
+            n //= 16
+            level += 1
+        return level
+
+    def merge(self, name: str, final: bool = False) -> None:
+        """Merge the newest parts of one level into one part that names the range it covers.
+
+        Levels keep merging cheap (a part is rewritten about log16(parts) times) and a day's
+        recording down to a few dozen files; `final` also merges a short tail of small parts.
+        """
+        while not self.failed:
+            parts = self._parts(name)
+            if len(parts) < 2:
+                return
+            level = self._level(*parts[-1][:2])
+            tail = []
+            for p in reversed(parts):
+                if self._level(p[0], p[1]) != level:
+                    break
+                tail.insert(0, p)
+            if len(tail) < self.merge_parts and not (final and level == 0 and len(tail) >= 2):
+                return
+            try:
+                tables = [pq.read_table(os.path.join(self.collector_dir(name), fn)) for _, _, fn in tail]
+                merged = pa.concat_tables(tables, promote_options="default")
+                self._write_table(name, merged, part_name(tail[0][0], tail[-1][1]))
+                for _, _, fn in tail:
+                    os.unlink(os.path.join(self.collector_dir(name), fn))
+            except OSError as e:
+                self._fail(e, os.path.join(SAMPLES, name))
+                return
+            if final:
+                return
+
+    def finish(self, **meta_updates) -> None:
+        self.flush()
+        for name in list(self._schemas):
+            self.merge(name, final=True)
+        self.write_meta(status="complete", **meta_updates)

@@ -1,0 +1,88 @@
+"""Which collectors a recording runs, and on which devices: the one place that decides.
+
+Device choice (the block collector's): `--device NAME` names them, `--device all` takes every
+disk, and otherwise the physical disks behind each `--path` (default: the working directory).
+Hardware found by auto-detection that cannot be read is skipped with a note; hardware the user
+named that cannot be read is an error with a hint (design.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ckprof.collectors.base import Collector
+from ckprof.collectors.blockdev import BlockCollector
+from ckprof.collectors.host import HostCollector, ProcTreeCollector
+from ckprof.collectors.topology import Topology
+from ckprof.errors import UsageError
+
+
+@dataclass
+class SourceOptions:
+    paths: list[str]
+    devices: list[str]
+    interval_s: float = 0.1
+    proc_interval_s: float = 1.0
+    sys_root: str = "/sys"
+    proc_root: str = "/proc"
+
+
+@dataclass
+class Sources:
+    collectors: list[Collector]
+    probes: dict
+    topology: dict
+    notes: list[str] = field(default_factory=list)
+    proc: ProcTreeCollector | None = None
+
+
+def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict, list[str]]:
+    notes: list[str] = []
+    if opts.devices:
+        if "all" in opts.devices:
+            devs = [d for d in topo.disks() if _has_size(topo, d)]
+            return devs, {"selected_by": "--device all"}, notes
+        known = topo.all_block_devices()
+        unknown = [d for d in opts.devices if d.removeprefix("/dev/") not in known]
+        if unknown:
+            raise UsageError(f"unknown --device {', '.join(unknown)}; devices here: {', '.join(known) or 'none'}")
+        devs = [d.removeprefix("/dev/") for d in opts.devices]
+        return devs, {"selected_by": "--device"}, notes
+    devs: list[str] = []
+    chains = []
+    for p in opts.paths:
+        res = topo.resolve(p)
+        chains.append({"path": p, "lines": res.describe(), "devices": res.devices,
+                       "mount": None if res.mount is None else vars(res.mount)})
+        if not res.devices:
+            fs = res.mount.fstype if res.mount else "unknown"
+            notes.append(f"no block device behind {p} ({fs} file system): no block samples for it; "
+                         "name one with --device NAME or use --device all")
+        devs += [d for d in res.devices if d not in devs]
+    return devs, {"selected_by": "--path", "paths": chains}, notes
+
+
+def _has_size(topo: Topology, dev: str) -> bool:
+    size = topo._read(topo._cls(dev, "size"))
+    return bool(size and size.isdigit() and int(size) > 0)
+
+
+def build_sources(opts: SourceOptions) -> Sources:
+    topo = Topology(sys_root=opts.sys_root, proc_root=opts.proc_root)
+    devices, topology, notes = select_devices(opts, topo)
+    block = BlockCollector(devices, period_s=opts.interval_s, proc_root=opts.proc_root,
+                           sys_root=opts.sys_root)
+    proc = ProcTreeCollector(period_s=opts.proc_interval_s)
+    candidates: list[Collector] = [block, HostCollector(period_s=opts.interval_s, proc_root=opts.proc_root), proc]
+    collectors, probes = [], {}
+    for c in candidates:
+        p = c.probe()
+        probes[c.name] = p.to_dict()
+        if p.ok:
+            collectors.append(c)
+            if c is block and block.frozen_devices():
+                notes.append(f"block: {p.detail}")
+        elif c is block and opts.devices:
+            raise UsageError(f"cannot record {', '.join(opts.devices)}: {p.detail}", hint=p.hint)
+        else:
+            notes.append(f"{c.name}: skipped: {p.detail}" + (f" ({p.hint})" if p.hint else ""))
+    return Sources(collectors, probes, topology, notes, proc)

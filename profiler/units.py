@@ -1,0 +1,47 @@
+"""Parsing and printing quantities with their units: one place, so every figure says its unit."""
+from __future__ import annotations
+
+import re
+
+from ckprof.errors import UsageError
+
+_SIZE = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+         "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+
+
+def parse_interval(text: str) -> float:
+    """'100ms', '0.5s', '2', '10Hz' → seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|us|hz)?\s*", str(text), re.I)
+    if not m:
+        raise UsageError(f"bad interval {text!r}: use e.g. 100ms, 0.5s or 10Hz")
+    v, unit = float(m.group(1)), (m.group(2) or "s").lower()
+    seconds = {"ms": v / 1000, "us": v / 1e6, "s": v, "hz": (1 / v) if v else 0}[unit]
+    if seconds <= 0:
+        raise UsageError(f"bad interval {text!r}: must be more than 0")
+    return seconds
+
+
+def parse_size(text: str) -> int:
+    """'4GiB', '512MB', '1000' → bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _SIZE:
+        raise UsageError(f"bad size {text!r}: use e.g. 4GiB, 512MiB or 1000000")
+    return int(float(m.group(1)) * _SIZE[m.group(2).lower()])
+
+
+def fmt_bytes(n: float) -> str:
+    """Binary units, as storage people read them: 1.00 GiB."""
+    if n is None:
+        return "n/a"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} PiB"
+
+
+def fmt_seconds(s: float) -> str:
+    if s is None:
+        return "n/a"
+    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
