@@ -1,0 +1,155 @@
+"""One recording → the report model (a JSON-able dict, docs/report-format.md) and plot data."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import ckprof
+from ckprof.analysis import scale, thermal as T, timeline, windows as W
+from ckprof.analysis.checkpoints import _f, checkpoint_row
+from ckprof.analysis.fields import FIELDS
+from ckprof.analysis.power import GIB, energy_sources, idle_baseline, power_by_component
+
+REPORT_SCHEMA = "ckprof-report"
+REPORT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class Context:
+    sources: list
+    idle_w: dict
+    temps: list
+    signals: list
+    gpu_util: dict
+
+
+@dataclass
+class Analysis:
+    report: dict
+    timeline: timeline.Timeline
+    ctx: Context
+    plot: dict = field(default_factory=dict)
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    total, cur = 0.0, None
+    for a, b in sorted(intervals):
+        if cur is None or a > cur[1]:
+            if cur:
+                total += cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    if cur:
+        total += cur[1] - cur[0]
+    return total
+
+
+def _mean(vals):
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
+            windows_from: str = "auto", burst: W.BurstParams | None = None) -> Analysis:
+    """`windows_from`: 'markers', 'inferred', or 'auto' (markers when there are any)."""
+    notes: list[str] = list(rec.meta.get("notes") or [])
+    tl = timeline.build(rec)
+    notes += rec.problems  # after build: the reader lists parts it could not read
+    base_bps, thr_bps = W.baseline_and_threshold(tl.total, burst or W.BurstParams())
+
+    marked = W.marker_windows(rec) if windows_from in ("auto", "markers") else []
+    if marked:
+        wins, wsource = marked, "markers"
+    elif windows_from in ("auto", "inferred"):
+        wins, wsource = W.infer_windows(tl.total, tl.res_s, burst), "inferred"
+        if wins:
+            notes.append("no checkpoint markers in this recording: windows were inferred from device write "
+                         f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
+                         "gaps under 1 s merged); application bytes and end are unknown for them")
+    else:
+        wins, wsource = [], "markers"
+    if tl.total is None:
+        notes.append("no block-device samples: bytes at the devices, bandwidth and queue depth not measured")
+    if tl.dirty is None:
+        notes.append("no host Dirty/Writeback samples: whether a checkpoint was durable when it returned "
+                     "could not be checked (only device write rates were used)")
+
+    sources = energy_sources(rec, tl)
+    first = min((w["start_ns"] for w in wins), default=None)
+    idle_w, idle_note = idle_baseline(sources, tl.start_ns, first)
+    if idle_note:
+        notes.append(idle_note)
+    if not sources:
+        notes.append("energy not measured: the recording has no power or energy series (no GPU, RAPL, "
+                     "NVMe power or node power collector ran)")
+    temps = T.temperatures(rec, tl)
+    sigs = T.signals(rec, tl)
+    if not temps:
+        notes.append("temperature not measured: no temperature series in this recording (NVMe/GPU collectors)")
+    gutil = T.gpu_util(rec, tl)
+    ctx = Context(sources, idle_w, temps, sigs, gutil)
+
+    rows = [checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns), tl, ctx) for w in wins]
+    for r in rows:
+        if r["app_end_s"] is None:
+            notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
+        if r["durable_at_return"] is False:
+            notes.append(f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
+                         f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
+                         "(no fsync?)")
+    saves = [r for r in rows if r["kind"] == "save"]
+    loads = [r for r in rows if r["kind"] == "load"]
+    wall_s = tl.duration_s
+    blocked = _union_s([(r["start_s"], r["start_s"] + r["blocking_s"]) for r in saves if r["blocking_s"] is not None])
+    share = blocked / wall_s if wall_s > 0 else None
+    ckpt_s = _mean(r["blocking_s"] for r in saves)
+    restart_s = _mean(r["duration_s"] for r in loads)
+    run = {
+        "wall_s": wall_s, "checkpoints": len(saves), "loads": len(loads), "windows_from": wsource,
+        "blocked_s": blocked, "blocked_share": share,
+        "goodput_estimate": None if share is None else 1 - share,
+        "mean_checkpoint_s": ckpt_s, "mean_restart_s": restart_s,
+        "bytes_app_total": _f(sum(r["bytes_app"] or 0 for r in saves)) if saves else None,
+        "bytes_device_total": _f(sum(r["bytes_device"] or 0 for r in saves)) if saves else None,
+        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves),
+        "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
+        "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
+        "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),
+        "write_baseline_bytes_per_s": base_bps, "write_threshold_bytes_per_s": _f(thr_bps),
+        "idle_power_w": {k: _f(v) for k, v in idle_w.items()},
+    }
+    from ckprof.analysis.throttle import throttling
+
+    thr, plot_tb = throttling(tl, ctx, rows)
+    meta = rec.meta
+    report = {
+        "schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION,
+        "ckprof_version": ckprof.__version__,
+        "recording": {
+            "path": rec.path, "hostname": (meta.get("host") or {}).get("hostname"),
+            "command": meta.get("command"), "start_wall_ns": (meta.get("start") or {}).get("wall_ns"),
+            "duration_s": wall_s, "interval_s": meta.get("interval_s"), "analysis_resolution_s": tl.res_s,
+            "status": meta.get("status"), "exit": meta.get("exit"),
+            "collectors": sorted(rec.collectors), "devices": sorted(tl.devices),
+        },
+        "run": run,
+        "scale": scale.at_scale(ckpt_s or 0, mtbf_s, gpus, restart_s),
+        "checkpoints": rows,
+        "throttling": thr,
+        "notes": notes,
+        "fields": FIELDS,
+    }
+    if (mtbf_s or gpus) and not report["scale"]:
+        notes.append("no checkpoint time measured: the optimal interval at scale could not be computed")
+    an = Analysis(report, tl, ctx)
+    an.plot = {"temp_vs_bw": plot_tb}
+    n_bins = int(np.ceil(max(wall_s, tl.res_s) / tl.res_s))
+    if sources:
+        an.plot["power"] = power_by_component(sources, tl.start_ns, tl.res_s, n_bins)
+    return an
+
+
+def gib(x):
+    return None if x is None else x / GIB

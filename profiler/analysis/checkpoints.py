@@ -1,0 +1,94 @@
+"""Per-checkpoint figures: times, bytes, bandwidth, queue depth, energy, temperature, throttling."""
+from __future__ import annotations
+
+import numpy as np
+
+from ckprof.analysis import thermal as T
+from ckprof.analysis.power import GIB, window_energy
+from ckprof.analysis.timeline import in_window, window_sum
+
+
+def _f(x):
+    """JSON-safe float: NaN → None."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if np.isnan(x) or np.isinf(x) else x
+
+
+def _s(tl, t_ns):
+    return None if t_ns is None else (t_ns - tl.start_ns) / 1e9
+
+
+def device_stats(tl, a: float, b: float) -> tuple[dict, float | None]:
+    out, total = {}, None
+    for dev, df in tl.devices.items():
+        w = in_window(df, a, b)
+        if w.empty:
+            continue
+        wbytes = window_sum(df["t_ns"].to_numpy(), df["dt_s"].to_numpy(), df["write_bytes"].to_numpy(), a, b)
+        inflight = None
+        if "in_flight_max" in w:
+            inflight = w["in_flight_max"].max()
+        elif "in_flight" in w:
+            inflight = w["in_flight"].max()
+        span_s = max((b - a) / 1e9, 1e-9)
+        out[dev] = {"write_bytes": wbytes,
+                    "mean_write_gib_per_s": wbytes / span_s / GIB,
+                    "peak_write_gib_per_s": _f(w["write_bytes_per_s"].max() / GIB),
+                    "mean_aqu_sz": _f(np.average(w["aqu_sz"], weights=w["dt_s"]) if w["dt_s"].sum() > 0 else w["aqu_sz"].mean()),
+                    "peak_aqu_sz": _f(w["aqu_sz"].max()),
+                    "peak_in_flight": _f(inflight)}
+        total = (total or 0.0) + wbytes
+    return out, total
+
+
+def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
+    """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals."""
+    a = w["start_ns"]
+    app_end = w["app_end_ns"]
+    end_used = dur["durable_end_ns"] or app_end or tl.end_ns
+    duration = None if app_end is None else (app_end - a) / 1e9
+    devs, dev_bytes = device_stats(tl, a, end_used)
+    span_s = (end_used - a) / 1e9
+    bytes_app = w["bytes_app"]
+    gib_basis = (bytes_app or dev_bytes or 0) / GIB
+    energy = window_energy(ctx.sources, a, end_used, ctx.idle_w, gib_basis or None)
+    temps = {t.name: _f(T.peak_in_window(t, a, end_used)) for t in ctx.temps}
+    temps = {k: v for k, v in temps.items() if v is not None}
+    thr_events, thr_s, by_src = 0, 0.0, {}
+    for sig in ctx.signals:
+        ev, sec = T.signal_in_window(sig, a, end_used)
+        if ev or sec:
+            by_src[sig.name] = {"events": ev, "seconds": sec, "what": sig.what}
+        thr_events += ev
+        thr_s = max(thr_s, sec)  # sources overlap (an SSD's two counters, GPUs): the longest one
+    gpu_idle = {name: _f(T.idle_seconds(t, u, a, end_used)) for name, (t, u) in ctx.gpu_util.items()}
+    gpu_vals = [v for v in gpu_idle.values() if v is not None]
+    return {
+        "id": w["id"], "source": w["source"], "kind": w["kind"], "step": w["step"], "rank": w["rank"],
+        "path": w["path"], "api": w.get("name"), "ok": w["ok"],
+        "start_s": _s(tl, a), "app_end_s": _s(tl, app_end), "durable_end_s": _s(tl, dur["durable_end_ns"]),
+        "duration_s": duration,
+        "blocking_s": w.get("blocking_s") if w.get("blocking_s") is not None else duration,
+        "durable_duration_s": None if dur["durable_end_ns"] is None else (dur["durable_end_ns"] - a) / 1e9,
+        "durable": dur["durable_end_ns"] is not None,
+        "durable_at_return": dur["durable_at_return"],
+        "pending_bytes_at_return": _f(dur["pending_bytes_at_return"]),
+        "durable_basis": dur["durable_basis"],
+        "bytes_app": _f(bytes_app), "bytes_device": _f(dev_bytes),
+        "device_to_app_ratio": _f(dev_bytes / bytes_app) if (bytes_app and dev_bytes is not None) else None,
+        "app_gib_per_s": _f(bytes_app / GIB / duration) if (bytes_app and duration) else None,
+        "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s > 0) else None,
+        "device_span_s": span_s,
+        "devices": devs,
+        "energy": energy,
+        "energy_total_j": _f(sum(e["energy_j"] for e in energy.values())) if energy else None,
+        "peak_temp_c": max(temps.values()) if temps else None,
+        "peak_temp_by_sensor_c": temps,
+        "throttle_events": thr_events if ctx.signals else None,
+        "throttle_s": thr_s if ctx.signals else None,
+        "throttle_by_source": by_src,
+        "gpu_idle_s": _f(np.mean(gpu_vals)) if gpu_vals else None,
+        "gpu_idle_s_by_gpu": gpu_idle,
+    }

@@ -1,0 +1,63 @@
+"""Unit and provenance of every figure in the report (copied into each JSON report as `fields`).
+
+measured: read from a counter or sensor; derived: computed from measured values by a stated
+rule; estimated: from a model. Energy entries carry their own provenance (the worst of their
+sources': an estimated NVMe power makes the SSD's joules estimated).
+"""
+
+M, D, E = "measured", "derived", "estimated"
+
+FIELDS = {
+    "checkpoints[].start_s": {"unit": "s since recording start", "provenance": M},
+    "checkpoints[].app_end_s": {"unit": "s since recording start", "provenance": M},
+    "checkpoints[].durable_end_s": {"unit": "s since recording start", "provenance": D},
+    "checkpoints[].duration_s": {"unit": "s", "provenance": D},
+    "checkpoints[].blocking_s": {"unit": "s", "provenance": D},
+    "checkpoints[].durable_duration_s": {"unit": "s", "provenance": D},
+    "checkpoints[].pending_bytes_at_return": {"unit": "B", "provenance": D},
+    "checkpoints[].bytes_app": {"unit": "B", "provenance": M},
+    "checkpoints[].bytes_device": {"unit": "B", "provenance": M},
+    "checkpoints[].device_to_app_ratio": {"unit": "ratio", "provenance": D},
+    "checkpoints[].app_gib_per_s": {"unit": "GiB/s", "provenance": D},
+    "checkpoints[].device_gib_per_s": {"unit": "GiB/s", "provenance": D},
+    "checkpoints[].device_span_s": {"unit": "s", "provenance": D},
+    "checkpoints[].devices.*.write_bytes": {"unit": "B", "provenance": M},
+    "checkpoints[].devices.*.mean_write_gib_per_s": {"unit": "GiB/s", "provenance": D},
+    "checkpoints[].devices.*.peak_write_gib_per_s": {"unit": "GiB/s", "provenance": D},
+    "checkpoints[].devices.*.mean_aqu_sz": {"unit": "requests (iostat aqu-sz)", "provenance": D},
+    "checkpoints[].devices.*.peak_aqu_sz": {"unit": "requests (iostat aqu-sz)", "provenance": D},
+    "checkpoints[].devices.*.peak_in_flight": {"unit": "requests", "provenance": M},
+    "checkpoints[].energy.*.energy_j": {"unit": "J", "provenance": "per entry"},
+    "checkpoints[].energy.*.above_idle_j": {"unit": "J", "provenance": "per entry"},
+    "checkpoints[].energy.*.j_per_gib": {"unit": "J/GiB", "provenance": "per entry"},
+    "checkpoints[].energy.*.coverage": {"unit": "fraction of window with readings", "provenance": D},
+    "checkpoints[].energy_total_j": {"unit": "J", "provenance": "worst of the components'"},
+    "checkpoints[].peak_temp_c": {"unit": "°C", "provenance": M},
+    "checkpoints[].throttle_events": {"unit": "events", "provenance": M},
+    "checkpoints[].throttle_s": {"unit": "s (the longest of the sources)", "provenance": M},
+    "checkpoints[].gpu_idle_s": {"unit": "s (mean over GPUs, utilisation < 5 %)", "provenance": D},
+    "run.wall_s": {"unit": "s", "provenance": M},
+    "run.blocked_s": {"unit": "s", "provenance": D},
+    "run.blocked_share": {"unit": "fraction of wall time", "provenance": D},
+    "run.goodput_estimate": {"unit": "fraction of wall time", "provenance": E},
+    "run.mean_checkpoint_s": {"unit": "s", "provenance": D},
+    "run.mean_device_gib_per_s": {"unit": "GiB/s", "provenance": D},
+    "run.mean_energy_j": {"unit": "J", "provenance": "worst of the components'"},
+    "run.idle_power_w": {"unit": "W", "provenance": D},
+    "scale.mtbf_s": {"unit": "s", "provenance": E},
+    "scale.young_interval_s": {"unit": "s", "provenance": E},
+    "scale.daly_interval_s": {"unit": "s", "provenance": E},
+    "scale.overhead_at_daly": {"unit": "fraction of wall time", "provenance": E},
+    "scale.goodput_at_daly": {"unit": "fraction of wall time", "provenance": E},
+    "throttling.onsets[].temp_c": {"unit": "°C", "provenance": M},
+    "throttling.temp_vs_write_correlation": {"unit": "Pearson r", "provenance": D},
+    "throttling.hot_vs_cool.bandwidth_ratio_hot_to_cool": {"unit": "ratio", "provenance": D},
+}
+
+
+def unit_of(path: str) -> str:
+    return FIELDS.get(path, {}).get("unit", "")
+
+
+def provenance_of(path: str) -> str:
+    return FIELDS.get(path, {}).get("provenance", "")

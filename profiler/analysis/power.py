@@ -1,0 +1,168 @@
+"""Energy per component over a window, whole and above the idle baseline, with provenance.
+
+Sources: every energy counter and power gauge the recording declares (series.py). Where one
+device has both, its counter is used (design.md: counters beat integrated power). The idle
+baseline is each source's mean power before the first checkpoint window began.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ckprof.analysis import joules as J
+from ckprof.analysis import series as S
+
+GIB = 1024**3
+_RANK = {"measured": 0, "derived": 1, "estimated": 2}
+
+
+@dataclass
+class EnergySource:
+    component: str
+    name: str  # e.g. "gpu/0.energy_mj"
+    provenance: str
+    method: str  # "energy counter" | "integrated power"
+    t_ns: np.ndarray
+    values: np.ndarray
+    scale: float  # counter units or power units → J or W
+    width: int | None = None
+
+    def energy_j(self, a: float, b: float) -> float:
+        if self.method == "energy counter":
+            return J.counter_energy_j(self.t_ns, self.values, self.scale, a, b, self.width)
+        return J.power_integral_j(self.t_ns, self.values * self.scale, a, b)
+
+    def mean_w(self, a: float, b: float) -> float:
+        if self.method == "energy counter":
+            return J.counter_mean_power_w(self.t_ns, self.values, self.scale, a, b, self.width)
+        return J.mean_power_w(self.t_ns, self.values * self.scale, a, b)
+
+    def coverage(self, a: float, b: float) -> float:
+        return J.coverage(self.t_ns, a, b)
+
+    def power_series(self) -> tuple[np.ndarray, np.ndarray]:
+        """(t_ns, W): power readings, or the counter's rate between readings."""
+        if self.method == "energy counter":
+            e = J.unwrap_counter(self.values, self.width) * self.scale
+            dt = np.diff(self.t_ns) / 1e9
+            with np.errstate(divide="ignore", invalid="ignore"):
+                w = np.where(dt > 0, np.diff(e) / np.where(dt > 0, dt, 1), np.nan)
+            return self.t_ns[1:], w
+        return self.t_ns, self.values * self.scale
+
+
+def _width(col: S.Column, entity: str) -> int | None:
+    """Wrap point of a counter when its column declares one (`wrap` in meta.json's column info)."""
+    w = col.info.get("wrap")
+    if isinstance(w, dict):
+        w = w.get(entity)
+    return int(w) if isinstance(w, (int, float)) and w > 0 else None
+
+
+def energy_sources(rec, tl) -> list[EnergySource]:
+    out: list[EnergySource] = []
+    have_counter: set[tuple[str, str]] = set()
+    meta_colls = rec.meta.get("collectors") or {}
+    for col in S.energy_counters(tl.columns):
+        desc = (meta_colls.get(col.collector) or {}).get("describe") or {}
+        for ent, df in S.load_column(rec, col, tl.cache).items():
+            width = _width(col, ent)
+            mer = desc.get("max_energy_range_uj")
+            if width is None and mer is not None:
+                mer = mer.get(ent) if isinstance(mer, dict) else mer
+                if mer is not None and col.unit in ("uJ", "µJ"):
+                    width = int(mer) + 1  # Documentation/power/powercap: wraps past max_energy_range_uj
+            out.append(EnergySource(col.component, S.series_name(col, ent), col.provenance, "energy counter",
+                                    df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), S.ENERGY_UNITS[col.unit],
+                                    width))
+            have_counter.add((col.collector, ent))
+    for col in S.power_gauges(tl.columns):
+        for ent, df in S.load_column(rec, col, tl.cache).items():
+            if (col.collector, ent) in have_counter:
+                continue
+            out.append(EnergySource(col.component, S.series_name(col, ent), col.provenance, "integrated power",
+                                    df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), S.POWER_UNITS[col.unit]))
+    return [s for s in out if len(s.t_ns) >= 2]
+
+
+def idle_baseline(sources: list[EnergySource], start_ns: float, first_window_ns: float | None,
+                  min_s: float = 1.0) -> tuple[dict[str, float], str | None]:
+    """Each source's mean power (W) before the first window; a note when there was no idle span."""
+    if first_window_ns is None:
+        first_window_ns = float("inf")
+    out = {}
+    short = []
+    for s in sources:
+        a = max(start_ns, s.t_ns[0])
+        b = min(first_window_ns, s.t_ns[-1])
+        if (b - a) / 1e9 < min_s:
+            short.append(s.name)
+            continue
+        out[s.name] = s.mean_w(a, b)
+    note = None
+    if short:
+        note = (f"no idle baseline for {', '.join(short)}: less than {min_s:g} s of readings before "
+                "the first checkpoint; energy above idle not computed for them")
+    return out, note
+
+
+def worst(provs) -> str:
+    provs = list(provs) or ["measured"]
+    return max(provs, key=lambda p: _RANK.get(p, 3))
+
+
+def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float],
+                  gib: float | None) -> dict:
+    """{component: {energy_j, above_idle_j, j_per_gib, provenance, method, sources, coverage}}."""
+    out = {}
+    for comp in sorted({s.component for s in sources}):
+        srcs = [s for s in sources if s.component == comp]
+        whole, above, cov, used = 0.0, 0.0, [], []
+        above_ok = True
+        for s in srcs:
+            e = s.energy_j(a, b)
+            if np.isnan(e):
+                continue
+            c = s.coverage(a, b)
+            whole += e
+            cov.append(c)
+            used.append(s)
+            if s.name in idle_w and not np.isnan(idle_w[s.name]):
+                above += e - idle_w[s.name] * (b - a) / 1e9 * c
+            else:
+                above_ok = False
+        if not used:
+            continue
+        out[comp] = {
+            "energy_j": whole,
+            "above_idle_j": above if above_ok else None,
+            "j_per_gib": whole / gib if gib else None,
+            "above_idle_j_per_gib": (above / gib) if (gib and above_ok) else None,
+            "provenance": worst(s.provenance for s in used),
+            "method": ", ".join(sorted({s.method for s in used})),
+            "sources": [s.name for s in used],
+            "coverage": float(min(cov)),
+        }
+    return out
+
+
+def power_by_component(sources: list[EnergySource], start_ns: float, res_s: float,
+                       n_bins: int) -> pd.DataFrame:
+    """Mean power per component on the analysis grid (for the timeline plot): t_s, <comp>_w."""
+    out = {"t_s": (np.arange(n_bins) + 0.5) * res_s}
+    for comp in sorted({s.component for s in sources}):
+        acc = np.zeros(n_bins)
+        seen = np.zeros(n_bins, dtype=bool)
+        for s in (x for x in sources if x.component == comp):
+            t, w = s.power_series()
+            b = ((t - start_ns) / 1e9 / res_s).astype(int)
+            ok = (b >= 0) & (b < n_bins) & ~np.isnan(w)
+            sums = np.bincount(b[ok], weights=w[ok], minlength=n_bins)[:n_bins]
+            cnt = np.bincount(b[ok], minlength=n_bins)[:n_bins]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                acc += np.where(cnt > 0, sums / np.maximum(cnt, 1), 0)
+            seen |= cnt > 0
+        out[f"{comp}_w"] = np.where(seen, acc, np.nan)
+    return pd.DataFrame(out)

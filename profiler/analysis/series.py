@@ -1,0 +1,138 @@
+"""Finding a recording's power, energy, temperature, utilisation and throttle series by what
+meta.json says about each column (unit, kind, provenance), not by which collector wrote it.
+
+The analysis reads whatever the recording has: the GPU collector's `energy_mj` counter and
+`power_w`, RAPL's `energy_uj` per domain, NVMe `temp_c` and SMART `thm_*` counters, or any
+later collector that declares its columns the same way (collectors/base.py `col`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# Energy counter units → joules.
+ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
+POWER_UNITS = {"W": 1.0, "mW": 1e-3, "uW": 1e-6, "µW": 1e-6, "kW": 1e3}
+TEMP_UNITS = {"C", "°C", "degC", "celsius"}
+
+# Components a joule belongs to (design.md, Energy): SSD, GPU, CPU/DRAM, node.
+COMPONENTS = ("ssd", "gpu", "cpu_dram", "node", "other")
+
+
+def component_of(collector: str, info: dict) -> str:
+    """A collector's component: its own `component` in meta.json, else guessed from its name."""
+    comp = (info.get("describe") or {}).get("component") or info.get("component")
+    if comp:
+        return str(comp)
+    n = collector.lower()
+    if n.startswith("gpu") or "nvml" in n:
+        return "gpu"
+    if n.startswith("rapl") or n.startswith("cpu"):
+        return "cpu_dram"
+    if n.startswith("nvme") or n.startswith("ssd") or n.startswith("smart"):
+        return "ssd"
+    if n.startswith(("ipmi", "node", "bmc", "pdu", "power")):
+        return "node"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of one collector, with what meta.json says about it."""
+
+    collector: str
+    name: str
+    unit: str
+    kind: str
+    provenance: str
+    label: str | None  # the collector's label column (device, gpu, domain), if it has one
+    component: str
+    info: dict
+
+    @property
+    def key(self) -> str:
+        return f"{self.collector}.{self.name}"
+
+
+def columns(rec) -> list[Column]:
+    """Every sample column the recording's meta.json declares, for collectors that have samples."""
+    out = []
+    present = set(rec.collectors)
+    for coll, info in (rec.meta.get("collectors") or {}).items():
+        if coll not in present:
+            continue
+        cols = info.get("columns") or {}
+        labels = [n for n, c in cols.items() if c.get("kind") == "label" and n != "t_ns"]
+        label = labels[0] if labels else None
+        comp = component_of(coll, info)
+        for name, c in cols.items():
+            if name == "t_ns" or c.get("kind") == "label":
+                continue
+            out.append(Column(coll, name, c.get("unit", ""), c.get("kind", "gauge"),
+                              c.get("provenance", "measured"), label, comp, c))
+    return out
+
+
+def energy_counters(cols: list[Column]) -> list[Column]:
+    return [c for c in cols if c.kind == "counter" and c.unit in ENERGY_UNITS]
+
+
+def power_gauges(cols: list[Column]) -> list[Column]:
+    return [c for c in cols if c.kind != "counter" and c.unit in POWER_UNITS]
+
+
+def temperatures(cols: list[Column]) -> list[Column]:
+    return [c for c in cols if c.unit in TEMP_UNITS or c.name.endswith("temp_c")]
+
+
+def gpu_utilisation(cols: list[Column]) -> list[Column]:
+    """GPU busy percentage: a '%' column with 'util' in its name from a GPU-component collector."""
+    cands = [c for c in cols if c.component == "gpu" and c.unit == "%" and "util" in c.name]
+    gpu_named = [c for c in cands if "gpu" in c.name or c.name in ("util_pct", "utilization_pct")]
+    return gpu_named[:1] or cands[:1]
+
+
+def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
+    """SMART thermal-management counters, critical-warning bitfields, GPU clock-event reasons."""
+    thm = [c for c in cols if c.name.startswith("thm_") or c.name in ("warning_temp_time", "critical_comp_time")
+           or c.name.startswith(("warning_temp_time", "critical_comp_time"))]
+    warn = [c for c in cols if c.name.startswith("critical_warning")]
+    reasons = [c for c in cols if c.component == "gpu" and ("reason" in c.name or "throttle" in c.name)]
+    return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons}
+
+
+def load_column(rec, col: Column, cache: dict | None = None) -> dict[str, pd.DataFrame]:
+    """{entity: DataFrame(t_ns, value)} for one column; entity is the label value or ''."""
+    want = [col.name] + ([col.label] if col.label else [])
+    key = (col.collector, tuple(want))
+    if cache is not None and key in cache:
+        df = cache[key]
+    else:
+        df = rec.samples(col.collector, columns=want)
+        if cache is not None:
+            cache[key] = df
+    if df.empty or col.name not in df:
+        return {}
+    if col.label and col.label in df:
+        groups = {str(k): g for k, g in df.groupby(col.label, sort=True)}
+    else:
+        groups = {"": df}
+    out = {}
+    for ent, g in groups.items():
+        v = pd.to_numeric(g[col.name], errors="coerce")
+        ok = v.notna().to_numpy()
+        out[ent] = pd.DataFrame({"t_ns": g["t_ns"].to_numpy()[ok], "value": v.to_numpy(dtype=float)[ok]})
+    return out
+
+
+def series_name(col: Column, entity: str) -> str:
+    return f"{col.collector}/{entity}.{col.name}" if entity else f"{col.collector}.{col.name}"
+
+
+def value_at(t_ns: np.ndarray, v: np.ndarray, at_ns: float) -> float:
+    """Linear interpolation of a sampled series at one instant (clamped at the ends)."""
+    if len(t_ns) == 0:
+        return float("nan")
+    return float(np.interp(at_ns, t_ns.astype(float), v))

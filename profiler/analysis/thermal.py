@@ -1,0 +1,157 @@
+"""Temperatures, thermal-throttle signals and GPU idle time, from whatever the recording has.
+
+Throttle signals, each with its rule's source:
+- NVMe SMART / Health log (NVM Express Base Spec 2.0, Figure 207): Thermal Management
+  Temperature 1/2 Transition Count (`thm_temp{1,2}_trans_count`: events) and Total Time
+  (`thm_temp{1,2}_total_time`: seconds); Warning Composite Temperature Time and Critical
+  Composite Temperature Time (`warning_temp_time`, `critical_comp_time`: minutes).
+- Critical Warning bit 1 (0x02): temperature at or over an over-temperature threshold.
+- NVML clock event reasons (nvml.h): SwThermalSlowdown 0x20, HwThermalSlowdown 0x40.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ckprof.analysis import series as S
+from ckprof.counters import counter_delta
+
+CRITICAL_WARNING_TEMPERATURE = 0x02
+GPU_THERMAL_REASONS = 0x20 | 0x40
+GPU_IDLE_UTIL_PCT = 5.0  # below this a GPU is counted idle
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "minutes": 60.0, "h": 3600.0}
+
+
+@dataclass
+class Signal:
+    name: str
+    kind: str  # "events" (counter of transitions), "seconds" (counter of time), "flag" (bitmask gauge)
+    t_ns: np.ndarray
+    values: np.ndarray
+    scale: float = 1.0  # counter units → seconds for "seconds"
+    mask: int = 0  # for "flag"
+    what: str = ""
+
+
+@dataclass
+class Temperature:
+    name: str
+    component: str
+    provenance: str
+    t_ns: np.ndarray
+    values: np.ndarray
+
+
+def temperatures(rec, tl) -> list[Temperature]:
+    out = []
+    for col in S.temperatures(tl.columns):
+        for ent, df in S.load_column(rec, col, tl.cache).items():
+            if len(df):
+                out.append(Temperature(S.series_name(col, ent), col.component, col.provenance,
+                                       df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy()))
+    return out
+
+
+def _time_scale(col: S.Column) -> float:
+    if col.unit in _TIME_UNITS:
+        return _TIME_UNITS[col.unit]
+    # NVMe spec units when the collector did not say: thm_*_total_time in s, the others in minutes
+    return 1.0 if col.name.startswith("thm_") else 60.0
+
+
+def signals(rec, tl) -> list[Signal]:
+    cols = S.throttle_columns(tl.columns)
+    out = []
+    for col in cols["smart_counters"]:
+        kind = "events" if "count" in col.name else "seconds"
+        for ent, df in S.load_column(rec, col, tl.cache).items():
+            out.append(Signal(S.series_name(col, ent), kind, df["t_ns"].to_numpy(dtype=float),
+                              df["value"].to_numpy(), _time_scale(col) if kind == "seconds" else 1.0,
+                              what="NVMe SMART " + col.name))
+    for col in cols["critical_warning"]:
+        for ent, df in S.load_column(rec, col, tl.cache).items():
+            out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
+                              df["value"].to_numpy(), mask=CRITICAL_WARNING_TEMPERATURE,
+                              what="NVMe critical warning bit 1 (temperature)"))
+    for col in cols["gpu_reasons"]:
+        for ent, df in S.load_column(rec, col, tl.cache).items():
+            out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
+                              df["value"].to_numpy(), mask=GPU_THERMAL_REASONS,
+                              what="GPU clock event reason: thermal slowdown"))
+    return out
+
+
+def _flag_on(sig: Signal) -> np.ndarray:
+    return (np.nan_to_num(sig.values).astype(np.int64) & sig.mask) != 0
+
+
+def signal_in_window(sig: Signal, a: float, b: float) -> tuple[int, float]:
+    """(events, seconds) of one throttle signal inside [a, b]."""
+    t, v = sig.t_ns, sig.values
+    if len(t) == 0:
+        return 0, 0.0
+    if sig.kind in ("events", "seconds"):
+        if len(t) < 2:
+            return 0, 0.0
+        d = counter_delta(v[:-1], v[1:])
+        t1, t0 = t[1:], t[:-1]
+        ov = np.clip(np.minimum(t1, b) - np.maximum(t0, a), 0, None) / np.where(t1 > t0, t1 - t0, 1)
+        amount = float(np.sum(d * ov))
+        if sig.kind == "events":
+            return int(round(amount)), 0.0
+        return 0, amount * sig.scale  # time counters give seconds; the transition counters give events
+    on = _flag_on(sig)
+    t0 = np.concatenate([[t[0]], t[:-1]])
+    ov = np.clip(np.minimum(t, b) - np.maximum(t0, a), 0, None)
+    seconds = float(np.sum(ov[on]) / 1e9)
+    rises = on & ~np.concatenate([[False], on[:-1]])
+    events = int(np.sum(rises & (t >= a) & (t <= b)))
+    if on[(t >= a) & (t <= b)].any() and events == 0:
+        events = 1  # already on when the window began
+    return events, seconds
+
+
+def first_throttle_ns(sig: Signal) -> float | None:
+    """When a signal first showed throttling (a counter rising, a flag set)."""
+    t, v = sig.t_ns, sig.values
+    if len(t) == 0:
+        return None
+    if sig.kind == "flag":
+        on = np.flatnonzero(_flag_on(sig))
+        return float(t[on[0]]) if len(on) else None
+    if len(t) < 2:
+        return None
+    up = np.flatnonzero(counter_delta(v[:-1], v[1:]) > 0)
+    return float(t[up[0] + 1]) if len(up) else None
+
+
+def peak_in_window(temp: Temperature, a: float, b: float) -> float:
+    m = (temp.t_ns >= a) & (temp.t_ns <= b)
+    if not m.any():
+        if len(temp.t_ns) == 0:
+            return float("nan")
+        i = min(int(np.searchsorted(temp.t_ns, a)), len(temp.t_ns) - 1)
+        return float(temp.values[i])
+    return float(np.nanmax(temp.values[m]))
+
+
+def gpu_util(rec, tl) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    cols = S.gpu_utilisation(tl.columns)
+    if not cols:
+        return {}
+    return {S.series_name(cols[0], ent): (df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy())
+            for ent, df in S.load_column(rec, cols[0], tl.cache).items() if len(df)}
+
+
+def idle_seconds(t: np.ndarray, util: np.ndarray, a: float, b: float,
+                 threshold: float = GPU_IDLE_UTIL_PCT) -> float:
+    """Seconds of [a, b] when the GPU's utilisation (each reading held back to the previous) < threshold.
+
+    NVML's utilisation.gpu is the percentage of the last sample period in which a kernel ran.
+    """
+    if len(t) == 0:
+        return float("nan")
+    t0 = np.concatenate([[t[0]], t[:-1]])
+    ov = np.clip(np.minimum(t, b) - np.maximum(t0, a), 0, None)
+    return float(np.sum(ov[util < threshold]) / 1e9)

@@ -1,0 +1,137 @@
+"""Checkpoint windows: from markers, or inferred from device write bursts; and their durable end.
+
+A window has a start, an application end (the save call returned) and a durable end: the host's
+Dirty + Writeback pages (Documentation/filesystems/proc.rst, /proc/meminfo) are back to what they
+were when the save began and the devices' write rate is back to its baseline. A checkpoint
+whose data was still in the page cache when the save returned is flagged: it was not yet safe.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class BurstParams:
+    """Inference of windows from the devices' total write rate."""
+
+    baseline_quantile: float = 0.2  # the rate most of the run sits at, robust to long bursts
+    min_threshold_bps: float = 4 * MIB  # never call less than this above baseline a burst
+    peak_fraction: float = 0.1  # ...nor less than this share of the way from baseline to peak
+    merge_gap_s: float = 1.0  # bursts closer than this are one checkpoint
+    min_bytes: float = 1 * MIB  # smaller bursts are background noise
+
+
+def baseline_and_threshold(total: pd.DataFrame | None, p: BurstParams) -> tuple[float, float]:
+    """(baseline, threshold) of the devices' total write rate in bytes/s."""
+    if total is None or total.empty:
+        return 0.0, float("inf")
+    r = total["write_bytes_per_s"].to_numpy()
+    base = float(np.quantile(r, p.baseline_quantile))
+    peak = float(np.quantile(r, 0.99))
+    return base, base + max(p.min_threshold_bps, p.peak_fraction * (peak - base))
+
+
+def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | None = None) -> list[dict]:
+    """Windows where the total write rate rises above threshold; gaps < merge_gap_s merged."""
+    p = p or BurstParams()
+    if total is None or total.empty:
+        return []
+    base, thr = baseline_and_threshold(total, p)
+    t1 = total["t_ns"].to_numpy()
+    res_ns = res_s * 1e9
+    above = total["write_bytes_per_s"].to_numpy() > thr
+    bursts: list[list[int]] = []  # [first row, last row]
+    for i in np.flatnonzero(above):
+        if bursts and (t1[i] - res_ns) - t1[bursts[-1][1]] <= p.merge_gap_s * 1e9:
+            bursts[-1][1] = i
+        else:
+            bursts.append([i, i])
+    out = []
+    wb = total["write_bytes"].to_numpy()
+    for n, (i, j) in enumerate(bursts, 1):
+        dev_bytes = float(wb[i:j + 1].sum())
+        if dev_bytes < p.min_bytes:
+            continue
+        start, end = float(t1[i] - res_ns), float(t1[j])
+        out.append({"id": f"inferred:{n}", "source": "inferred", "kind": "save", "start_ns": start,
+                    "app_end_ns": end, "bytes_app": None, "path": None, "step": None, "rank": None,
+                    "name": None, "ok": None, "blocking_s": None})
+    for k, w in enumerate(out, 1):
+        w["id"] = f"inferred:{k}"
+    return out
+
+
+def marker_windows(rec) -> list[dict]:
+    """Windows from checkpoint_start/checkpoint_end events (ckprof.checkpoint, the patch, workload)."""
+    cp = rec.checkpoints()
+    if cp.empty:
+        return []
+    out = []
+    ev = rec.events
+    blocking = {}
+    if "blocking_s" in ev:
+        ends = ev[(ev["event"] == "checkpoint_end") & ev["blocking_s"].notna()]
+        blocking = dict(zip(ends["id"], ends["blocking_s"]))
+
+    def clean(v):
+        return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
+
+    for _, r in cp.iterrows():
+        out.append({"id": str(r["id"]), "source": clean(r.get("source")) or "api",
+                    "kind": clean(r.get("kind")) or "save", "start_ns": float(r["start_ns"]),
+                    "app_end_ns": None if pd.isna(r["end_ns"]) else float(r["end_ns"]),
+                    "bytes_app": None if pd.isna(r.get("bytes")) else float(r["bytes"]),
+                    "path": clean(r.get("path")), "step": None if pd.isna(r.get("step")) else int(r["step"]),
+                    "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
+                    "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
+                    "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
+                    "blocking_s": clean(blocking.get(r["id"]))})
+    return out
+
+
+def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
+    """Durable end and whether the data was still in the page cache when the save returned.
+
+    Returns {durable_end_ns, durable_at_return, pending_bytes_at_return, durable_basis}.
+    `durable_end_ns` is None when writeback never drained before the recording ended.
+    """
+    app_end = w["app_end_ns"] if w["app_end_ns"] is not None else end_ns
+    out = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
+           "durable_basis": []}
+    t_ready = app_end
+    if tl.dirty is not None and len(tl.dirty) >= 2:
+        t = tl.dirty["t_ns"].to_numpy()
+        v = tl.dirty["dirty_wb_bytes"].to_numpy()
+        before = t <= w["start_ns"]
+        base = float(v[before][-1]) if before.any() else float(v[0])
+        at_ret = float(np.interp(app_end, t, v))
+        pending = max(0.0, at_ret - base)
+        size = w["bytes_app"] or 0.0
+        tol = max(8 * MIB, 0.05 * size)
+        out["pending_bytes_at_return"] = pending
+        out["durable_at_return"] = bool(pending <= max(tol, 0.1 * size))
+        after = np.flatnonzero((t >= app_end) & (v <= base + tol))
+        if len(after) == 0:
+            out["durable_basis"].append("host Dirty+Writeback (never drained before the recording ended)")
+            return out
+        t_ready = max(app_end, float(t[after[0]]))
+        out["durable_basis"].append("host Dirty+Writeback back to its level at the start")
+    if tl.total is not None and len(tl.total):
+        t1 = tl.total["t_ns"].to_numpy()
+        r = tl.total["write_bytes_per_s"].to_numpy()
+        quiet = np.flatnonzero((t1 > t_ready) & (r <= thr_bps))
+        if len(quiet) == 0:
+            out["durable_basis"].append("device writes (still above baseline at the end)")
+            return out
+        # the bin that is quiet began one resolution step before its end time
+        t_ready = max(t_ready, float(t1[quiet[0]] - tl.res_s * 1e9))
+        out["durable_basis"].append("device write rate back to baseline")
+    if not out["durable_basis"]:
+        return out
+    out["durable_end_ns"] = t_ready
+    return out
