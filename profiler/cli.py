@@ -87,5 +87,11 @@ def doctor(paths):
     click.echo(do_doctor(list(paths)))
 
 
+from ckprof.report.commands import compare, export, report  # noqa: E402  (analysis and reports)
+
+main.add_command(report)
+main.add_command(compare)
+main.add_command(export)
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,134 @@
+"""The `report`, `compare` and `export` commands (registered in ckprof/cli.py)."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import click
+
+from ckprof.errors import CkprofError, RecordingError, UsageError
+
+_DUR = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'3h', '90min', '2d', '3600' (seconds) → seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in {"", *_DUR}:
+        raise UsageError(f"bad duration {text!r}: use e.g. 3h, 90min, 2d or seconds")
+    v = float(m.group(1)) * _DUR.get(m.group(2).lower(), 1)
+    if v <= 0:
+        raise UsageError(f"bad duration {text!r}: must be more than 0")
+    return v
+
+
+def _mtbf(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except CkprofError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def analyse_path(path: str, **kw):
+    """Load and analyse one recording; anything unexpected becomes a one-line RecordingError."""
+    import ckprof
+    from ckprof.analysis import analyze
+
+    rec = ckprof.load(path)
+    try:
+        return analyze(rec, **kw)
+    except CkprofError:
+        raise
+    except Exception as e:  # a damaged recording must give a line, never a traceback
+        raise RecordingError(f"{path}: could not analyse the recording ({type(e).__name__}: {e})",
+                             hint="rerun with CKPROF_DEBUG=1 for the traceback") from (
+            e if os.environ.get("CKPROF_DEBUG") else None)
+
+
+def _write(text: str, out: str | None) -> None:
+    if out in (None, "-"):
+        sys.stdout.write(text)
+        return
+    try:
+        with open(out, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror}") from None
+    click.echo(f"ckprof: wrote {out}", err=True)
+
+
+@click.command()
+@click.argument("recording", type=click.Path())
+@click.option("-f", "--format", "fmt", type=click.Choice(["html", "md", "json"]), default="html", show_default=True)
+@click.option("-o", "--output", metavar="FILE",
+              help="Where to write [default: RECORDING-NAME.report.html for html, stdout for md/json].")
+@click.option("--mtbf", callback=_mtbf, metavar="DURATION", help="Mean time between failures (e.g. 3h) for the optimal interval.")
+@click.option("--gpus", type=click.IntRange(min=1), metavar="N",
+              help="Cluster size: MTBF from Llama 3's failure rate (419 interruptions / 54 days / 16,384 GPUs).")
+@click.option("--windows", type=click.Choice(["auto", "markers", "inferred"]), default="auto", show_default=True,
+              help="Checkpoint windows from markers, from device write bursts, or markers when there are any.")
+def report(recording, fmt, output, mtbf, gpus, windows):
+    """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
+
+    \b
+    ckprof report ckprof-20261121-120000                  # → ckprof-20261121-120000.report.html
+    ckprof report run1 --format json > run1.json           # schema: docs/report-format.md
+    ckprof report run1 --gpus 16384                        # optimal interval at that scale
+    """
+    from ckprof.report import plots, render
+
+    an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
+    if fmt == "json":
+        _write(render.to_json(an.report), output)
+    elif fmt == "md":
+        _write(render.to_markdown(an.report), output)
+    else:
+        out = output or f"{os.path.basename(os.path.abspath(recording))}.report.html"
+        _write(render.to_html(an.report, plots.all_plots(an)), out)
+
+
+@click.command()
+@click.argument("recordings", nargs=-1, required=True, type=click.Path())
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("-o", "--output", metavar="FILE", help="Where to write [default: stdout].")
+def compare(recordings, fmt, output):
+    """Compare recordings side by side, with ratios to the first one.
+
+    \b
+    ckprof compare nvme-run xfs-run lustre-run
+    """
+    from ckprof.report import compare as C, render
+
+    if len(recordings) < 2:
+        raise UsageError("compare needs at least two recordings")
+    reports = [analyse_path(p).report for p in recordings]
+    cmp = C.compare(reports)
+    if fmt == "json":
+        _write(render.to_json(cmp), output)
+    else:
+        headers, rows = C.table(cmp)
+        _write("\n".join(render._md_table(headers, rows)) + "\n", output)
+
+
+@click.command()
+@click.argument("recording", type=click.Path())
+@click.option("-f", "--format", "fmt", type=click.Choice(["perfetto", "csv", "parquet"]), required=True)
+@click.option("-o", "--output", metavar="PATH",
+              help="A .json file for perfetto, a directory for csv/parquet [default: RECORDING-NAME.trace.json or RECORDING-NAME-export/].")
+def export(recording, fmt, output):
+    """Export checkpoint windows and metrics: a Perfetto/Chrome trace (open it in ui.perfetto.dev),
+    or checkpoints and timeline tables as CSV or Parquet."""
+    from ckprof.report.export import export as do_export
+
+    an = analyse_path(recording)
+    name = os.path.basename(os.path.abspath(recording))
+    out = output or (f"{name}.trace.json" if fmt == "perfetto" else f"{name}-export")
+    try:
+        files = do_export(an, fmt, out)
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror}") from None
+    for f in files:
+        click.echo(f"ckprof: wrote {f}", err=True)

@@ -1,0 +1,55 @@
+"""`ckprof compare REC REC ...`: the figures a storage evaluation puts side by side, with ratios
+to the first recording (the baseline)."""
+from __future__ import annotations
+
+import math
+
+from ckprof.report import tables as T
+
+# (label, unit, provenance, function of a report → value)
+METRICS = [
+    ("checkpoints", "count", "measured", lambda r: r["run"]["checkpoints"]),
+    ("mean checkpoint time", "s", "derived", lambda r: r["run"]["mean_checkpoint_s"]),
+    ("mean device bandwidth", "GiB/s", "derived", lambda r: r["run"]["mean_device_gib_per_s"]),
+    ("mean app bandwidth", "GiB/s", "derived",
+     lambda r: _mean([c["app_gib_per_s"] for c in r["checkpoints"] if c["kind"] == "save"])),
+    ("energy per checkpoint", "J", "measured/estimated", lambda r: r["run"]["mean_energy_j"]),
+    ("energy per GiB", "J/GiB", "derived",
+     lambda r: _mean([sum(e["j_per_gib"] or 0 for e in c["energy"].values()) for c in r["checkpoints"]
+                      if c["energy"] and c["kind"] == "save"])),
+    ("peak temperature", "°C", "measured", lambda r: r["run"]["peak_temp_c"]),
+    ("time blocked by checkpoints", "fraction", "derived", lambda r: r["run"]["blocked_share"]),
+    ("not durable at return", "count", "derived", lambda r: r["run"]["not_durable_at_return"]),
+]
+
+
+def _mean(v):
+    v = [x for x in v if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def compare(reports: list[dict]) -> dict:
+    rows = []
+    for label, unit, prov, fn in METRICS:
+        vals = [fn(r) for r in reports]
+        base = vals[0]
+        ratios = [None if (v is None or not base) else v / base for v in vals]
+        rows.append({"metric": label, "unit": unit, "provenance": prov, "values": vals, "ratio_to_first": ratios})
+    return {"schema": "ckprof-compare", "schema_version": 1,
+            "recordings": [r["recording"]["path"] for r in reports], "metrics": rows}
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def table(cmp: dict) -> tuple[list[str], list[list[str]]]:
+    names = [f"[{i + 1}] {p}" for i, p in enumerate(cmp["recordings"])]
+    headers = ["metric [unit, provenance]"] + names + [f"ratio [{i + 1}]/[1]" for i in range(1, len(names))]
+    rows = []
+    for m in cmp["metrics"]:
+        rows.append([f"{m['metric']} [{m['unit']}, {T.TAG.get(m['provenance'], m['provenance'])}]"]
+                    + [_fmt(v) for v in m["values"]] + [_fmt(x) for x in m["ratio_to_first"][1:]])
+    return headers, rows

@@ -1,0 +1,118 @@
+"""Renderers of one analysed recording: JSON (the stable schema), Markdown, self-contained HTML.
+
+HTML: every string taken from a recording (command lines, paths, device names, notes) goes
+through html.escape; figures are inline base64 PNGs, so the file needs nothing else.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+
+from ckprof.report import tables as T
+
+
+def _clean(o):
+    """NaN/inf → null, so the JSON is standard (RFC 8259 has no NaN)."""
+    if isinstance(o, float):
+        return None if (math.isnan(o) or math.isinf(o)) else o
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if hasattr(o, "item"):  # numpy scalars
+        return _clean(o.item())
+    return o
+
+
+def to_json(rep: dict) -> str:
+    return json.dumps(_clean(rep), indent=2, default=str) + "\n"
+
+
+def _md_cell(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers, rows) -> list[str]:
+    out = ["| " + " | ".join(_md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def to_markdown(rep: dict) -> str:
+    L = [f"# ckprof report: {_md_cell(rep['recording']['path'])}", "",
+         "Units are in each header; [m] measured, [d] derived, [e] estimated.", "", "## Summary", ""]
+    L += _md_table(["what", "value", "provenance"], T.summary_rows(rep))
+    L += ["", "## Checkpoints", ""]
+    if rep["checkpoints"]:
+        L += _md_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep))
+        dr = T.device_rows(rep)
+        if dr:
+            L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr)
+    else:
+        L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
+    L += ["", "## Throttling", ""] + [f"- {x}" for x in T.throttle_lines(rep)]
+    L += ["", "## Notes: what could not be measured, and why", ""]
+    L += [f"- {_md_cell(n)}" for n in rep["notes"]] or ["- none"]
+    return "\n".join(L) + "\n"
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:20px;word-break:break-all} h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:12px;margin:8px 0} td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
+th{background:#f3f3f3;text-align:left} td.bad{color:#b00020;font-weight:600} .small{color:#666;font-size:12px}
+.scroll{overflow-x:auto} img{max-width:100%;border:1px solid #eee;margin:6px 0}
+"""
+
+
+def _h(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _html_table(headers, rows, bad_col=None) -> str:
+    out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in headers) + "</tr>"]
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r):
+            cls = " class='bad'" if (bad_col is not None and i == bad_col and str(c).startswith("NO")) else ""
+            cells.append(f"<td{cls}>{_h(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table></div>")
+    return "\n".join(out)
+
+
+def _img(name: str, png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode()
+    return f"<img id='plot-{_h(name)}' alt='{_h(alt)}' src='data:image/png;base64,{data}'>"
+
+
+def to_html(rep: dict, plots: dict[str, bytes]) -> str:
+    rec = rep["recording"]
+    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+             f"<title>ckprof report: {_h(rec['path'])}</title><style>{CSS}</style></head><body>",
+             f"<h1>ckprof report: {_h(rec['path'])}</h1>",
+             f"<p class='small'>ckprof {_h(rep['ckprof_version'])}, report schema {_h(rep['schema_version'])}. "
+             "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>",
+             "<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
+    if "timeline" in plots:
+        parts += ["<h2>Timeline</h2>", _img("timeline", plots["timeline"], "timeline of bandwidth, queue depth, "
+                                            "temperature, power and GPU utilisation with checkpoint windows shaded")]
+    parts.append("<h2>Checkpoints</h2>")
+    if rep["checkpoints"]:
+        parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8))
+        if "checkpoints" in plots:
+            parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
+        dr = T.device_rows(rep)
+        if dr:
+            parts += ["<h3>Per device</h3>", _html_table(T.DEVICE_HEADERS, dr)]
+    else:
+        parts.append("<p>No checkpoint windows: no markers, and no write bursts above the baseline.</p>")
+    parts.append("<h2>Throttling</h2><ul>" + "".join(f"<li>{_h(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>")
+    if "temp_vs_bandwidth" in plots:
+        parts.append(_img("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
+    parts.append("<h2>Notes: what could not be measured, and why</h2><ul>"
+                 + ("".join(f"<li>{_h(n)}</li>" for n in rep["notes"]) or "<li>none</li>") + "</ul>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

@@ -1,0 +1,137 @@
+"""The report's tables as plain strings (header, rows), shared by the Markdown and HTML renderers.
+
+Each header names its unit and provenance: [m] measured, [d] derived, [e] estimated.
+"""
+from __future__ import annotations
+
+from ckprof.units import fmt_bytes
+
+GIB = 1024**3
+TAG = {"measured": "m", "derived": "d", "estimated": "e"}
+
+
+def num(v, fmt="{:.2f}", none="—") -> str:
+    if v is None:
+        return none
+    try:
+        return fmt.format(v)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def pct(v) -> str:
+    return num(None if v is None else v * 100, "{:.1f} %")
+
+
+def b(v) -> str:
+    return "—" if v is None else fmt_bytes(v)
+
+
+def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
+    """(what, value with unit, provenance) rows."""
+    run, rec = rep["run"], rep["recording"]
+    rows = [
+        ("command", " ".join(map(str, rec.get("command") or [])) or "—", "recorded"),
+        ("host", str(rec.get("hostname") or "—"), "recorded"),
+        ("wall time", num(run["wall_s"], "{:.1f} s"), "measured"),
+        ("checkpoint windows", f"{run['checkpoints']} save, {run['loads']} load (from {run['windows_from']})", "measured"
+         if run["windows_from"] == "markers" else "derived"),
+        ("time blocked by checkpoints", f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time", "derived"),
+        ("goodput estimate (no failures)", pct(run["goodput_estimate"]), "estimated"),
+        ("mean checkpoint (blocking)", num(run["mean_checkpoint_s"], "{:.3f} s"), "derived"),
+        ("bytes saved (application / devices)", f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}", "measured"),
+        ("mean device bandwidth", num(run["mean_device_gib_per_s"], "{:.3f} GiB/s"), "derived"),
+        ("mean energy per checkpoint", num(run["mean_energy_j"], "{:.1f} J"), "see table"),
+        ("peak temperature", num(run["peak_temp_c"], "{:.1f} °C"), "measured"),
+        ("not durable when the save returned", str(run["not_durable_at_return"]), "derived"),
+    ]
+    for name, w in sorted(run["idle_power_w"].items()):
+        rows.append((f"idle power before first checkpoint: {name}", num(w, "{:.1f} W"), "derived"))
+    sc = rep.get("scale") or {}
+    if sc:
+        rows += [
+            ("MTBF used", f"{num(sc['mtbf_s'] / 3600, '{:.2f} h')} ({sc['mtbf_source']})", "estimated"),
+            ("optimal interval, Young", num(sc["young_interval_s"], "{:.0f} s"), "estimated"),
+            ("optimal interval, Daly", num(sc["daly_interval_s"], "{:.0f} s"), "estimated"),
+            ("overhead at Daly interval (checkpoints + lost work)", pct(sc["overhead_at_daly"]), "estimated"),
+            ("goodput at Daly interval", pct(sc["goodput_at_daly"]), "estimated"),
+            ("restart time used", f"{num(sc['restart_s'], '{:.2f} s')} ({sc['restart_source']})", "estimated"),
+        ]
+    return rows
+
+
+CHECKPOINT_HEADERS = [
+    "#", "source", "kind", "step", "path", "start [s, m]", "save call [s, d]", "durable after [s, d]",
+    "durable at return", "app bytes [m]", "device bytes [m]", "dev/app [d]", "GiB/s app [d]",
+    "GiB/s device [d]", "mean/peak QD [d]", "peak in-flight [m]", "energy J (above idle)",
+    "J/GiB", "peak °C [m]", "throttle events / s [m]", "GPU idle s [d]",
+]
+
+
+def energy_cell(r: dict) -> str:
+    if not r["energy"]:
+        return "—"
+    parts = []
+    for comp, e in sorted(r["energy"].items()):
+        above = "" if e["above_idle_j"] is None else f" ({e['above_idle_j']:.1f})"
+        parts.append(f"{comp} {e['energy_j']:.1f}{above} [{TAG.get(e['provenance'], '?')}]")
+    return "; ".join(parts)
+
+
+def jpg_cell(r: dict) -> str:
+    parts = [f"{c} {e['j_per_gib']:.1f}" for c, e in sorted(r["energy"].items()) if e.get("j_per_gib") is not None]
+    return "; ".join(parts) or "—"
+
+
+def checkpoint_rows(rep: dict) -> list[list[str]]:
+    out = []
+    for i, r in enumerate(rep["checkpoints"], 1):
+        qd = [d for d in r["devices"].values()]
+        mean_qd = sum(d["mean_aqu_sz"] or 0 for d in qd) if qd else None
+        peak_qd = max((d["peak_aqu_sz"] or 0 for d in qd), default=None) if qd else None
+        inflight = max((d["peak_in_flight"] or 0 for d in qd), default=None) if qd else None
+        dur_after = None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
+        durable = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
+        if not r["durable"]:
+            durable += "; not durable by end of recording"
+        out.append([
+            str(i), str(r["source"]), str(r["kind"]), num(r["step"], "{}"), str(r["path"] or "—"),
+            num(r["start_s"], "{:.2f}"), num(r["duration_s"], "{:.3f}"), num(dur_after, "+{:.3f}"), durable,
+            b(r["bytes_app"]), b(r["bytes_device"]), num(r["device_to_app_ratio"], "{:.2f}"),
+            num(r["app_gib_per_s"], "{:.3f}"), num(r["device_gib_per_s"], "{:.3f}"),
+            f"{num(mean_qd, '{:.1f}')} / {num(peak_qd, '{:.1f}')}", num(inflight, "{:.0f}"),
+            energy_cell(r), jpg_cell(r), num(r["peak_temp_c"], "{:.1f}"),
+            f"{num(r['throttle_events'], '{}')} / {num(r['throttle_s'], '{:.1f}')}", num(r["gpu_idle_s"], "{:.2f}"),
+        ])
+    return out
+
+
+DEVICE_HEADERS = ["#", "device", "write bytes [m]", "mean GiB/s [d]", "peak GiB/s [d]", "mean aqu-sz [d]",
+                  "peak aqu-sz [d]", "peak in-flight [m]"]
+
+
+def device_rows(rep: dict) -> list[list[str]]:
+    out = []
+    for i, r in enumerate(rep["checkpoints"], 1):
+        for dev, d in sorted(r["devices"].items()):
+            out.append([str(i), dev, b(d["write_bytes"]), num(d["mean_write_gib_per_s"], "{:.3f}"),
+                        num(d["peak_write_gib_per_s"], "{:.3f}"), num(d["mean_aqu_sz"], "{:.2f}"),
+                        num(d["peak_aqu_sz"], "{:.2f}"), num(d["peak_in_flight"], "{:.0f}")])
+    return out
+
+
+def throttle_lines(rep: dict) -> list[str]:
+    t = rep["throttling"]
+    lines = [t["statement"]]
+    if t["temp_vs_write_correlation"] is not None:
+        lines.append(f"Temperature vs write bandwidth over the run: Pearson r = {t['temp_vs_write_correlation']:.2f} "
+                     f"over {t['temp_vs_write_points']} intervals (derived).")
+    hc = t.get("hot_vs_cool")
+    if hc:
+        lines.append(f"Hottest checkpoint ({hc['hottest_peak_temp_c']:.1f} °C) wrote at {hc['hottest_gib_per_s']:.3f} GiB/s; "
+                     f"coolest at a similar queue depth ({hc['coolest_peak_temp_c']:.1f} °C) at "
+                     f"{hc['coolest_gib_per_s']:.3f} GiB/s: ratio {num(hc['bandwidth_ratio_hot_to_cool'], '{:.2f}')} (derived).")
+    for o in t["onsets"]:
+        lines.append(f"{o['what']} ({o['source']}) first at {o['t_s']:.1f} s"
+                     + (f", hottest sensor {o['temp_c']:.1f} °C" if o["temp_c"] is not None else "") + " (measured).")
+    return lines
