@@ -61,11 +61,19 @@ def host_meta() -> dict:
             "python": platform.python_version()}
 
 
-def child_env(out_dir: str) -> dict:
-    """The parent's environment plus CKPROF_* variables; nothing of the user's is overwritten."""
+def child_env(out_dir: str, patch: bool = True) -> dict:
+    """The parent's environment plus CKPROF_* variables; nothing of the user's is overwritten.
+
+    With `patch`, ckprof's sitecustomize directory goes first on PYTHONPATH (kept after it), so
+    a Python child's torch.save / DCP / safetensors saves are marked (ckprof.instrument).
+    """
     env = dict(os.environ)
     env[markers.ENV_RECORDING] = out_dir
     env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
+    if patch:
+        from ckprof.instrument import pythonpath_with_site
+
+        env["PYTHONPATH"] = pythonpath_with_site(env.get("PYTHONPATH"))
     return env
 
 
@@ -93,7 +101,7 @@ def count_checkpoints(out_dir: str) -> int:
 
 def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
            devices: list[str], force: bool = False, kill_after_s: float = 10.0,
-           flush_s: float = 2.0, quiet: bool = False) -> child.ChildResult:
+           flush_s: float = 2.0, quiet: bool = False, patch: bool = True) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     for p in paths:
@@ -110,7 +118,7 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     writer.create({
         "ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
         "cwd": os.getcwd(), "start": start, "interval_s": interval_s, "topology": sources.topology,
-        "notes": sources.notes,
+        "notes": sources.notes, "patch": patch,
     })
     for n in sources.notes:
         if not quiet:
@@ -128,7 +136,7 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
 
     result = None
     try:
-        result = child.run(list(argv), child_env(out_dir), kill_after_s=kill_after_s,
+        result = child.run(list(argv), child_env(out_dir, patch), kill_after_s=kill_after_s,
                            on_start=on_start, warn=warn)
     finally:
         end_ns = clock.now_ns()

@@ -109,12 +109,18 @@ def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
         v = tl.dirty["dirty_wb_bytes"].to_numpy()
         before = t <= w["start_ns"]
         base = float(v[before][-1]) if before.any() else float(v[0])
-        at_ret = float(np.interp(app_end, t, v))
+        # the first reading at or after the return: pages dirtied by the save are all counted there
+        i_ret = min(int(np.searchsorted(t, app_end)), len(t) - 1)
+        at_ret = float(v[i_ret])
         pending = max(0.0, at_ret - base)
         size = w["bytes_app"] or 0.0
-        tol = max(8 * MIB, 0.05 * size)
+        # Other processes dirty pages too: a checkpoint counts as still in the page cache when at
+        # least half its bytes (or 8 MiB when its size is unknown) are dirty above the level at its
+        # start, and as drained once within max(4 MiB, a quarter of its size) of that level.
+        flag_at = max(1 * MIB, 0.5 * size) if size else 8 * MIB
+        tol = max(4 * MIB, 0.25 * size)
         out["pending_bytes_at_return"] = pending
-        out["durable_at_return"] = bool(pending <= max(tol, 0.1 * size))
+        out["durable_at_return"] = bool(pending < flag_at)
         after = np.flatnonzero((t >= app_end) & (v <= base + tol))
         if len(after) == 0:
             out["durable_basis"].append("host Dirty+Writeback (never drained before the recording ended)")

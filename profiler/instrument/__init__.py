@@ -1,0 +1,23 @@
+"""Zero-code instrumentation: under `ckprof record`, a Python child's checkpoint saves are marked.
+
+`ckprof record` prepends `site_dir()` to the child's PYTHONPATH. Python's site module imports
+the first `sitecustomize` on sys.path (docs.python.org/3/library/site.html), which is ours: it
+runs the sitecustomize that would otherwise have run (chaining), then puts an import hook on
+sys.meta_path that wraps torch.save, torch.distributed.checkpoint.save / async_save / load and
+safetensors.torch.save_file the moment their modules are imported. A child that never imports
+torch pays one small finder on sys.meta_path. `ckprof record --no-patch` turns it off.
+
+The files in site/ import nothing from ckprof, so a child running another Python (a venv
+without ckprof) is patched too; events follow markers.py's format (source "patch").
+"""
+import os
+
+
+def site_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
+
+
+def pythonpath_with_site(existing: str | None) -> str:
+    """PYTHONPATH with ckprof's site directory first (once)."""
+    parts = [p for p in (existing or "").split(os.pathsep) if p and p != site_dir()]
+    return os.pathsep.join([site_dir(), *parts])
