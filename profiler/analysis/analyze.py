@@ -56,7 +56,6 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     """`windows_from`: 'markers', 'inferred', or 'auto' (markers when there are any)."""
     notes: list[str] = list(rec.meta.get("notes") or [])
     tl = timeline.build(rec)
-    notes += rec.problems  # after build: the reader lists parts it could not read
     base_bps, thr_bps = W.baseline_and_threshold(tl.total, burst or W.BurstParams())
 
     marked = W.marker_windows(rec) if windows_from in ("auto", "markers") else []
@@ -141,6 +140,8 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         "notes": notes,
         "fields": FIELDS,
     }
+    # the reader lists what it could not read (parts, event lines) as it reads: add them last
+    notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]
     if (mtbf_s or gpus) and not report["scale"]:
         notes.append("no checkpoint time measured: the optimal interval at scale could not be computed")
     an = Analysis(report, tl, ctx)
