@@ -77,7 +77,9 @@ def build(rec) -> Timeline:
                     "read_bytes_per_s", "aqu_sz", "util_pct"] + [c for c in ("in_flight", "in_flight_max") if c in df]
             df = df[keep].reset_index(drop=True)
             tl.devices[dev] = df
-            b = np.clip((df["t_ns"].to_numpy() - rec.start_ns - 1) // res_ns, 0, n_bins - 1)
+            # each interval goes to the bin holding its middle
+            mid = df["t_ns"].to_numpy() - df["dt_s"].to_numpy() * 5e8
+            b = np.clip((mid - rec.start_ns) // res_ns, 0, n_bins - 1).astype(np.int64)
             np.add.at(w_bytes, b, df["write_bytes"].to_numpy())
             np.add.at(r_bytes, b, df["read_bytes"].to_numpy())
     if tl.devices:

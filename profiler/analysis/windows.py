@@ -51,6 +51,21 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
             bursts[-1][1] = i
         else:
             bursts.append([i, i])
+    # hysteresis: a burst's edges extend over neighbouring intervals still above the baseline
+    rate = total["write_bytes_per_s"].to_numpy()
+    low = base + p.min_threshold_bps / 4
+    for bu in bursts:
+        while bu[0] > 0 and rate[bu[0] - 1] > low:
+            bu[0] -= 1
+        while bu[1] < len(rate) - 1 and rate[bu[1] + 1] > low:
+            bu[1] += 1
+    merged: list[list[int]] = []
+    for bu in bursts:
+        if merged and bu[0] <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], bu[1])
+        else:
+            merged.append(bu)
+    bursts = merged
     out = []
     wb = total["write_bytes"].to_numpy()
     for n, (i, j) in enumerate(bursts, 1):
@@ -94,40 +109,82 @@ def marker_windows(rec) -> list[dict]:
     return out
 
 
+DEVICE_SHARE = 0.9  # the devices got the checkpoint once they wrote this share of its bytes
+
+
+def _device_cum(tl, start_ns: float):
+    """(bin end times, bytes written by the recorded devices since the bin holding start)."""
+    t1 = tl.total["t_ns"].to_numpy(dtype=float)
+    wb = tl.total["write_bytes"].to_numpy()
+    first = int(np.searchsorted(t1, start_ns, side="right"))  # the bin whose end is after start
+    return t1[first:], np.cumsum(wb[first:])
+
+
 def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
     """Durable end and whether the data was still in the page cache when the save returned.
 
+    With the checkpoint's size known and block samples, the recorded devices are the witness
+    (Dirty in /proc/meminfo is machine-wide, so other programs move it): the save was durable at
+    return if the devices had written 90 % of its bytes by then, and becomes durable when they
+    have and their write rate is back to baseline. Otherwise the host's Dirty + Writeback are
+    used: back to the level at the start, then device writes back to baseline.
     Returns {durable_end_ns, durable_at_return, pending_bytes_at_return, durable_basis}.
-    `durable_end_ns` is None when writeback never drained before the recording ended.
+    `durable_end_ns` is None when that did not happen before the recording ended.
     """
     app_end = w["app_end_ns"] if w["app_end_ns"] is not None else end_ns
+    size = w["bytes_app"] or 0.0
     out = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
            "durable_basis": []}
-    t_ready = app_end
+    pending = None
+    drained_at = None
     if tl.dirty is not None and len(tl.dirty) >= 2:
         t = tl.dirty["t_ns"].to_numpy()
         v = tl.dirty["dirty_wb_bytes"].to_numpy()
         before = t <= w["start_ns"]
         base = float(v[before][-1]) if before.any() else float(v[0])
         # the first reading at or after the return: pages dirtied by the save are all counted there
-        i_ret = min(int(np.searchsorted(t, app_end)), len(t) - 1)
-        at_ret = float(v[i_ret])
+        at_ret = float(v[min(int(np.searchsorted(t, app_end)), len(t) - 1)])
         pending = max(0.0, at_ret - base)
-        size = w["bytes_app"] or 0.0
-        # Other processes dirty pages too: a checkpoint counts as still in the page cache when at
-        # least half its bytes (or 8 MiB when its size is unknown) are dirty above the level at its
-        # start, and as drained once within max(4 MiB, a quarter of its size) of that level.
+        out["pending_bytes_at_return"] = pending
+        # a checkpoint counts as still in the page cache when at least half its bytes (8 MiB when
+        # its size is unknown) are dirty above the level at its start; drained once within
+        # max(4 MiB, a quarter of its size) of that level
         flag_at = max(1 * MIB, 0.5 * size) if size else 8 * MIB
         tol = max(4 * MIB, 0.25 * size)
-        out["pending_bytes_at_return"] = pending
-        out["durable_at_return"] = bool(pending < flag_at)
         after = np.flatnonzero((t >= app_end) & (v <= base + tol))
-        if len(after) == 0:
+        drained_at = float(t[after[0]]) if len(after) else None
+    have_dev = tl.total is not None and len(tl.total) > 0
+    t_ready = None
+    if size and have_dev:
+        t1, cum = _device_cum(tl, w["start_ns"])
+        got = np.flatnonzero(cum >= DEVICE_SHARE * size)
+        # bytes completed before the return are read at the next reading of the counters: allow
+        # one interval after the bin that holds the return
+        ret_bin = int(np.searchsorted(t1, app_end)) + 1
+        at_ret = float(cum[min(ret_bin, len(cum) - 1)]) if len(cum) else 0.0
+        if at_ret >= DEVICE_SHARE * size:
+            out["durable_at_return"] = True
+        elif pending is not None and pending < flag_at:
+            out["durable_at_return"] = None  # neither the devices nor the page cache hold it
+            out["durable_basis"].append("the recorded devices had not written the bytes and the page cache "
+                                        "did not hold them either: are these the devices behind the path?")
+        else:
+            out["durable_at_return"] = False
+        if len(got):
+            t_ready = max(app_end, float(t1[got[0]]))
+            out["durable_basis"].append(f"recorded devices wrote {DEVICE_SHARE:.0%} of the checkpoint's bytes")
+        else:
+            out["durable_basis"].append("recorded devices never wrote the checkpoint's bytes before the recording ended")
+            return out
+    elif pending is not None:
+        out["durable_at_return"] = bool(pending < flag_at)
+        if drained_at is None:
             out["durable_basis"].append("host Dirty+Writeback (never drained before the recording ended)")
             return out
-        t_ready = max(app_end, float(t[after[0]]))
+        t_ready = max(app_end, drained_at)
         out["durable_basis"].append("host Dirty+Writeback back to its level at the start")
-    if tl.total is not None and len(tl.total):
+    if have_dev:
+        t_ready = app_end if t_ready is None else t_ready
         t1 = tl.total["t_ns"].to_numpy()
         r = tl.total["write_bytes_per_s"].to_numpy()
         quiet = np.flatnonzero((t1 > t_ready) & (r <= thr_bps))
@@ -137,7 +194,5 @@ def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
         # the bin that is quiet began one resolution step before its end time
         t_ready = max(t_ready, float(t1[quiet[0]] - tl.res_s * 1e9))
         out["durable_basis"].append("device write rate back to baseline")
-    if not out["durable_basis"]:
-        return out
     out["durable_end_ns"] = t_ready
     return out

@@ -1,0 +1,98 @@
+"""Zero-code instrumentation under `ckprof record`: one window per torch.save / DCP save, with
+path and bytes; --no-patch; chaining to an existing sitecustomize; no torch import paid for."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ckprof
+from ckprof.analysis import analyze
+from ckprof.instrument import pythonpath_with_site, site_dir
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "train_checkpoint.py")
+CKPROF = os.path.join(os.path.dirname(sys.executable), "ckprof")
+
+
+def record(tmp_path, *cmd, opts=(), env=None):
+    out = tmp_path / "rec"
+    r = subprocess.run([CKPROF, "record", "-q", "-o", str(out), "--path", str(tmp_path), *opts, "--", *cmd],
+                       capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr
+    return ckprof.load(str(out)), r
+
+
+def events(rec):
+    with open(os.path.join(rec.path, "events.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_torch_save_and_dcp_give_one_window_per_save(tmp_path):
+    pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
+    ck = tmp_path / "ckpt"
+    rec, r = record(tmp_path, sys.executable, EXAMPLE, "--dir", str(ck), "--saver", "both",
+                    "--steps", "40", "--every", "10", "--width", "128", "--fsync")
+    assert r.stdout.count("saved ") == 4
+    cps = analyze(rec).report["checkpoints"]
+    assert [c["source"] for c in cps] == ["patch"] * 4  # DCP's own torch.save calls inside are not windows
+    assert [c["api"] for c in cps] == ["torch.save", "torch.distributed.checkpoint.save"] * 2
+    for c, step in zip(cps, (10, 20, 30, 40)):
+        path = os.path.join(ck, f"step{step:05d}" + (".pt" if c["api"] == "torch.save" else ""))
+        assert c["path"] == path
+        on_disk = os.path.getsize(path) if os.path.isfile(path) else sum(
+            os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+        assert c["bytes_app"] == on_disk > 100_000
+        assert c["duration_s"] > 0 and c["ok"] is True
+
+
+def test_no_patch_marks_nothing(tmp_path):
+    pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
+    rec, _ = record(tmp_path, sys.executable, EXAMPLE, "--dir", str(tmp_path / "c"), "--steps", "10",
+                    "--width", "32", opts=("--no-patch",))
+    assert not [e for e in events(rec) if e["event"] == "checkpoint_start"]
+    assert rec.meta["patch"] is False
+
+
+def test_async_save_window_ends_when_the_write_completes(tmp_path):
+    pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
+    script = tmp_path / "a.py"
+    script.write_text(
+        "import torch, torch.distributed.checkpoint as dcp\n"
+        "f = dcp.async_save({'w': torch.zeros(1000, 1000)}, checkpoint_id=%r)\n"
+        "f.result()\n" % str(tmp_path / "async"))
+    rec, _ = record(tmp_path, sys.executable, str(script))
+    ends = [e for e in events(rec) if e["event"] == "checkpoint_end"]
+    assert len(ends) == 1 and ends[0]["ok"] is True
+    assert ends[0]["name"] == "torch.distributed.checkpoint.async_save"
+    assert ends[0]["bytes"] > 4_000_000 and 0 < ends[0]["blocking_s"]
+
+
+def test_safetensors_save_file(tmp_path):
+    pytest.importorskip("torch", reason="needs CPU torch")
+    pytest.importorskip("safetensors", reason="safetensors not installed")
+    script = tmp_path / "s.py"
+    script.write_text("import torch\nfrom safetensors.torch import save_file\n"
+                      "save_file({'w': torch.ones(256, 256)}, %r)\n" % str(tmp_path / "m.safetensors"))
+    rec, _ = record(tmp_path, sys.executable, str(script))
+    (cp,) = analyze(rec).report["checkpoints"]
+    assert cp["api"] == "safetensors.torch.save_file"
+    assert cp["bytes_app"] == os.path.getsize(tmp_path / "m.safetensors")
+
+
+def test_chains_to_an_existing_sitecustomize_and_does_not_import_torch(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIR_SITECUSTOMIZE'] = 'ran'\n")
+    script = tmp_path / "p.py"
+    script.write_text("import os, sys\nprint(os.environ.get('THEIR_SITECUSTOMIZE'), 'torch' in sys.modules,"
+                      " '_ckprof_autopatch' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=str(theirs))
+    rec, r = record(tmp_path, sys.executable, str(script), env=env)
+    assert r.stdout.split() == ["ran", "False", "True"]
+
+
+def test_pythonpath_keeps_the_users_entries():
+    assert pythonpath_with_site("/a:/b") == os.pathsep.join([site_dir(), "/a", "/b"])
+    assert pythonpath_with_site(pythonpath_with_site(None)) == site_dir()
