@@ -90,12 +90,16 @@ class Recording:
             df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
         return df
 
-    def samples(self, collector: str, columns: list[str] | None = None,
-                filters=None) -> pd.DataFrame:
+    def parts(self, collector: str) -> list[str]:
+        """The collector's live part files, in order (for readers that go one part at a time)."""
+        d = os.path.join(self.path, SAMPLES, collector)
+        return _live_parts(d) if os.path.isdir(d) else []
+
+    def samples(self, collector: str, columns: list[str] | None = None) -> pd.DataFrame:
         """Raw rows of one collector, in time order, with `t_s` seconds since the start.
 
-        `columns` and `filters` (pyarrow's, e.g. [("device", "=", "nvme0n1")]) read less of a
-        long recording: the analysis reads one device at a time.
+        `columns` reads only those (and t_ns); label columns come back as pandas categoricals
+        then, so a day of GPU rows does not cost a Python string per row.
         """
         d = os.path.join(self.path, SAMPLES, collector)
         if not os.path.isdir(d):
@@ -105,9 +109,13 @@ class Recording:
         tables = []
         for p in _live_parts(d):
             try:
-                t = pq.read_table(p, filters=filters) if columns is None else pq.read_table(
-                    p, filters=filters, columns=[c for c in columns if c in pq.read_schema(p).names])
-                tables.append(t)
+                if columns is None:
+                    tables.append(pq.read_table(p))
+                    continue
+                names = pq.read_schema(p).names
+                strings = [c for c in columns if c in names and pa.types.is_string(pq.read_schema(p).field(c).type)]
+                tables.append(pq.read_table(p, columns=[c for c in columns if c in names],
+                                            read_dictionary=strings))
             except (OSError, pa.ArrowException) as e:
                 self.problems.append(f"{p}: unreadable part skipped ({e})")
         if not tables:
@@ -117,15 +125,9 @@ class Recording:
         df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
         return df
 
-    def labels(self, collector: str, column: str) -> list[str]:
-        """The distinct values of one label column (e.g. the block devices), read column-only."""
-        df = self.samples(collector, columns=[column])
-        return [] if df.empty or column not in df else sorted(df[column].dropna().unique().tolist())
-
-    def block(self, resample_s: float | None = None, device: str | None = None) -> pd.DataFrame:
+    def block(self, resample_s: float | None = None) -> pd.DataFrame:
         """Per-device rates (bytes/s, IOPS, await, aqu-sz, %util, in-flight); see ckprof.rates."""
-        raw = self.samples("block", filters=None if device is None else [("device", "=", device)])
-        df = block_rates(raw, resample_s=resample_s, t0_ns=self.start_ns)
+        df = block_rates(self.samples("block"), resample_s=resample_s, t0_ns=self.start_ns)
         if not df.empty:
             df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
         return df

@@ -53,16 +53,17 @@ def unwrap_counter(raw, width: int | None = None) -> np.ndarray:
 
 
 def counter_energy_j(t_ns, raw, joules_per_unit: float, start_ns: float, end_ns: float,
-                     width: int | None = None) -> float:
+                     width: int | None = None, unwrapped: bool = False) -> float:
     """Energy between two instants from a cumulative energy counter (e.g. NVML energy_mj).
 
     The counter is unwrapped, then read at the window's edges by linear interpolation between
     the readings around each edge. NaN when the window lies outside the readings.
+    `unwrapped`: `raw` is already monotonic (EnergySource keeps it so, for many windows).
     """
     t = np.asarray(t_ns, dtype=float)
     if len(t) < 2:
         return float("nan")
-    e = unwrap_counter(raw, width) * joules_per_unit
+    e = (np.asarray(raw, dtype=float) if unwrapped else unwrap_counter(raw, width)) * joules_per_unit
     a, b = max(start_ns, t[0]), min(end_ns, t[-1])
     if b < a:
         return float("nan")
@@ -88,14 +89,3 @@ def mean_power_w(t_ns, watts, start_ns: float, end_ns: float) -> float:
     if b <= a:
         return float("nan")
     return power_integral_j(t, watts, a, b) / ((b - a) / 1e9)
-
-
-def counter_mean_power_w(t_ns, raw, joules_per_unit: float, start_ns: float, end_ns: float,
-                         width: int | None = None) -> float:
-    t = np.asarray(t_ns, dtype=float)
-    if len(t) < 2:
-        return float("nan")
-    a, b = max(start_ns, t[0]), min(end_ns, t[-1])
-    if b <= a:
-        return float("nan")
-    return counter_energy_j(t, raw, joules_per_unit, a, b, width) / ((b - a) / 1e9)

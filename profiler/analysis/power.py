@@ -7,6 +7,7 @@ baseline is each source's mean power before the first checkpoint window began.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -29,15 +30,24 @@ class EnergySource:
     scale: float  # counter units or power units → J or W
     width: int | None = None
 
+    @cached_property
+    def cumulative_j(self) -> np.ndarray:
+        """The counter unwrapped once (J since the first reading), for every window to read."""
+        return J.unwrap_counter(self.values, self.width) * self.scale
+
     def energy_j(self, a: float, b: float) -> float:
         if self.method == "energy counter":
-            return J.counter_energy_j(self.t_ns, self.values, self.scale, a, b, self.width)
+            return J.counter_energy_j(self.t_ns, self.cumulative_j, 1.0, a, b, width=None, unwrapped=True)
         return J.power_integral_j(self.t_ns, self.values * self.scale, a, b)
 
     def mean_w(self, a: float, b: float) -> float:
-        if self.method == "energy counter":
-            return J.counter_mean_power_w(self.t_ns, self.values, self.scale, a, b, self.width)
-        return J.mean_power_w(self.t_ns, self.values * self.scale, a, b)
+        t = self.t_ns
+        if len(t) < 2:
+            return float("nan")
+        a, b = max(a, t[0]), min(b, t[-1])
+        if b <= a:
+            return float("nan")
+        return self.energy_j(a, b) / ((b - a) / 1e9)
 
     def coverage(self, a: float, b: float) -> float:
         return J.coverage(self.t_ns, a, b)
@@ -67,7 +77,7 @@ def energy_sources(rec, tl) -> list[EnergySource]:
     meta_colls = rec.meta.get("collectors") or {}
     for col in S.energy_counters(tl.columns):
         desc = (meta_colls.get(col.collector) or {}).get("describe") or {}
-        for ent, df in S.load_column(rec, col, tl.cache).items():
+        for ent, df in S.load_column(rec, col, tl, "last").items():
             width = _width(col, ent)
             mer = desc.get("max_energy_range_uj")
             if width is None and mer is not None:
@@ -79,7 +89,7 @@ def energy_sources(rec, tl) -> list[EnergySource]:
                                     width))
             have_counter.add((col.collector, ent))
     for col in S.power_gauges(tl.columns):
-        for ent, df in S.load_column(rec, col, tl.cache).items():
+        for ent, df in S.load_column(rec, col, tl, "mean").items():
             if (col.collector, ent) in have_counter:
                 continue
             out.append(EnergySource(col.component, S.series_name(col, ent), col.provenance, "integrated power",
@@ -150,19 +160,23 @@ def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[
 
 def power_by_component(sources: list[EnergySource], start_ns: float, res_s: float,
                        n_bins: int) -> pd.DataFrame:
-    """Mean power per component on the analysis grid (for the timeline plot): t_s, <comp>_w."""
-    out = {"t_s": (np.arange(n_bins) + 0.5) * res_s}
+    """Power per component on the analysis grid (for the timeline plot): t_s, <comp>_w.
+
+    Each source's readings (or its counter's rate) are interpolated to the grid and summed.
+    """
+    t_s = (np.arange(n_bins) + 0.5) * res_s
+    grid = start_ns + t_s * 1e9
+    out = {"t_s": t_s}
     for comp in sorted({s.component for s in sources}):
         acc = np.zeros(n_bins)
         seen = np.zeros(n_bins, dtype=bool)
         for s in (x for x in sources if x.component == comp):
             t, w = s.power_series()
-            b = ((t - start_ns) / 1e9 / res_s).astype(int)
-            ok = (b >= 0) & (b < n_bins) & ~np.isnan(w)
-            sums = np.bincount(b[ok], weights=w[ok], minlength=n_bins)[:n_bins]
-            cnt = np.bincount(b[ok], minlength=n_bins)[:n_bins]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                acc += np.where(cnt > 0, sums / np.maximum(cnt, 1), 0)
-            seen |= cnt > 0
+            ok = ~np.isnan(w)
+            if ok.sum() < 2:
+                continue
+            v = np.interp(grid, t[ok], w[ok], left=np.nan, right=np.nan)
+            acc += np.nan_to_num(v)
+            seen |= ~np.isnan(v)
         out[f"{comp}_w"] = np.where(seen, acc, np.nan)
     return pd.DataFrame(out)

@@ -103,27 +103,35 @@ def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
     return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons}
 
 
-def load_column(rec, col: Column, cache: dict | None = None) -> dict[str, pd.DataFrame]:
-    """{entity: DataFrame(t_ns, value)} for one column; entity is the label value or ''."""
+def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
+    """{entity: DataFrame(t_ns, value)} for one column; entity is the label value or ''.
+
+    Reduced to the timeline's resolution with `agg` (last | mean | max | or: binning.py) when
+    that is coarser than the sampling.
+    """
+    from ckprof.analysis.binning import bin_reduce, split_codes
+
     want = [col.name] + ([col.label] if col.label else [])
     key = (col.collector, tuple(want))
-    if cache is not None and key in cache:
-        df = cache[key]
-    else:
+    df = tl.cache.get(key)
+    if df is None:
         df = rec.samples(col.collector, columns=want)
-        if cache is not None:
-            cache[key] = df
     if df.empty or col.name not in df:
         return {}
+    t = df["t_ns"].to_numpy()
+    v = pd.to_numeric(df[col.name], errors="coerce").to_numpy(dtype=float)
     if col.label and col.label in df:
-        groups = {str(k): g for k, g in df.groupby(col.label, sort=True)}
+        lab = df[col.label].astype("category")
+        names = [str(c) for c in lab.cat.categories]
+        groups = zip(names, split_codes(lab.cat.codes.to_numpy(), len(names)))
     else:
-        groups = {"": df}
+        groups = [("", np.arange(len(df)))]
     out = {}
-    for ent, g in groups.items():
-        v = pd.to_numeric(g[col.name], errors="coerce")
-        ok = v.notna().to_numpy()
-        out[ent] = pd.DataFrame({"t_ns": g["t_ns"].to_numpy()[ok], "value": v.to_numpy(dtype=float)[ok]})
+    for ent, idx in groups:
+        tt, vv = t[idx], v[idx]
+        ok = ~np.isnan(vv)
+        tt, vals = bin_reduce(tt[ok], {"value": (vv[ok], agg)}, tl.start_ns, tl.bin_ns)
+        out[ent] = pd.DataFrame({"t_ns": tt, "value": vals["value"].astype(float)})
     return out
 
 

@@ -11,6 +11,7 @@ Throttle signals, each with its rule's source:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,6 +34,16 @@ class Signal:
     mask: int = 0  # for "flag"
     what: str = ""
 
+    @cached_property
+    def on(self) -> np.ndarray:
+        return (np.nan_to_num(self.values).astype(np.int64) & self.mask) != 0
+
+    @cached_property
+    def deltas(self) -> np.ndarray:
+        """Wrap-safe increments between readings (counters), computed once for every window."""
+        v = self.values
+        return counter_delta(v[:-1], v[1:]) if len(v) > 1 else np.zeros(0)
+
 
 @dataclass
 class Temperature:
@@ -46,7 +57,7 @@ class Temperature:
 def temperatures(rec, tl) -> list[Temperature]:
     out = []
     for col in S.temperatures(tl.columns):
-        for ent, df in S.load_column(rec, col, tl.cache).items():
+        for ent, df in S.load_column(rec, col, tl, "max").items():
             if len(df):
                 out.append(Temperature(S.series_name(col, ent), col.component, col.provenance,
                                        df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy()))
@@ -65,17 +76,17 @@ def signals(rec, tl) -> list[Signal]:
     out = []
     for col in cols["smart_counters"]:
         kind = "events" if "count" in col.name else "seconds"
-        for ent, df in S.load_column(rec, col, tl.cache).items():
+        for ent, df in S.load_column(rec, col, tl, "last").items():
             out.append(Signal(S.series_name(col, ent), kind, df["t_ns"].to_numpy(dtype=float),
                               df["value"].to_numpy(), _time_scale(col) if kind == "seconds" else 1.0,
                               what="NVMe SMART " + col.name))
     for col in cols["critical_warning"]:
-        for ent, df in S.load_column(rec, col, tl.cache).items():
+        for ent, df in S.load_column(rec, col, tl, "or").items():
             out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
                               df["value"].to_numpy(), mask=CRITICAL_WARNING_TEMPERATURE,
                               what="NVMe critical warning bit 1 (temperature)"))
     for col in cols["gpu_reasons"]:
-        for ent, df in S.load_column(rec, col, tl.cache).items():
+        for ent, df in S.load_column(rec, col, tl, "or").items():
             out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
                               df["value"].to_numpy(), mask=GPU_THERMAL_REASONS,
                               what="GPU clock event reason: thermal slowdown"))
@@ -94,20 +105,28 @@ def signal_in_window(sig: Signal, a: float, b: float) -> tuple[int, float]:
     if sig.kind in ("events", "seconds"):
         if len(t) < 2:
             return 0, 0.0
-        d = counter_delta(v[:-1], v[1:])
-        t1, t0 = t[1:], t[:-1]
+        # only the readings around [a, b] matter
+        i = max(int(np.searchsorted(t, a)) - 1, 0)
+        j = min(int(np.searchsorted(t, b)) + 1, len(t) - 1)
+        d = sig.deltas[i:j]
+        t1, t0 = t[i + 1:j + 1], t[i:j]
         ov = np.clip(np.minimum(t1, b) - np.maximum(t0, a), 0, None) / np.where(t1 > t0, t1 - t0, 1)
         amount = float(np.sum(d * ov))
         if sig.kind == "events":
             return int(round(amount)), 0.0
         return 0, amount * sig.scale  # time counters give seconds; the transition counters give events
-    on = _flag_on(sig)
+    i = max(int(np.searchsorted(t, a)) - 1, 0)
+    j = min(int(np.searchsorted(t, b, side="right")) + 1, len(t))
+    t, on_all = t[i:j], sig.on[i:j]
+    prev_on = sig.on[i - 1] if i > 0 else False
+    on = on_all
     t0 = np.concatenate([[t[0]], t[:-1]])
     ov = np.clip(np.minimum(t, b) - np.maximum(t0, a), 0, None)
     seconds = float(np.sum(ov[on]) / 1e9)
-    rises = on & ~np.concatenate([[False], on[:-1]])
-    events = int(np.sum(rises & (t >= a) & (t <= b)))
-    if on[(t >= a) & (t <= b)].any() and events == 0:
+    rises = on & ~np.concatenate([[prev_on], on[:-1]])
+    inside = (t >= a) & (t <= b)
+    events = int(np.sum(rises & inside))
+    if on[inside].any() and events == 0:
         events = 1  # already on when the window began
     return events, seconds
 
@@ -141,7 +160,7 @@ def gpu_util(rec, tl) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if not cols:
         return {}
     return {S.series_name(cols[0], ent): (df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy())
-            for ent, df in S.load_column(rec, cols[0], tl.cache).items() if len(df)}
+            for ent, df in S.load_column(rec, cols[0], tl, "mean").items() if len(df)}
 
 
 def idle_seconds(t: np.ndarray, util: np.ndarray, a: float, b: float,

@@ -13,6 +13,11 @@ import numpy as np
 import pandas as pd
 
 from ckprof.analysis import series as S
+from ckprof.analysis import binning as B
+from ckprof.rates import BLOCK_COUNTERS, block_rates
+
+BATCH_ROWS = 1 << 20
+NEEDED = [c for c in BLOCK_COUNTERS if not c.startswith(("discard", "flush"))]
 
 MAX_BINS = 100_000  # finer than this, a day's recording would not fit the memory target
 
@@ -27,10 +32,56 @@ class Timeline:
     dirty: pd.DataFrame | None = None  # t_ns, dirty_wb_bytes
     columns: list = field(default_factory=list)  # series.Column of every collector
     cache: dict = field(default_factory=dict)  # (collector, columns) → raw samples
+    bin_ns: int = 0  # series are reduced to this resolution as they are read (0: as sampled)
 
     @property
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) / 1e9
+
+
+def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.DataFrame]:
+    """Raw block readings per device, read a batch at a time and, when the analysis resolution is
+    coarser than the sampling, reduced to one reading per bin as they come (binning.py), so
+    memory follows the bins, not the rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    pieces: dict[str, list[tuple[np.ndarray, dict]]] = {}
+    res_ns = int(resample_s * 1e9) if resample_s else 0
+    for part in rec.parts("block"):
+        try:
+            f = pq.ParquetFile(part)
+            names = f.schema_arrow.names
+            # the counters rates.block_rates needs (discard/flush ones are not used by the report)
+            cols = [c for c in ("t_ns", "device", *NEEDED, "in_flight") if c in names]
+            for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+                enc = pc.dictionary_encode(batch.column(cols.index("device")))
+                codes = enc.indices.to_numpy(zero_copy_only=False)
+                devs = enc.dictionary.to_pylist()
+                arrays = {c: batch.column(i).to_numpy(zero_copy_only=False) for i, c in enumerate(cols) if c != "device"}
+                for dev, idx in zip(devs, B.split_codes(codes, len(devs))):
+                    spec = {c: (arrays[c][idx], "last") for c in NEEDED if c in arrays}
+                    if "in_flight" in arrays:
+                        spec["in_flight"] = (arrays["in_flight"][idx], "mean")
+                        spec["in_flight_max"] = (arrays["in_flight"][idx], "max")
+                    pieces.setdefault(str(dev), []).append(B.bin_reduce(arrays["t_ns"][idx], spec, t0_ns, res_ns))
+        except (OSError, pa.ArrowException) as e:
+            rec.problems.append(f"{part}: unreadable part skipped ({e})")
+    out = {}
+    for dev, ps in sorted(pieces.items()):
+        t = np.concatenate([p[0] for p in ps])
+        data = {c: np.concatenate([p[1][c] for p in ps]) for c in ps[0][1]}
+        # bins split across batches: once more (the in-flight mean of a split bin is approximate)
+        aggs = {c: ("mean" if c == "in_flight" else "max" if c == "in_flight_max" else "last") for c in data}
+        t, data = B.bin_reduce(t, {c: (a, aggs[c]) for c, a in data.items()}, t0_ns, res_ns)
+        if not res_ns and np.any(np.diff(t) < 0):
+            o = np.argsort(t, kind="stable")
+            t, data = t[o], {c: a[o] for c, a in data.items()}
+        df = pd.DataFrame({"t_ns": t, **data})
+        df["device"] = dev
+        out[dev] = df
+    return out
 
 
 def recording_end_ns(rec) -> int:
@@ -57,31 +108,26 @@ def build(rec) -> Timeline:
     end_ns = recording_end_ns(rec)
     duration_s = max(0.0, (end_ns - rec.start_ns) / 1e9)
     res_s = analysis_resolution(rec, duration_s)
-    tl = Timeline(rec.start_ns, end_ns, res_s, columns=S.columns(rec))
     interval = float(rec.meta.get("interval_s") or 0.1)
     resample = None if res_s <= interval * 1.0001 else res_s
+    tl = Timeline(rec.start_ns, end_ns, res_s, columns=S.columns(rec), bin_ns=int(resample * 1e9) if resample else 0)
     n_bins = int(np.ceil(max(duration_s, res_s) / res_s)) + 1
     res_ns = int(res_s * 1e9)
     w_bytes = np.zeros(n_bins)
     r_bytes = np.zeros(n_bins)
-    if "block" in rec.collectors:
-        from ckprof.rates import block_rates
-
-        for dev in rec.labels("block", "device"):
-            raw = rec.samples("block", filters=[("device", "=", dev)])  # rates.block_rates wants every counter
-            df = block_rates(raw, resample_s=resample, t0_ns=rec.start_ns)
-            del raw
-            if df.empty:
-                continue
-            keep = ["t_ns", "dt_s", "write_bytes", "read_bytes", "write_bytes_per_s",
-                    "read_bytes_per_s", "aqu_sz", "util_pct"] + [c for c in ("in_flight", "in_flight_max") if c in df]
-            df = df[keep].reset_index(drop=True)
-            tl.devices[dev] = df
-            # each interval goes to the bin holding its middle
-            mid = df["t_ns"].to_numpy() - df["dt_s"].to_numpy() * 5e8
-            b = np.clip((mid - rec.start_ns) // res_ns, 0, n_bins - 1).astype(np.int64)
-            np.add.at(w_bytes, b, df["write_bytes"].to_numpy())
-            np.add.at(r_bytes, b, df["read_bytes"].to_numpy())
+    for dev, raw in _block_by_device(rec, resample, tl.start_ns).items():
+        df = block_rates(raw, resample_s=None, t0_ns=rec.start_ns)
+        if df.empty:
+            continue
+        keep = ["t_ns", "dt_s", "write_bytes", "read_bytes", "write_bytes_per_s",
+                "read_bytes_per_s", "aqu_sz", "util_pct"] + [c for c in ("in_flight", "in_flight_max") if c in df]
+        df = df[keep].reset_index(drop=True)
+        tl.devices[dev] = df
+        # each interval goes to the bin holding its middle
+        mid = df["t_ns"].to_numpy() - df["dt_s"].to_numpy() * 5e8
+        b = np.clip((mid - rec.start_ns) // res_ns, 0, n_bins - 1).astype(np.int64)
+        np.add.at(w_bytes, b, df["write_bytes"].to_numpy())
+        np.add.at(r_bytes, b, df["read_bytes"].to_numpy())
     if tl.devices:
         last = max(int(np.ceil((df["t_ns"].max() - rec.start_ns) / res_ns)) for df in tl.devices.values())
         first = min(int((df["t_ns"].min() - rec.start_ns - 1) // res_ns) for df in tl.devices.values())
@@ -98,24 +144,13 @@ def build(rec) -> Timeline:
     return tl
 
 
-def window_sum(t_end_ns: np.ndarray, dt_s: np.ndarray, values: np.ndarray, a_ns: float, b_ns: float) -> float:
-    """Sum of per-interval amounts over [a, b], each interval weighted by its overlap with it.
-
-    Row i covers (t_end - dt, t_end]; an interval half inside the window counts half.
-    """
-    t1 = np.asarray(t_end_ns, dtype=float)
-    t0 = t1 - np.asarray(dt_s, dtype=float) * 1e9
-    ov = np.clip(np.minimum(t1, b_ns) - np.maximum(t0, a_ns), 0, None)
-    span = np.where(t1 > t0, t1 - t0, 1.0)
-    return float(np.sum(np.asarray(values, dtype=float) * ov / span))
-
-
 def in_window(df: pd.DataFrame, a_ns: float, b_ns: float) -> pd.DataFrame:
-    """Rows whose interval overlaps [a, b] (at least the one row covering a point window)."""
+    """Rows whose interval (t_ns − dt_s, t_ns] overlaps [a, b] (at least the row covering a)."""
     t1 = df["t_ns"].to_numpy()
-    t0 = t1 - (df["dt_s"].to_numpy() * 1e9 if "dt_s" in df else 0)
-    m = (t1 > a_ns) & (t0 < b_ns)
-    if not m.any() and len(df):
-        i = min(int(np.searchsorted(t1, a_ns)), len(df) - 1)
-        m[i] = True
-    return df[m]
+    t0 = t1 - df["dt_s"].to_numpy() * 1e9 if "dt_s" in df else t1
+    i = int(np.searchsorted(t1, a_ns, side="right"))
+    j = int(np.searchsorted(t0, b_ns, side="left"))
+    if j <= i:
+        i = min(i, len(df) - 1)
+        j = i + 1
+    return df.iloc[max(i, 0):j]

@@ -55,14 +55,14 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
     panels = []
     devs = sorted(tl.devices, key=lambda d: -tl.devices[d]["write_bytes"].sum())[:max_devices]
     if devs:
-        panels.append(("bw", "write GiB/s (measured, /proc/diskstats)"))
-        panels.append(("qd", "queue depth aqu-sz (derived, iostat)"))
+        panels.append(("bw", "write bandwidth, GiB/s (measured, /proc/diskstats)"))
+        panels.append(("qd", "queue depth, aqu-sz (derived from /proc/diskstats as iostat does)"))
     if an.ctx.temps:
-        panels.append(("temp", "temperature °C (measured)"))
+        panels.append(("temp", "temperature, °C (measured)"))
     if "power" in an.plot:
-        panels.append(("power", "power W (measured/estimated: see legend)"))
+        panels.append(("power", "power, W (measured or estimated: see legend)"))
     if an.ctx.gpu_util:
-        panels.append(("gpu", "GPU utilisation % (measured, NVML)"))
+        panels.append(("gpu", "GPU utilisation, % (measured)"))
     if not panels:
         return None
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.1 * len(panels) + 0.6), sharex=True, squeeze=False)
@@ -95,12 +95,13 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
             for name, (t, u) in list(an.ctx.gpu_util.items())[:max_devices]:
                 ax.plot(*_thin((t - t0) / 1e9, u), lw=0.9, label=name)
         _shade(ax, rows)
-        ax.set_ylabel(label, fontsize=8)
+        ax.set_title(label, fontsize=8, loc="left")
+        ax.set_ylabel(label.split(" (")[0].split(" ")[-1], fontsize=8)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right", ncol=2)
     axes[-1].set_xlabel("time since recording start (s)")
-    axes[0].set_title("Timeline — checkpoint windows shaded (dark: save running; light: until durable)")
+    fig.suptitle("Timeline — checkpoint windows shaded (dark: save running; light: until durable)", fontsize=10)
     return _png(fig)
 
 
