@@ -118,6 +118,8 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),
         "write_baseline_bytes_per_s": base_bps, "write_threshold_bytes_per_s": _f(thr_bps),
         "idle_power_w": {k: _f(v) for k, v in idle_w.items()},
+        "idle_power_w_by_component": {c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
+                                      for c in sorted({x.component for x in sources if x.name in idle_w})},
     }
     from ckprof.analysis.throttle import throttling
 

@@ -45,8 +45,8 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
         ("peak temperature", num(run["peak_temp_c"], "{:.1f} °C"), "measured"),
         ("not durable when the save returned", str(run["not_durable_at_return"]), "derived"),
     ]
-    for name, w in sorted(run["idle_power_w"].items()):
-        rows.append((f"idle power before first checkpoint: {name}", num(w, "{:.1f} W"), "derived"))
+    for comp, w in sorted(run.get("idle_power_w_by_component", {}).items()):
+        rows.append((f"idle power before the first checkpoint: {comp}", num(w, "{:.1f} W"), "derived"))
     sc = rep.get("scale") or {}
     if sc:
         rows += [
