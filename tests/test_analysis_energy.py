@@ -1,7 +1,7 @@
 """Energy with known answers: constant power, a ramp, a wrapping counter, the idle baseline."""
 import numpy as np
 import pytest
-from synth import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, START_NS, Synth
+from synth import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, Synth
 
 import ckprof
 from ckprof.analysis import analyze

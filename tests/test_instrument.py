@@ -96,3 +96,21 @@ def test_chains_to_an_existing_sitecustomize_and_does_not_import_torch(tmp_path)
 def test_pythonpath_keeps_the_users_entries():
     assert pythonpath_with_site("/a:/b") == os.pathsep.join([site_dir(), "/a", "/b"])
     assert pythonpath_with_site(pythonpath_with_site(None)) == site_dir()
+
+
+def test_dcp_load_is_a_load_window(tmp_path):
+    pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
+    script = tmp_path / "l.py"
+    ck = tmp_path / "dcp"
+    script.write_text(
+        "import torch, torch.distributed.checkpoint as dcp\n"
+        "sd = {'w': torch.ones(512, 512)}\n"
+        "dcp.save(sd, checkpoint_id=%r)\n"
+        "out = {'w': torch.zeros(512, 512)}\n"
+        "dcp.load(out, checkpoint_id=%r)\n"
+        "assert bool((out['w'] == 1).all())\n" % (str(ck), str(ck)))
+    rec, _ = record(tmp_path, sys.executable, str(script))
+    rep = analyze(rec).report
+    assert [(c["kind"], c["api"]) for c in rep["checkpoints"]] == [
+        ("save", "torch.distributed.checkpoint.save"), ("load", "torch.distributed.checkpoint.load")]
+    assert rep["run"]["loads"] == 1 and rep["run"]["mean_restart_s"] > 0

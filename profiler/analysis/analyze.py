@@ -9,7 +9,7 @@ import ckprof
 from ckprof.analysis import scale, thermal as T, timeline, windows as W
 from ckprof.analysis.checkpoints import _f, checkpoint_row
 from ckprof.analysis.fields import FIELDS
-from ckprof.analysis.power import GIB, energy_sources, idle_baseline, power_by_component
+from ckprof.analysis.power import energy_sources, idle_baseline, power_by_component
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -152,7 +152,3 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     if sources:
         an.plot["power"] = power_by_component(sources, tl.start_ns, tl.res_s, n_bins)
     return an
-
-
-def gib(x):
-    return None if x is None else x / GIB

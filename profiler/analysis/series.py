@@ -112,10 +112,7 @@ def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
     from ckprof.analysis.binning import bin_reduce, split_codes
 
     want = [col.name] + ([col.label] if col.label else [])
-    key = (col.collector, tuple(want))
-    df = tl.cache.get(key)
-    if df is None:
-        df = rec.samples(col.collector, columns=want)
+    df = rec.samples(col.collector, columns=want)
     if df.empty or col.name not in df:
         return {}
     t = df["t_ns"].to_numpy()
@@ -137,10 +134,3 @@ def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
 
 def series_name(col: Column, entity: str) -> str:
     return f"{col.collector}/{entity}.{col.name}" if entity else f"{col.collector}.{col.name}"
-
-
-def value_at(t_ns: np.ndarray, v: np.ndarray, at_ns: float) -> float:
-    """Linear interpolation of a sampled series at one instant (clamped at the ends)."""
-    if len(t_ns) == 0:
-        return float("nan")
-    return float(np.interp(at_ns, t_ns.astype(float), v))

@@ -93,13 +93,9 @@ def signals(rec, tl) -> list[Signal]:
     return out
 
 
-def _flag_on(sig: Signal) -> np.ndarray:
-    return (np.nan_to_num(sig.values).astype(np.int64) & sig.mask) != 0
-
-
 def signal_in_window(sig: Signal, a: float, b: float) -> tuple[int, float]:
     """(events, seconds) of one throttle signal inside [a, b]."""
-    t, v = sig.t_ns, sig.values
+    t = sig.t_ns
     if len(t) == 0:
         return 0, 0.0
     if sig.kind in ("events", "seconds"):
@@ -137,7 +133,7 @@ def first_throttle_ns(sig: Signal) -> float | None:
     if len(t) == 0:
         return None
     if sig.kind == "flag":
-        on = np.flatnonzero(_flag_on(sig))
+        on = np.flatnonzero(sig.on)
         return float(t[on[0]]) if len(on) else None
     if len(t) < 2:
         return None

@@ -31,7 +31,6 @@ class Timeline:
     total: pd.DataFrame | None = None  # t_ns (bin end), write_bytes, write_bytes_per_s, read_bytes_per_s
     dirty: pd.DataFrame | None = None  # t_ns, dirty_wb_bytes
     columns: list = field(default_factory=list)  # series.Column of every collector
-    cache: dict = field(default_factory=dict)  # (collector, columns) → raw samples
     bin_ns: int = 0  # series are reduced to this resolution as they are read (0: as sampled)
 
     @property

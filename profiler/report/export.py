@@ -60,7 +60,7 @@ def checkpoints_frame(an) -> pd.DataFrame:
 
 
 def perfetto(an) -> dict:
-    rep, tl = an.report, an.timeline
+    rep = an.report
     pid = 1
     ev = [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"ckprof {rep['recording']['path']}"}},
           {"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "checkpoints (save call)"}},
