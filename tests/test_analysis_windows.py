@@ -150,7 +150,9 @@ def test_blocked_share_and_goodput(tmp_path):
     s.checkpoint(10, 13, 30 * MiB)
     s.checkpoint(12, 13, 30 * MiB)  # a second rank overlapping: the union counts once
     s.checkpoint(15, 16, 10 * MiB, kind="load")
-    run = analyze(ckprof.load(s.write()), mtbf_s=3600).report["run"]
+    rep = analyze(ckprof.load(s.write()), mtbf_s=3600).report
+    run = rep["run"]
+    assert any("2 checkpoint windows overlap" in n for n in rep["notes"])
     assert run["blocked_s"] == pytest.approx(5.0)
     assert run["blocked_share"] == pytest.approx(0.25)
     assert run["goodput_estimate"] == pytest.approx(0.75)

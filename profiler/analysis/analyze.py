@@ -98,6 +98,11 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
             notes.append(f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
                          f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
                          "(no fsync?)")
+    spans = sorted((r["start_s"], r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
+    overlaps = sum(1 for (a0, b0), (a1, _) in zip(spans, spans[1:]) if a1 < b0)
+    if overlaps:
+        notes.append(f"{overlaps + 1} checkpoint windows overlap (ranks saving at once?): the devices' bytes, "
+                     "bandwidth and energy of the shared time are counted in each of them")
     saves = [r for r in rows if r["kind"] == "save"]
     loads = [r for r in rows if r["kind"] == "load"]
     wall_s = tl.duration_s

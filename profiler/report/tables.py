@@ -63,7 +63,7 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
 CHECKPOINT_HEADERS = [
     "#", "source", "kind", "step", "path", "start [s, m]", "save call [s, d]", "durable after [s, d]",
     "durable at return", "app bytes [m]", "device bytes [m]", "dev/app [d]", "GiB/s app [d]",
-    "GiB/s device [d]", "mean/peak QD [d]", "peak in-flight [m]", "energy J (above idle)",
+    "GiB/s device [d]", "mean/peak QD, busiest device [d]", "peak in-flight [m]", "energy J (above idle)",
     "J/GiB", "peak °C [m]", "throttle events / s [m]", "GPU idle s [d]",
 ]
 
@@ -87,7 +87,7 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     out = []
     for i, r in enumerate(rep["checkpoints"], 1):
         qd = [d for d in r["devices"].values()]
-        mean_qd = sum(d["mean_aqu_sz"] or 0 for d in qd) if qd else None
+        mean_qd = max((d["mean_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         peak_qd = max((d["peak_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         inflight = max((d["peak_in_flight"] or 0 for d in qd), default=None) if qd else None
         dur_after = None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
