@@ -66,7 +66,8 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
 
     The command runs without a shell, with your stdin/stdout/stderr; SIGINT, SIGTERM and SIGHUP
     are passed on, and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
-    checkpoint windows. At the end the recording's path and a one-line summary go to stderr.
+    checkpoint windows, and a Python command's torch.save / torch.distributed.checkpoint /
+    safetensors saves are marked automatically (--no-patch turns that off). At the end the recording's path and a one-line summary go to stderr.
     """
     from ckprof import child
     from ckprof.record import record as do_record
