@@ -73,6 +73,7 @@ class BlockCollector(Collector):
         return out
 
     def probe(self) -> Probe:
+        self._use_proc = os.access(self._diskstats, os.R_OK)
         if not self._use_proc and not all(os.path.exists(self._sysblock(d, "stat")) for d in self.devices):
             return Probe(False, f"cannot read {self._diskstats} nor /sys/block/*/stat",
                          "mount /proc and /sys (in a container: --privileged or bind mounts)")
