@@ -50,7 +50,7 @@ def _interval(ctx, param, value):
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
 @click.option("--kill-after", default=10.0, show_default=True, metavar="SECONDS",
               help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
-@click.option("--flush-interval", default="2s", show_default=True, callback=_interval,
+@click.option("--flush-interval", default="5s", show_default=True, callback=_interval,
               help="How often samples are written to disk (what a killed recorder can lose).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

@@ -93,7 +93,7 @@ def count_checkpoints(out_dir: str) -> int:
 
 def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
            devices: list[str], force: bool = False, kill_after_s: float = 10.0,
-           flush_s: float = 2.0, quiet: bool = False) -> child.ChildResult:
+           flush_s: float = 5.0, quiet: bool = False) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     for p in paths:

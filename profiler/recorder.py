@@ -27,7 +27,7 @@ class CollectorStats:
 
 class Recorder:
     def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None,
-                 flush_s: float = 2.0):
+                 flush_s: float = 5.0):
         self.writer = writer
         self.collectors = collectors
         self.clock = clock or MonotonicClock()

@@ -46,7 +46,10 @@ class Loop:
 
     def mkfs_mount(self, mountpoint: Path, dev: str | None = None, fstype: str = "ext4") -> Path:
         dev = dev or self.dev
-        run([f"mkfs.{fstype}", "-q", dev] if fstype == "ext4" else [f"mkfs.{fstype}", "-f", "-q", dev])
+        # no lazy init: ext4lazyinit would otherwise zero inode tables in the background after
+        # mount, writes no test asked for
+        run([f"mkfs.{fstype}", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev]
+            if fstype == "ext4" else [f"mkfs.{fstype}", "-f", "-q", dev])
         mountpoint.mkdir(parents=True, exist_ok=True)
         run(["mount", dev, str(mountpoint)])
         self.mountpoints.append(mountpoint)
