@@ -142,7 +142,9 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
         writer.finish(end=end, collectors=recorder.collectors_meta(sources.probes),
                       exit=None if result is None else {"code": result.exit_code, "signal": result.signal,
                                                         "error": result.error},
-                      sample_write_error=writer.failed)
+                      sample_write_error=writer.failed,
+                      recorder_cpu_s={"flush": round(recorder.flush_cpu_s, 4),
+                                      "process": round(time.process_time(), 4)})
     if result.error:
         warn(result.error)
     if not quiet:
