@@ -30,7 +30,7 @@ try:  # optional dependency: without it the probe says how to install it
 except ImportError:  # pragma: no cover - exercised where nvidia-ml-py is absent
     pynvml = None
 
-INSTALL_HINT = "pip install 'ckprof[gpu]' (nvidia-ml-py)"
+INSTALL_HINT = "pip install 'ckprof[gpu]', which installs nvidia-ml-py"
 
 # nvmlClocksEventReason* bits (nvml.h; the same values as the older nvmlClocksThrottleReason*).
 REASONS = {
@@ -79,7 +79,7 @@ def nvml_unavailable(e: Exception) -> CollectorUnavailable:
                                     "install the NVIDIA driver; without an NVIDIA GPU there is nothing to record")
     if code == pynvml.NVML_ERROR_DRIVER_NOT_LOADED:
         return CollectorUnavailable("the NVIDIA kernel driver is not loaded",
-                                    "load it (modprobe nvidia) and check with nvidia-smi")
+                                    "load it: modprobe nvidia; check with nvidia-smi")
     if code == pynvml.NVML_ERROR_NO_PERMISSION:
         return CollectorUnavailable("no permission to open the NVIDIA devices",
                                     "run as a user that can open /dev/nvidia* (nvidia-smi works for it)")

@@ -78,20 +78,20 @@ class IpmiCollector(Collector):
             self._path = shutil.which(self.ipmitool)
             if self._path is None:
                 raise CollectorUnavailable("ipmitool is not installed",
-                                           "apt install ipmitool (node power needs a server with a BMC)")
+                                           "apt install ipmitool; node power needs a server with a BMC")
         try:
             out = subprocess.run([self._path, "dcmi", "power", "reading"], capture_output=True,
                                  text=True, timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
             raise CollectorUnavailable(f"ipmitool dcmi power reading took more than {self.timeout_s:g} s",
-                                       "check the BMC (ipmitool mc info)") from None
+                                       "check the BMC: ipmitool mc info") from None
         except OSError as e:
             raise CollectorUnavailable(f"cannot run {self._path}: {e.strerror}") from None
         if out.returncode != 0:
             msg = (out.stderr.strip() or out.stdout.strip() or f"exit status {out.returncode}").splitlines()[0]
             if "/dev/ipmi" in msg:
                 raise CollectorUnavailable(f"no BMC reachable: {msg}",
-                                           "load the drivers (modprobe ipmi_devintf ipmi_si) on a server with a BMC")
+                                           "on a server with a BMC load the drivers: modprobe ipmi_devintf ipmi_si")
             raise CollectorUnavailable(f"ipmitool dcmi power reading failed: {msg}",
                                        "the BMC may not support DCMI power readings")
         try:

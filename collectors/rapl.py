@@ -30,9 +30,9 @@ RAPL_SCHEMA = pa.schema([
     col("max_energy_range_uj", pa.int64(), "µJ", "gauge", doc="the counter's range: wrap width is this + 1"),
 ])
 
-PERMISSION_HINT = ("energy_uj is root-only since the CVE-2020-8694 fix (Linux 5.10): run ckprof as root, "
-                   "or allow reading until reboot: sudo chmod a+r /sys/class/powercap/intel-rapl*/energy_uj "
-                   "(a udev rule makes it last)")
+PERMISSION_HINT = ("energy_uj is root-only since the CVE-2020-8694 fix, Linux 5.10: run ckprof as root, "
+                   "or allow reading until reboot: sudo chmod a+r /sys/class/powercap/intel-rapl*/energy_uj; "
+                   "a udev rule makes it last")
 
 
 class RaplZone:
@@ -90,7 +90,7 @@ class RaplCollector(Collector):
         self.zones = find_zones(self.sys_root)
         if not self.zones:
             return Probe(False, f"no RAPL zones under {base}",
-                         "load the driver (modprobe intel_rapl_msr) on an Intel or AMD Zen host; "
+                         "on an Intel or AMD Zen host load the driver: modprobe intel_rapl_msr; "
                          "virtual machines rarely expose RAPL")
         readable = []
         for z in self.zones:
