@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
 
 import click
 import numpy as np
@@ -47,13 +48,13 @@ def parse_time_ns(text: str) -> int:
     """ISO 8601 (zone-less = UTC) or Unix seconds → Unix ns; ValueError otherwise."""
     s = text.strip()
     try:
-        secs = float(s)
-    except ValueError:
+        secs = Decimal(s)  # exact: a float would lose the nanoseconds of a Unix time
+    except InvalidOperation:
         secs = None
     if secs is not None:
-        if not math.isfinite(secs):
+        if not secs.is_finite():
             raise ValueError("not a finite number")
-        return round(secs * 1e9)
+        return int((secs * 1_000_000_000).to_integral_value())
     dt = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
