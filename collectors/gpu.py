@@ -83,7 +83,7 @@ def nvml_unavailable(e: Exception) -> CollectorUnavailable:
     if code == pynvml.NVML_ERROR_NO_PERMISSION:
         return CollectorUnavailable("no permission to open the NVIDIA devices",
                                     "run as a user that can open /dev/nvidia* (nvidia-smi works for it)")
-    if code == pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+    if code == getattr(pynvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", -1):
         return CollectorUnavailable("NVML library and kernel driver versions differ",
                                     "reboot after a driver upgrade, or reload the nvidia modules")
     return CollectorUnavailable(f"NVML failed: {e}", "check that nvidia-smi works")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from contextlib import ExitStack
 from types import SimpleNamespace
 from unittest import mock
@@ -95,7 +96,7 @@ class FakeNvml:
         def procs(g):
             return [pynvml.nvmlFriendlyObject({"pid": p, "usedGpuMemory": 1 << 30,
                                                "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF})
-                    for p in g["procs"]]
+                    for p in (g["procs"]() if callable(g["procs"]) else g["procs"])]
 
         fns = {
             "nvmlInit": lambda: self._init(),
@@ -245,6 +246,37 @@ def test_visible_gpus_maps_indices_and_uuids():
         {"entry": "1", "gpu": 1, "exact": True}, {"entry": "GPU-aaaa", "gpu": 0, "exact": True}]
     assert visible_gpus("MIG-1234,-1,0", gpus) == [{"entry": "MIG-1234", "gpu": None, "exact": False}]
     assert visible_gpus("", gpus) == [] and visible_gpus(None, gpus) == []
+
+
+def test_record_a_command_on_fake_gpus(tmp_path):
+    """`ckprof record` end to end (in this process, so NVML can be faked): GPU rows, and the
+    GPU whose NVML process list holds the wrapped command is the one said to be in use."""
+    import signal
+
+    import psutil
+
+    from ckprof.record import record
+
+    def our_children():
+        return [c.pid for c in psutil.Process().children(recursive=True)]
+
+    gpus = [h100(0), h100(1, util=(93, 51), power_mw=655000, reasons=0, procs=our_children)]
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    try:
+        with FakeNvml(gpus):
+            result = record([sys.executable, "-c", "import time; time.sleep(1.5)"], str(tmp_path / "rec"),
+                            0.1, [str(tmp_path)], [], quiet=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    assert result.exit_code == 0
+    r = ckprof.load(str(tmp_path / "rec"))
+    s = r.samples("gpu")
+    assert set(s["gpu"]) == {0, 1} and (s.groupby("gpu").size() >= 5).all()
+    assert (s[s["gpu"] == 1]["power_w"] == 655.0).all()
+    assert r.meta["collectors"]["gpu"]["describe"]["used_by_wrapped"] == [1]
+    used = r.events[r.events["event"] == "gpu_in_use"]
+    assert used["gpu"].tolist() == [1] and used.iloc[0]["pids"] == [result.pid]
+    assert s[s["gpu"] == 1]["wrapped_procs"].max() == 1 and s[s["gpu"] == 0]["wrapped_procs"].max() == 0
 
 
 def _real_nvml_gpus() -> int:
