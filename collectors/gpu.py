@@ -115,6 +115,7 @@ class GpuCollector(Collector):
         self._root_pid = root_pid or (lambda: None)
         self._env = os.environ if env is None else env
         self._gpus: list[_Gpu] = []
+        self.unreadable: dict[int, str] = {}  # NVML index → why it could not be opened
         self._inited = False
         self._events: list[dict] = []
         self._next_procs_ns = 0
@@ -133,10 +134,15 @@ class GpuCollector(Collector):
         self._inited = True
         try:
             n = pynvml.nvmlDeviceGetCount()
-            self._gpus = [_Gpu(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(n)]
         except pynvml.NVMLError as e:
             self.close()
             raise nvml_unavailable(e) from None
+        self._gpus, self.unreadable = [], {}
+        for i in range(n):
+            try:  # one GPU that cannot be opened (lost, not permitted in this cgroup) skips only itself
+                self._gpus.append(_Gpu(i, pynvml.nvmlDeviceGetHandleByIndex(i)))
+            except pynvml.NVMLError as e:
+                self.unreadable[i] = str(e)
         for g in self._gpus:
             g.info.update(self._static(g))
 
@@ -147,12 +153,17 @@ class GpuCollector(Collector):
             return Probe(False, str(e), e.hint)
         if not self._gpus:
             self.close()
+            if self.unreadable:
+                return Probe(False, "cannot open any GPU: " + "; ".join(
+                    f"GPU {i}: {err}" for i, err in self.unreadable.items()), "check nvidia-smi")
             return Probe(False, "NVIDIA driver loaded but no GPU found", "check nvidia-smi -L")
         names = ", ".join(f"{g.index}: {g.info.get('name', '?')}" for g in self._gpus)
         no_energy = [str(g.index) for g in self._gpus if not g.info.get("energy_counter")]
         detail = f"{len(self._gpus)} GPU(s) ({names})"
         if no_energy:
             detail += f"; no energy counter on GPU {', '.join(no_energy)} (power is integrated instead)"
+        for i, err in self.unreadable.items():
+            detail += f"; GPU {i} left out: {err}"
         return Probe(True, detail)
 
     def close(self) -> None:
@@ -199,6 +210,7 @@ class GpuCollector(Collector):
             "visible_gpus": visible_gpus(cvd, [g.info for g in self._gpus], self._env.get("CUDA_DEVICE_ORDER")),
             "used_by_wrapped": sorted(self.used_by_wrapped),
             "lost": [g.index for g in self._gpus if g.lost],
+            "unreadable": self.unreadable,
         }
 
     # -- sampling ----------------------------------------------------------------------------

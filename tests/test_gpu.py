@@ -76,6 +76,12 @@ class FakeNvml:
                 arr[i].value.uiVal = g["instant_mw"]
         return arr
 
+    def _handle(self, index):
+        code = self.gpus[index]["errors"].get("handle")
+        if code is not None:
+            raise pynvml.NVMLError(code)
+        return SimpleNamespace(index=index)
+
     def _init(self):
         if self.init_error is not None:
             raise pynvml.NVMLError(self.init_error)
@@ -102,7 +108,7 @@ class FakeNvml:
             "nvmlInit": lambda: self._init(),
             "nvmlShutdown": lambda: None,
             "nvmlDeviceGetCount": lambda: len(self.gpus),
-            "nvmlDeviceGetHandleByIndex": lambda i: SimpleNamespace(index=i),
+            "nvmlDeviceGetHandleByIndex": self._handle,
             "nvmlDeviceGetName": self._fn("name", lambda g: g["name"]),
             "nvmlDeviceGetUUID": self._fn("uuid", lambda g: g["uuid"]),
             "nvmlDeviceGetPciInfo": self._fn("pci", pci),
@@ -232,6 +238,15 @@ def test_probe_driver_but_no_gpu():
         p = GpuCollector().probe()
         assert nv.mocks["nvmlShutdown"].call_count == 1
     assert not p.ok and "no GPU found" in p.detail
+
+
+def test_one_gpu_that_cannot_be_opened_skips_only_itself():
+    with FakeNvml([h100(0, errors={"handle": pynvml.NVML_ERROR_NO_PERMISSION}), h100(1)]):
+        c = GpuCollector()
+        p = c.probe()
+        rows = c.sample(1)
+    assert p.ok and "1 GPU(s) (1: NVIDIA H100" in p.detail and "GPU 0 left out: Insufficient Permissions" in p.detail
+    assert [r["gpu"] for r in rows] == [1] and c.describe()["unreadable"] == {0: "Insufficient Permissions"}
 
 
 def test_probe_without_nvidia_ml_py(monkeypatch):
