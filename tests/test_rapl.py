@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 
-import pytest
 
 from ckprof.collectors.rapl import RaplCollector, find_zones
 from ckprof.counters import counter_delta
