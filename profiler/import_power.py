@@ -61,7 +61,6 @@ def parse_time_ns(text: str) -> int:
     return (dt - _EPOCH) // _US * 1000
 
 
-
 def _fmt(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
 
