@@ -108,9 +108,11 @@ def _provenance(recording, collector: str, column: str) -> str:
 
 def _combine(component, start_ns, end_ns, parts, baseline_w) -> Energy:
     """Sum per-device parts [(J, coverage, provenance, method, source)] into one Energy."""
-    parts = [p for p in parts if not np.isnan(p[0])]
-    if not parts:
-        return Energy(component, start_ns, end_ns, float("nan"), "measured", "none", (), 0.0, baseline_w)
+    covered = [p for p in parts if not np.isnan(p[0])]
+    if not covered:  # readings exist, none inside the window: say what they would have been
+        return Energy(component, start_ns, end_ns, float("nan"), max((p[2] for p in parts), key=RANK.__getitem__),
+                      "none", tuple(p[4] for p in parts), 0.0, baseline_w)
+    parts = covered
     methods = {p[3] for p in parts}
     return Energy(component, start_ns, end_ns, float(sum(p[0] for p in parts)),
                   max((p[2] for p in parts), key=RANK.__getitem__),

@@ -31,6 +31,8 @@ def test_constant_10w_over_3s_is_30j(tmp_path):
     assert e.joules == pytest.approx(30.0) and e.watts == pytest.approx(10.0)
     assert (e.provenance, e.method, e.coverage) == ("derived", "trapezoid", 1.0)
     assert e.sources == ("power_nvme0 power_w",)
+    outside = energy_j(rec, "nvme0", t(20), t(30))
+    assert math.isnan(outside.joules) and outside.coverage == 0 and outside.method == "none"
 
 
 def test_ramp_with_window_edges_between_readings(tmp_path):
