@@ -92,5 +92,9 @@ def doctor(paths):
     click.echo(do_doctor(list(paths)))
 
 
+from ckprof import import_power as _import_power  # noqa: E402
+
+main.add_command(_import_power.command)
+
 if __name__ == "__main__":
     main()

@@ -69,6 +69,8 @@ class Recorder:
                                    "error": st.first_error,
                                    "where": traceback.format_exc(limit=2).splitlines()[-1]})
             return
+        for ev in c.events():
+            self.writer.event({"t_ns": t_ns, "collector": c.name, "source": "collector", **ev})
         st.samples += 1
         for r in rows:
             key = r.get("device") or r.get("gpu") or r.get("ctrl") or ""
