@@ -75,8 +75,8 @@ def summary_line(out_dir: str, duration_s: float, recorder: Recorder, n_checkpoi
     parts = []
     st = recorder.stats.get("block")
     if st:
-        for dev, last in sorted(st.last_rows.items()):
-            first = st.first_rows[dev]
+        for (dev,), last in sorted(st.last_rows.items()):
+            first = st.first_rows[(dev,)]
             w = counter_delta(first["write_sectors"] or 0, last["write_sectors"] or 0) * SECTOR_BYTES
             r = counter_delta(first["read_sectors"] or 0, last["read_sectors"] or 0) * SECTOR_BYTES
             parts.append(f"{dev} wrote {fmt_bytes(w)}, read {fmt_bytes(r)}")
@@ -96,7 +96,8 @@ def count_checkpoints(out_dir: str) -> int:
 def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
            devices: list[str], force: bool = False, kill_after_s: float = 10.0,
            flush_s: float = 5.0, quiet: bool = False, job_dir: str | None = None,
-           job_id: str | None = None, host_name: str | None = None) -> child.ChildResult:
+           job_id: str | None = None, host_name: str | None = None,
+           prometheus_port: int | None = None, prometheus_addr: str = "127.0.0.1") -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     job_meta = None
@@ -114,9 +115,16 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
             raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
     opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s)
     sources = build_sources(opts)
-    out_dir = prepare_output(output or default_output_dir(), force)
-
+    out_dir = os.path.abspath(output or default_output_dir())
     child.block_signals()  # before any thread starts, so every thread inherits the block
+    live = None
+    if prometheus_port is not None:
+        from ckprof import live as live_mod
+
+        live, port = live_mod.serve(os.path.join(out_dir, EVENTS), prometheus_port, prometheus_addr)
+        if not quiet:
+            warn(f"serving Prometheus metrics on http://{prometheus_addr}:{port}/metrics")
+    out_dir = prepare_output(out_dir, force)
     clock = MonotonicClock()
     writer = RecordingWriter(out_dir, warn=warn)
     start = wall_anchor(clock)
@@ -124,11 +132,18 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
         "ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
         "cwd": os.getcwd(), "start": start, "interval_s": interval_s, "topology": sources.topology,
         "notes": sources.notes, "job": job_meta,
+        "prometheus": None if live is None else {"addr": prometheus_addr, "port": port},
     })
-    for n in sources.notes:
-        if not quiet:
-            warn(n)
+    if not quiet:
+        skipped = [n.split(":", 1)[0] for n in sources.notes if ": skipped:" in n]
+        for n in sources.notes:
+            if ": skipped:" not in n:
+                warn(n)
+        if skipped:
+            warn(f"not recorded here: {', '.join(skipped)} (`ckprof doctor` says why and how to fix it)")
     recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
+    if live is not None:
+        live.recorder = recorder
     writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
     writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
     recorder.start()
