@@ -76,3 +76,19 @@ def test_port_in_use_is_a_clear_error(tmp_path):
 ])
 def test_units_become_prometheus_base_units(collector, column, name, scale):
     assert metric_name(collector, column) == (name, scale)
+
+
+def test_grafana_example_uses_only_metrics_ckprof_serves():
+    """Every metric the example dashboard queries is one ckprof's exporter names."""
+    import json
+    from conftest import REPO
+
+    dash = json.loads((REPO / "examples" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    names = set(re.findall(r"\b(ckprof_[a-z_]+)", " ".join(exprs)))
+    from ckprof.live import _DISK_COUNTERS
+    served = {"ckprof_disk_bytes_per_second", "ckprof_disk_queue_depth", "ckprof_checkpoint_in_progress",
+              "ckprof_checkpoint_last_duration_seconds", "ckprof_host_dirty_bytes", "ckprof_host_writeback_bytes",
+              *(n for n, _, _ in _DISK_COUNTERS.values())}
+    served |= {metric_name("nvme", "temp_c")[0], metric_name("gpu", "power_w")[0], metric_name("gpu", "util_gpu_pct")[0]}
+    assert names and names <= served, names - served
