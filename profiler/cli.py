@@ -87,5 +87,7 @@ def doctor(paths):
     click.echo(do_doctor(list(paths)))
 
 
+main.add_command(__import__("ckprof.workloads.cli", fromlist=["workload"]).workload)  # issue 3
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,1 @@
+"""ckprof.workloads: the bundled checkpoint workload generator (issue 3)."""
