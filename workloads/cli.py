@@ -56,8 +56,11 @@ def model_options(f):
 def build_plan(preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset,
                scale, total_size):
     from ckprof.workloads.model import Parallelism, Preset, Shape, get_preset, with_overrides
+    from ckprof.workloads.comm import launcher_env, launcher_world
     from ckprof.workloads.plan import make_plan
 
+    if ranks is None and launcher_env():
+        ranks = launcher_world()  # under torchrun/mpirun/srun the launcher's world is the rank count
     shape_given = any(v is not None for v in (hidden, ffn, heads, kv_heads))
     if params is not None:
         if preset or shape_given:
