@@ -121,6 +121,8 @@ class _Staged:
         tasks = [(i, off) for i, job in enumerate(self.jobs) for off in range(0, job.nbytes, self.chunk)]
         fds = [os.open(j.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0),
                        0o644) for j in self.jobs]
+        for fd, j in zip(fds, self.jobs):
+            os.ftruncate(fd, j.nbytes)  # as write_files does: no extending writes
         tails = [os.open(j.path, os.O_WRONLY | os.O_CLOEXEC) if direct and j.nbytes % ALIGN else None
                  for j in self.jobs]
         lock, errors = threading.Lock(), []
@@ -216,7 +218,8 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
             files = write_files(jobs, pool, seed=setup.seed, rank=rank, step=step, chunk_bytes=cfg.chunk_bytes,
                                 threads=cfg.threads, direct=cfg.direct, fsync=cfg.fsync, on_bytes=progress)
             t1 = time.monotonic_ns()
-            finish(rec, {"rank": rank, "t0": t0, "t1": t1, "staged": t1, "bytes": me.nbytes, "files": files})
+            finish(rec, {"rank": rank, "t0": t0, "t1": t1, "staged": t1, "bytes": me.nbytes, "files": files,
+                         "max_rss_bytes": max_rss_bytes()})
             continue
         staged = _Staged(jobs, pool, setup.seed, rank, step, cfg.chunk_bytes)
         t_staged = time.monotonic_ns()
@@ -228,7 +231,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
             try:
                 files = staged.write(cfg.threads, cfg.direct, cfg.fsync, progress)
                 finish(rec, {"rank": rank, "t0": t0, "t1": time.monotonic_ns(), "staged": t_staged,
-                             "bytes": me.nbytes, "files": files})
+                             "bytes": me.nbytes, "files": files, "max_rss_bytes": max_rss_bytes()})
             except BaseException as e:  # noqa: BLE001
                 box["error"] = e
 
@@ -259,8 +262,16 @@ def _summarise(rec: dict, everyone: list[dict], plan) -> None:
     rec["gib_per_s"] = rec["bytes"] / GIB / rec["seconds"] if rec["seconds"] > 0 else None
     rec["blocked_s"] = (max(r["staged"] for r in everyone) - t0) / 1e9
     rec["ranks"] = [{"rank": r["rank"], "seconds": (r["t1"] - r["t0"]) / 1e9, "bytes": r["bytes"],
+                     "max_rss_bytes": r.get("max_rss_bytes"),
                      "gib_per_s": r["bytes"] / GIB / ((r["t1"] - r["t0"]) / 1e9) if r["t1"] > r["t0"] else None}
                     for r in everyone]
+
+
+def max_rss_bytes() -> int:
+    """This rank's peak resident set so far (getrusage(2) ru_maxrss, KiB on Linux), in bytes."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def drop_caches() -> None:
@@ -296,7 +307,7 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
         error = str(e)
     t1 = time.monotonic_ns()
     everyone = comm.allgather({"rank": rank, "t0": t0, "t1": t1, "bytes": sum(j.nbytes for j in mine),
-                               "files": len(mine), "error": error})
+                               "files": len(mine), "error": error, "max_rss_bytes": max_rss_bytes()})
     if marker is not None:
         marker.__exit__(None, None, None)
     if rank != 0:

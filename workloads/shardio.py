@@ -101,6 +101,9 @@ def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: 
                 nchunks = -(-job.nbytes // chunk_bytes)
                 of = _Open(job, os.open(job.path, flags, 0o644), nchunks, digests=[0] * nchunks, remaining=nchunks)
                 opened.append(of)
+                # Set the size first (as fio does): writes then never extend the file, which ext4 and
+                # XFS serialise on the inode lock for O_DIRECT; the blocks are still allocated as written.
+                os.ftruncate(of.fd, job.nbytes)
                 if direct and job.nbytes % ALIGN:
                     of.tail_fd = os.open(job.path, os.O_WRONLY | os.O_CLOEXEC)
                 if nchunks == 0:

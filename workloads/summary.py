@@ -51,5 +51,10 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
         last = results["checkpoints"][-1]
         console.print("per rank (last checkpoint): " + ", ".join(
             f"{r['rank']}: {r['seconds']:.3f} s {_f(r['gib_per_s'], '{:.2f}')} GiB/s" for r in last["ranks"]))
+    rss = [r.get("max_rss_bytes") for c in results.get("checkpoints", []) for r in c["ranks"]]
+    rss = [x for x in rss if x]
+    if rss:
+        console.print(f"peak RSS per rank (measured, getrusage): max {fmt_bytes(max(rss))}; "
+                      f"largest rank shard {fmt_bytes(max(r.nbytes for r in plan.ranks) if getattr(plan, 'ranks', None) else 0)}")
     if recording:
         console.print(f"recording: {recording}  (python -c \"import ckprof; print(ckprof.load('{recording}').checkpoints())\")")
