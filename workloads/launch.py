@@ -61,6 +61,10 @@ def preflight(plan, cfg) -> str:
     except OSError as e:
         raise UsageError(f"cannot write to --target {target}: {e.strerror}",
                          hint="choose a directory you can write") from None
+    stale = [n for n in os.listdir(target) if n.startswith(store.PARTIAL)]
+    if stale:
+        print(f"ckprof: note: {len(stale)} unfinished {store.PARTIAL}* director{'y' if len(stale) == 1 else 'ies'} "
+              f"in {target} from earlier runs (killed?); not checkpoints, left as they are", file=sys.stderr)
     st = os.statvfs(target)
     free = st.f_bavail * st.f_frsize
     need = retained_bytes(plan, cfg)
