@@ -292,3 +292,12 @@ def test_torchrun_two_ranks_save_and_load(tmp_path):
     assert list(w["kind"]) == ["save", "load"]
     m = json.loads((tmp_path / "t" / "global_epoch1_step1" / store.MANIFEST).read_text())
     assert sorted({f["rank"] for f in m["files"]}) == [0, 1]
+
+
+def test_too_many_rank_processes_for_this_host_is_refused(tmp_path):
+    import psutil
+
+    if psutil.virtual_memory().available > 80 * 2**30:
+        pytest.skip("this host has memory for 1,024 rank processes")
+    r = workload("--preset", "llama3-1t", "--total-size", "64MiB", "--target", str(tmp_path / "t"), "--no-record")
+    assert r.returncode == 2 and "1024 rank processes need about" in r.stderr and "--subset" in r.stderr

@@ -26,6 +26,7 @@ from ckprof.workloads.comm import Aborted, HubComm, launcher_env
 from ckprof.workloads.rank import Progress, Setup, run_load, run_rank
 
 FREE_MARGIN_MIN = 64 * 2**20
+RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
 FREE_MARGIN_FRACTION = 0.05
 
 
@@ -35,8 +36,9 @@ def retained_bytes(plan, cfg) -> int:
     return plan.nbytes * n
 
 
-def preflight(plan, cfg) -> str:
-    """Everything that can be refused before a rank starts. Returns the target's absolute path."""
+def preflight(plan, cfg, local_ranks: int = 0) -> str:
+    """Everything that can be refused before a rank starts. Returns the target's absolute path.
+    `local_ranks`: rank processes this host will start (their memory is checked)."""
     if cfg.chunk_bytes < 4096 or cfg.chunk_bytes % 4096:
         raise UsageError(f"--chunk-size must be a multiple of 4 KiB (got {cfg.chunk_bytes} B)",
                          hint="O_DIRECT needs aligned lengths; e.g. 1MiB or 4MiB")
@@ -51,6 +53,15 @@ def preflight(plan, cfg) -> str:
             ok = False
         if not ok:
             raise UsageError("--compute gpu needs torch with a visible GPU", hint="use --compute cpu or sleep")
+    if local_ranks:
+        import psutil
+
+        avail = psutil.virtual_memory().available
+        need = local_ranks * (RANK_RSS_ESTIMATE + (cfg.threads + 2) * cfg.chunk_bytes)
+        if need > 0.8 * avail:
+            raise UsageError(f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, "
+                             f"{fmt_bytes(avail)} is available",
+                             hint="run fewer ranks: --subset (the first 8 ranks of the full layout) or --ranks N")
     target = os.path.abspath(cfg.target)
     try:
         os.makedirs(target, exist_ok=True)
@@ -293,7 +304,7 @@ def main(plan, cfg) -> int:
         from ckprof.workloads.distributed import run as run_distributed
 
         return run_distributed(plan, cfg, which)
-    target = preflight(plan, cfg)
+    target = preflight(plan, cfg, local_ranks=plan.nranks)
     setup = Setup(run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}", seed=secrets.randbits(62),
                   first_step=store.next_step(target))
     total = plan.nbytes * cfg.count + (plan.nbytes if cfg.load else 0)

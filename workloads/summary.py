@@ -27,7 +27,7 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
                       "GiB/s derived = bytes / time", title_justify="left", caption_justify="left")
     t.add_column("checkpoint")
     t.add_column("bytes (B)", justify="right")
-    t.add_column("slowest rank (s)", justify="right")
+    t.add_column("durable after (s)" if cfg.async_ else "slowest rank (s)", justify="right")
     t.add_column("GiB/s", justify="right")
     t.add_column("blocked (s)", justify="right")
     t.add_column("ranks min/med/max (s)", justify="right")
