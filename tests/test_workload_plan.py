@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from ckprof.cli import main
 from ckprof.errors import UsageError
-from ckprof.workloads.model import PRESETS, Shape, layer_range, rank_plan
+from ckprof.workloads.model import PRESETS, Shape, layer_range
 from ckprof.workloads.plan import ALIGN, make_plan
 
 

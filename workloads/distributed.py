@@ -20,7 +20,8 @@ from ckprof.workloads.rank import Setup, run_load, run_rank
 
 
 def run(plan, cfg, which: str) -> int:
-    from ckprof.workloads.launch import _events_env, preflight, recording
+    from ckprof.workloads.launch import preflight
+    from ckprof.workloads.recorded import events_env, recording
     from ckprof.workloads.summary import render
 
     comm = from_launcher(which)
@@ -50,7 +51,7 @@ def run(plan, cfg, which: str) -> int:
         path = cfg.target if os.path.isdir(cfg.target) else os.path.dirname(cfg.target)
         with recording(cfg_rec, path, list(sys.argv)) as (out_dir, info):
             if out_dir:
-                os.environ.update(_events_env(out_dir))
+                os.environ.update(events_env(out_dir))
             else:
                 os.environ.setdefault(markers.ENV_SOURCE, "workload")
             if cfg.count:

@@ -9,21 +9,18 @@ rank (comm.from_launcher); local rank 0 of each host records that host.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import secrets
-import signal
 import socket
 import sys
-import time
-from contextlib import contextmanager
 
-from ckprof import markers
 from ckprof.errors import CkprofError, UsageError
 from ckprof.units import fmt_bytes
 from ckprof.workloads import store
-from ckprof.workloads.comm import Aborted, HubComm, launcher_env
-from ckprof.workloads.rank import Progress, Setup, run_load, run_rank
+from ckprof.workloads.comm import launcher_env
+from ckprof.workloads.local import spawn_ranks
+from ckprof.workloads.recorded import events_env, recording
+from ckprof.workloads.rank import Setup
 
 FREE_MARGIN_MIN = 64 * 2**20
 RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
@@ -95,208 +92,6 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
     return target
 
 
-@contextmanager
-def recording(cfg, path: str, argv: list[str]):
-    """Record the devices behind `path` while the block runs; yields (out_dir, writer) or (None, None).
-    Under an enclosing `ckprof record` the ranks' markers go there instead."""
-    if not cfg.record or markers.active():
-        yield None, None
-        return
-    import ckprof
-    from ckprof.clock import MonotonicClock, wall_anchor
-    from ckprof.record import default_output_dir, host_meta, prepare_output, warn
-    from ckprof.recorder import Recorder
-    from ckprof.recording import RecordingWriter
-    from ckprof.sources import SourceOptions, build_sources
-
-    sources = build_sources(SourceOptions(paths=[path], devices=[], interval_s=cfg.sample_interval_s))
-    out_dir = prepare_output(cfg.output or default_output_dir(), cfg.force)
-    clock = MonotonicClock()
-    writer = RecordingWriter(out_dir, warn=warn)
-    start = wall_anchor(clock)
-    writer.create({"ckprof_version": ckprof.__version__, "host": host_meta(), "command": argv,
-                   "cwd": os.getcwd(), "start": start, "interval_s": cfg.sample_interval_s,
-                   "topology": sources.topology, "notes": sources.notes})
-    for n in sources.notes:
-        warn(n)
-    recorder = Recorder(writer, sources.collectors, clock=clock)
-    writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
-    writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
-    recorder.start()
-    info: dict = {}
-    try:
-        yield out_dir, info
-    finally:
-        writer.event({"t_ns": clock.now_ns(), "event": "workload_end", "pid": os.getpid(), "source": "workload",
-                      "error": info.get("error")})
-        recorder.stop()
-        writer.finish(end=wall_anchor(clock), collectors=recorder.collectors_meta(sources.probes),
-                      workload=info.get("workload"), exit={"code": 1 if info.get("error") else 0,
-                                                           "signal": None, "error": info.get("error")},
-                      sample_write_error=writer.failed)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL this rank when the launcher dies (prctl(2) PR_SET_PDEATHSIG)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
-def rank_entry(conn, rank, size, plan, cfg, setup, env, slot, parent_pid) -> None:
-    """A spawned rank process."""
-    _die_with_parent(parent_pid)
-    os.environ.update(env)
-    comm = HubComm(conn, rank, size)
-    try:
-        if cfg.count == 0:  # `ckprof workload load`
-            out = {"load": run_load(cfg.target, cfg, comm, setup, Progress(rank, slot))}
-        else:
-            out = run_rank(plan, cfg, comm, setup, Progress(rank, slot))
-        if rank == 0:
-            comm.send("done", out)
-    except Aborted:
-        os._exit(2)
-    except BaseException as e:  # noqa: BLE001 - reported to the launcher, which names this rank
-        try:
-            comm.send("error", f"{type(e).__name__}: {e}")
-        finally:
-            os._exit(1)
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        try:
-            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
-
-
-class RankFailure(CkprofError):
-    pass
-
-
-def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) -> dict:
-    """Start n rank processes, relay their allgathers, watch them die; return rank 0's results."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait
-
-    ctx = mp.get_context("spawn")
-    procs, conns, slots = [], [], []
-    for r in range(n):
-        parent, child = ctx.Pipe()
-        slot = ctx.Value("q", 0, lock=False)
-        p = ctx.Process(target=rank_entry, name=f"ckprof-rank-{r}", daemon=True,
-                        args=(child, r, n, plan, cfg, setup, env, slot, os.getpid()))
-        p.start()
-        child.close()
-        procs.append(p)
-        conns.append(parent)
-        slots.append(slot)
-    rank_of = {id(c): i for i, c in enumerate(conns)}
-    live_conns = set(range(n))
-    pending: dict[int, object] = {}
-    errors: dict[int, str] = {}
-    result = None
-    failure = None
-    bar = _progress_bar(total_bytes)
-    try:
-        while failure is None and (any(p.exitcode is None for p in procs) or live_conns):
-            ready = wait([conns[i] for i in live_conns] + [p.sentinel for p in procs if p.exitcode is None],
-                         timeout=0.1)
-            for obj in ready:
-                if id(obj) not in rank_of:
-                    continue
-                r = rank_of[id(obj)]
-                try:
-                    tag, _, payload = obj.recv()
-                except (EOFError, OSError):
-                    live_conns.discard(r)
-                    continue
-                if tag == "gather":
-                    pending[r] = payload
-                    if len(pending) == n:
-                        everyone = [pending[i] for i in range(n)]
-                        pending = {}
-                        for c in conns:
-                            try:
-                                c.send(("all", everyone))
-                            except (BrokenPipeError, OSError):
-                                pass
-                elif tag == "error":
-                    errors[r] = payload
-                elif tag == "done":
-                    result = payload
-            for r, p in enumerate(procs):
-                if p.exitcode not in (None, 0) and failure is None:
-                    while conns[r].poll(0):  # the rank's last words, if it had any
-                        try:
-                            tag, _, payload = conns[r].recv()
-                        except (EOFError, OSError):
-                            break
-                        if tag == "error":
-                            errors[r] = payload
-                    why = errors.get(r) or _exit_reason(p.exitcode)
-                    failure = f"rank {r} failed: {why}" if r in errors else f"rank {r} {why}"
-            if failure is not None:
-                break
-            if bar is not None:
-                bar.update(sum(s.value for s in slots))
-        if failure is None and result is None:
-            failure = "rank 0 ended without results"
-    finally:
-        if bar is not None:
-            bar.close()
-        for p in procs:
-            if p.exitcode is None:
-                p.terminate()
-        deadline = time.monotonic() + 5
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-            if p.exitcode is None:
-                p.kill()
-                p.join()
-    if failure is not None:
-        raise RankFailure(failure + "; the others were stopped and nothing of that checkpoint was published")
-    return result
-
-
-class _Bar:
-    def __init__(self, total: int):
-        from rich.progress import BarColumn, DownloadColumn, Progress as RichProgress, TransferSpeedColumn
-
-        self.p = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(binary_units=True),
-                              TransferSpeedColumn(), transient=True)
-        self.p.start()
-        self.task = self.p.add_task("writing", total=total)
-
-    def update(self, done: int) -> None:
-        self.p.update(self.task, completed=done)
-
-    def close(self) -> None:
-        self.p.stop()
-
-
-def _progress_bar(total: int):
-    return _Bar(total) if sys.stderr.isatty() and total > 0 else None
-
-
-def _events_env(out_dir: str | None) -> dict:
-    env = {markers.ENV_SOURCE: "workload"}
-    if out_dir:
-        from ckprof.recording import EVENTS
-
-        env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
-        env[markers.ENV_RECORDING] = out_dir
-    return env
-
-
 def main(plan, cfg) -> int:
     """`ckprof workload` (saves, optional load). Returns the exit status."""
     which = launcher_env()
@@ -317,7 +112,7 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
     results, error = None, None
     with recording(cfg, path if os.path.isdir(path) else os.path.dirname(path), list(sys.argv)) as (out_dir, info):
         try:
-            results = spawn_ranks(nranks, plan, cfg, setup, _events_env(out_dir), total)
+            results = spawn_ranks(nranks, plan, cfg, setup, events_env(out_dir), total)
         except BaseException as e:
             error = str(e) if isinstance(e, CkprofError) else f"{type(e).__name__}: {e}"
             if info is not None:
