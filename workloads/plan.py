@@ -119,6 +119,9 @@ def describe(plan: Plan, max_ranks: int = 16) -> str:
         if plan.nranks > max_ranks and i == max_ranks // 2:
             lines.append(f"...   ({plan.nranks - max_ranks} ranks not shown)")
         lines.append(f"{r.rank:<5d} {len(r.files):<6d} {r.nbytes:>18,} B  {_sizes(r.files)}")
+    first = plan.ranks[0].files
+    names = ", ".join(f"{f.name} ({f.nbytes:,} B)" for f in first[:6]) + (f", … ({len(first) - 6} more)" if len(first) > 6 else "")
+    lines.append(f"rank 0      {names}")
     lines.append(f"total       {plan.nfiles:,} files, {plan.nbytes:,} B ({fmt_bytes(plan.nbytes)}) per checkpoint "
                  f"over {plan.nranks} ranks")
     return "\n".join(lines)
