@@ -3,7 +3,8 @@
 Writes: one producer thread makes chunks (data.Pool.fill, then the chunk's xxh3 digest) into a
 small ring of aligned buffers while `threads` writer threads pwrite(2) them, so making the data
 overlaps the I/O and memory stays at (threads + 2) chunks plus the pool, whatever the shard's
-size. When a file's last chunk is written it is fsync(2)ed (unless fsync is off) and closed.
+size. When a file's last chunk is written, a closer thread fsync(2)s it (unless fsync is off)
+and closes it while the writers go on with the next file; the rank is done when every file is.
 With O_DIRECT, offsets, lengths and buffers are 4 KiB-aligned (open(2), "O_DIRECT"); a file
 whose size is not a multiple of 4 KiB gets its last partial block through a second, buffered
 descriptor, which the fsync covers too.
@@ -107,7 +108,7 @@ def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: 
                 if direct and job.nbytes % ALIGN:
                     of.tail_fd = os.open(job.path, os.O_WRONLY | os.O_CLOEXEC)
                 if nchunks == 0:
-                    finish(of)
+                    closing.put(of)
                 for ci, off, n in _chunks(job.nbytes, chunk_bytes):
                     b = None
                     while b is None:
@@ -146,17 +147,33 @@ def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: 
                     of.remaining -= 1
                     last = of.remaining == 0
                 if last:
-                    finish(of)
+                    closing.put(of)  # fsync on the closer thread: writing goes on with the next file
             except BaseException as e:  # noqa: BLE001
                 fail.set(e)
                 return
 
+    def closer() -> None:
+        while True:
+            of = closing.get()
+            if of is None:
+                return
+            try:
+                if not fail.event.is_set():
+                    finish(of)
+            except BaseException as e:  # noqa: BLE001
+                fail.set(e)
+
+    closing: queue.Queue = queue.Queue()
     ts = [threading.Thread(target=producer, name="ckprof-make", daemon=True)]
     ts += [threading.Thread(target=writer, name=f"ckprof-write-{i}", daemon=True) for i in range(threads)]
+    done = threading.Thread(target=closer, name="ckprof-fsync", daemon=True)
+    done.start()
     for t in ts:
         t.start()
     for t in ts:
         t.join()
+    closing.put(None)
+    done.join()
     for of in opened:  # after a failure: close what is still open
         for fd in (of.fd, of.tail_fd):
             if fd is not None and fd >= 0:
