@@ -139,6 +139,7 @@ def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
     if cfg.drop_caches and os.geteuid() != 0:
         raise UsageError("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
     plan = _plan_from_manifest(manifest)
+    plan.nranks = n  # the readers (the title says how many read it)
     cfg.count, cfg.target, cfg.fsync = 0, path, True
     setup = Setup(run_id="load", seed=0, first_step=0)
     if launcher_env():
