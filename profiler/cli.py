@@ -98,8 +98,10 @@ def doctor(paths):
 
 
 from ckprof import import_power as _import_power  # noqa: E402
+from ckprof.workloads import cli as _workload_cli  # noqa: E402
 
 main.add_command(_import_power.command)
+main.add_command(_workload_cli.workload)
 
 if __name__ == "__main__":
     main()
