@@ -19,38 +19,21 @@ def recording(cfg, path: str, argv: list[str]):
     if not cfg.record or markers.active():
         yield None, None
         return
-    import ckprof
-    from ckprof.clock import MonotonicClock, wall_anchor
-    from ckprof.record import default_output_dir, host_meta, prepare_output, warn
-    from ckprof.recorder import Recorder
-    from ckprof.recording import RecordingWriter
+    from ckprof.record import close_session, default_output_dir, open_session, prepare_output
     from ckprof.sources import SourceOptions, build_sources
 
     sources = build_sources(SourceOptions(paths=[path], devices=[], interval_s=cfg.sample_interval_s))
     out_dir = prepare_output(cfg.output or default_output_dir(), cfg.force)
-    clock = MonotonicClock()
-    writer = RecordingWriter(out_dir, warn=warn)
-    start = wall_anchor(clock)
-    writer.create({"ckprof_version": ckprof.__version__, "host": host_meta(), "command": argv,
-                   "cwd": os.getcwd(), "start": start, "interval_s": cfg.sample_interval_s,
-                   "topology": sources.topology, "notes": sources.notes})
-    for n in sources.notes:
-        warn(n)
-    recorder = Recorder(writer, sources.collectors, clock=clock)
-    writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
-    writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
-    recorder.start()
+    session = open_session(out_dir, sources, argv, cfg.sample_interval_s)
+    session.recorder.start()
     info: dict = {}
     try:
         yield out_dir, info
     finally:
-        writer.event({"t_ns": clock.now_ns(), "event": "workload_end", "pid": os.getpid(), "source": "workload",
-                      "error": info.get("error")})
-        recorder.stop()
-        writer.finish(end=wall_anchor(clock), collectors=recorder.collectors_meta(sources.probes),
-                      workload=info.get("workload"), exit={"code": 1 if info.get("error") else 0,
-                                                           "signal": None, "error": info.get("error")},
-                      sample_write_error=writer.failed)
+        session.writer.event({"t_ns": session.clock.now_ns(), "event": "workload_end", "pid": os.getpid(),
+                              "source": "workload", "error": info.get("error")})
+        close_session(session, workload=info.get("workload"),
+                      exit={"code": 1 if info.get("error") else 0, "signal": None, "error": info.get("error")})
 
 
 def events_env(out_dir: str | None) -> dict:
