@@ -1,6 +1,7 @@
 """A job across hosts: one recording per node under host=<name>/, read back as one Job."""
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -115,3 +116,43 @@ def test_real_hostnames_in_uts_namespaces(tmp_path):
     assert list(j.hosts) == ["alpha", "beta"]
     ev = j.events
     assert set(ev[ev["event"] == "mark"]["host"]) == {"alpha", "beta"}
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_torchrun_workload_across_two_hosts(tmp_path):
+    """A two-node 'cluster' on one machine: each node in its own UTS namespace (its own hostname),
+    each wrapped by `ckprof record --job-dir`, running `ckprof workload` under torchrun (gloo) with
+    2 ranks a node. The job read back finds each node's checkpoints and the slowest node."""
+    pytest.importorskip("torch")
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1)")
+    job, target = tmp_path / "job", tmp_path / "target"
+    target.mkdir()
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for node in (0, 1):
+        inner = [*CKPROF, "record", "-q", "--job-dir", str(job), "--path", str(target), "--", *torchrun,
+                 "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                 "--master-port", str(port), "-m", "ckprof.cli", "workload", "--preset", "llama3-8b",
+                 "--total-size", "16MiB", "--target", str(target), "--count", "2", "--interval", "0.2s", "--load"]
+        procs.append(subprocess.Popen(["unshare", "-u", "sh", "-c", f'hostname node{node} && exec "$@"', "sh", *inner],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    j = ckprof.load(str(job))
+    assert list(j.hosts) == ["node0", "node1"]
+    cps = j.checkpoints()
+    for host in ("node0", "node1"):
+        mine = cps[cps["host"] == host]
+        assert sorted(mine[mine["kind"] == "save"]["step"]) == [1, 2] and (mine["kind"] == "load").sum() == 1
+        assert mine["ok"].all()
+    summary = j.checkpoint_summary()
+    saves = summary[summary["kind"] == "save"]
+    assert len(saves) == 2 and (saves["hosts"] == 2).all()
+    assert (saves["bytes"] == 16 << 20).all()  # each node declares its own ranks' share
+    assert set(saves["slowest_host"]) <= {"node0", "node1"}
+    assert (saves["stall_s"] >= saves["slowest_host_s"] - 1e-9).all()

@@ -14,6 +14,7 @@ rank's writes and fsyncs are done, and it is published then.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -101,6 +102,18 @@ def _marking(comm) -> bool:
     return comm.local_rank == 0 and markers.active()
 
 
+def node_ranks(comm) -> list[int]:
+    """The global ranks on this rank's node (a collective call: every rank makes it).
+
+    A node's marker (made by its local rank 0) declares the bytes of its own ranks, so a job's
+    host recordings add up to the checkpoint's size. The node is told by the launcher's node
+    index (torchrun's GROUP_RANK, Slurm's SLURM_NODEID) or, failing those, the host name.
+    """
+    key = os.environ.get("GROUP_RANK") or os.environ.get("SLURM_NODEID") or socket.gethostname()
+    keys = comm.allgather(key)
+    return [r for r, k in enumerate(keys) if k == keys[comm.rank]]
+
+
 class _Staged:
     """--async: one rank's shard made in memory (blocked time), written later in the background."""
 
@@ -172,6 +185,8 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
     progress = progress or Progress(rank)
     pool = Pool(cfg.chunk_bytes, setup.seed ^ (rank * 0x9E3779B97F4A7C15 % 2**63))
     marks = setup.marks and _marking(comm)
+    mine_on_node = node_ranks(comm)
+    node_bytes = sum(plan.ranks[r].nbytes for r in mine_on_node if r < len(plan.ranks))
     target = os.path.abspath(cfg.target)
     results: list[dict] = []
     pending = None  # --async: (ckpt record, thread, box) of the checkpoint still being written
@@ -209,7 +224,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         if rank == 0:
             os.makedirs(rec["partial"])
         if marks:
-            rec["marker"] = markers.checkpoint(step=step, path=rec["path"], bytes=plan.nbytes, kind="save",
+            rec["marker"] = markers.checkpoint(step=step, path=rec["path"], bytes=node_bytes, kind="save",
                                                name=name, rank=rank, source="workload").__enter__()
         comm.barrier()  # the checkpoint starts for everyone here
         t0 = time.monotonic_ns()
@@ -295,8 +310,10 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
             drop_caches()
         method += " + drop_caches"
     marker = None
+    on_node = set(node_ranks(comm))
+    node_bytes = sum(int(f["bytes"]) for f in manifest["files"] if int(f["rank"]) % size in on_node)
     if setup.marks and _marking(comm):
-        marker = markers.checkpoint(step=manifest.get("step"), path=path, bytes=manifest.get("bytes"), kind="load",
+        marker = markers.checkpoint(step=manifest.get("step"), path=path, bytes=node_bytes, kind="load",
                                     name=manifest.get("name"), rank=rank, source="workload").__enter__()
     comm.barrier()
     t0 = time.monotonic_ns()
