@@ -50,13 +50,21 @@ def _interval(ctx, param, value):
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
 @click.option("--kill-after", default=10.0, show_default=True, metavar="SECONDS",
               help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
-@click.option("--flush-interval", default="2s", show_default=True, callback=_interval,
+@click.option("--flush-interval", default="5s", show_default=True, callback=_interval,
               help="How often samples are written to disk (what a killed recorder can lose).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
+@click.option("--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/.")
+@click.option("--job-id", metavar="ID", help="The job's id [default: from SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...].")
+@click.option("--host-name", metavar="NAME", help="This node's name in the job directory [default: the hostname].")
+@click.option("--prometheus-port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Serve live metrics for Prometheus on this port (0: any free port).")
+@click.option("--prometheus-addr", default="127.0.0.1", show_default=True, metavar="ADDR",
+              help="Address to serve Prometheus metrics on (0.0.0.0 for every interface).")
 @click.option("--no-patch", is_flag=True,
               help="Do not mark a Python command's torch.save / DCP / safetensors saves automatically.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record(output, interval, paths, devices, force, kill_after, flush_interval, quiet, no_patch, command):
+def record(output, interval, paths, devices, force, kill_after, flush_interval, quiet, job_dir, job_id,
+           host_name, prometheus_port, prometheus_addr, no_patch, command):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -77,8 +85,9 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     if not command:
         raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
     result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
-                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet,
-                       patch=not no_patch)
+                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet, job_dir=job_dir,
+                       job_id=job_id, host_name=host_name, prometheus_port=prometheus_port,
+                       prometheus_addr=prometheus_addr, patch=not no_patch)
     child.exit_like(result)
 
 
@@ -91,8 +100,12 @@ def doctor(paths):
     click.echo(do_doctor(list(paths)))
 
 
+from ckprof import import_power as _import_power  # noqa: E402
 from ckprof.report.commands import compare, export, report  # noqa: E402  (analysis and reports)
+from ckprof.workloads import cli as _workload_cli  # noqa: E402
 
+main.add_command(_import_power.command)
+main.add_command(_workload_cli.workload)
 main.add_command(report)
 main.add_command(compare)
 main.add_command(export)
