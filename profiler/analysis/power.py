@@ -71,29 +71,82 @@ def _width(col: S.Column, entity: str) -> int | None:
     return int(w) if isinstance(w, (int, float)) and w > 0 else None
 
 
+# Power gauges, best first, when a collector has several (NVML's instant reading over its 1 s
+# average; IPMI's reading over its min/max/avg of the BMC's period), as ckprof.energy does.
+POWER_PREFERENCE = ("power_instant_w", "power_w")
+
+
+def _power_column(cols: list[S.Column]) -> S.Column | None:
+    by_name = {c.name: c for c in cols}
+    for name in POWER_PREFERENCE:
+        if name in by_name:
+            return by_name[name]
+    plain = [c for c in cols if not any(k in c.name for k in ("min", "max", "avg"))]
+    return (plain or cols or [None])[0]
+
+
+def _rapl_zones(rec, collector: str) -> dict[str, tuple[str, int | None]] | None:
+    """RAPL zones to add up as CPU/DRAM: {zone: (domain, wrap width)}, or None if not RAPL.
+
+    Packages and DRAM only: core and uncore are inside their package's count, psys holds the
+    whole platform (Documentation/power/powercap/powercap.rst). A (socket, domain) that both the
+    MSR (intel-rapl) and MMIO (intel-rapl-mmio) interfaces report is taken once, from MSR.
+    """
+    cols = (rec.meta.get("collectors") or {}).get(collector, {}).get("columns") or {}
+    if "zone" not in cols or "domain" not in cols:
+        return None
+    want = ["zone", "domain"] + (["max_energy_range_uj"] if "max_energy_range_uj" in cols else [])
+    df = rec.samples(collector, columns=want)
+    if df.empty:
+        return {}
+    last = df.groupby(df["zone"].astype(str), observed=True).last()
+    out, seen = {}, set()
+    for zone in sorted(last.index, key=lambda z: (not z.startswith("intel-rapl:"), z)):
+        domain = str(last.loc[zone, "domain"])
+        if not (domain.startswith("package") or domain == "dram"):
+            continue
+        key = (zone.split(":")[1] if ":" in zone else zone, domain)
+        if key in seen:
+            continue
+        seen.add(key)
+        rng = last.loc[zone].get("max_energy_range_uj") if "max_energy_range_uj" in last else None
+        out[zone] = (domain, int(rng) + 1 if rng is not None and not pd.isna(rng) else None)
+    return out
+
+
+def _integrated(prov: str) -> str:
+    """Integrating measured power readings gives a derived figure (ckprof.energy's rule)."""
+    return worst([prov, "derived"])
+
+
 def energy_sources(rec, tl) -> list[EnergySource]:
     out: list[EnergySource] = []
     have_counter: set[tuple[str, str]] = set()
-    meta_colls = rec.meta.get("collectors") or {}
     for col in S.energy_counters(tl.columns):
-        desc = (meta_colls.get(col.collector) or {}).get("describe") or {}
+        zones = _rapl_zones(rec, col.collector)
         for ent, df in S.load_column(rec, col, tl, "last").items():
             width = _width(col, ent)
-            mer = desc.get("max_energy_range_uj")
-            if width is None and mer is not None:
-                mer = mer.get(ent) if isinstance(mer, dict) else mer
-                if mer is not None and col.unit in ("uJ", "µJ"):
-                    width = int(mer) + 1  # Documentation/power/powercap: wraps past max_energy_range_uj
+            if zones is not None:
+                if ent not in zones:
+                    continue
+                width = width or zones[ent][1]
+            if len(df) < 2:  # e.g. a GPU without the total-energy counter: its power is used
+                continue
             out.append(EnergySource(col.component, S.series_name(col, ent), col.provenance, "energy counter",
                                     df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), S.ENERGY_UNITS[col.unit],
                                     width))
             have_counter.add((col.collector, ent))
+    gauges: dict[str, list[S.Column]] = {}
     for col in S.power_gauges(tl.columns):
+        gauges.setdefault(col.collector, []).append(col)
+    for coll, cols in gauges.items():
+        col = _power_column(cols)
         for ent, df in S.load_column(rec, col, tl, "mean").items():
             if (col.collector, ent) in have_counter:
                 continue
-            out.append(EnergySource(col.component, S.series_name(col, ent), col.provenance, "integrated power",
-                                    df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), S.POWER_UNITS[col.unit]))
+            out.append(EnergySource(col.component, S.series_name(col, ent), _integrated(col.provenance),
+                                    "integrated power", df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(),
+                                    S.POWER_UNITS[col.unit]))
     return [s for s in out if len(s.t_ns) >= 2]
 
 

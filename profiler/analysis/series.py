@@ -33,6 +33,8 @@ def component_of(collector: str, info: dict) -> str:
         return "cpu_dram"
     if n.startswith("nvme") or n.startswith("ssd") or n.startswith("smart"):
         return "ssd"
+    if n.startswith("power_") and n[len("power_"):] in COMPONENTS:  # ckprof import-power NAME
+        return n[len("power_"):]
     if n.startswith(("ipmi", "node", "bmc", "pdu", "power")):
         return "node"
     return "other"
@@ -99,7 +101,8 @@ def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
     thm = [c for c in cols if c.name.startswith("thm_") or c.name in ("warning_temp_time", "critical_comp_time")
            or c.name.startswith(("warning_temp_time", "critical_comp_time"))]
     warn = [c for c in cols if c.name.startswith("critical_warning")]
-    reasons = [c for c in cols if c.component == "gpu" and ("reason" in c.name or "throttle" in c.name)]
+    reasons = [c for c in cols if c.component == "gpu" and c.unit == "bitmask"
+               and ("reason" in c.name or "throttle" in c.name)]
     return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons}
 
 

@@ -38,6 +38,13 @@ def analyse_path(path: str, **kw):
     from ckprof.analysis import analyze
 
     rec = ckprof.load(path)
+    hosts = getattr(rec, "hosts", None)
+    if hosts is not None:  # a job directory of host=<name>/ recordings (ckprof.job)
+        if len(hosts) != 1:
+            first = next(iter(hosts.values())).path
+            raise UsageError(f"{path} is a job of {len(hosts)} hosts ({', '.join(hosts)}): the report is per host",
+                             hint=f"e.g. ckprof report {first}; ckprof compare puts hosts side by side")
+        rec = next(iter(hosts.values()))
     try:
         return analyze(rec, **kw)
     except CkprofError:
