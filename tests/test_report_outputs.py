@@ -107,8 +107,8 @@ def test_export_perfetto_csv_parquet(tmp_path):
 
 # -- bad input -----------------------------------------------------------------------------
 
-def one_line_error(r, *words):
-    assert r.exit_code == 1, r.output
+def one_line_error(r, *words, code=1):
+    assert r.exit_code == code, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ckprof: error:"), r.output
     for w in words:
@@ -176,3 +176,13 @@ def test_real_executable_prints_no_traceback(tmp_path):
     assert r.returncode == 1
     assert "Traceback" not in r.stderr and r.stderr.startswith("ckprof: error:")
     assert str(rec) in r.stderr
+
+
+def test_job_directory(tmp_path):
+    job = tmp_path / "job"
+    make(job / "host=a")
+    r = run("report", job, "--format", "json")  # one host: its report
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)["checkpoints"]) == 2
+    make(job / "host=b")
+    one_line_error(run("report", job), "job of 2 hosts", "host=a", code=2)  # a usage error
