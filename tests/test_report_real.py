@@ -42,7 +42,8 @@ def loopdev(tmp_path):
 @pytest.fixture
 def ext4(loopdev, tmp_path):
     _need("mkfs.ext4", "mount")
-    subprocess.run(["mkfs.ext4", "-q", "-F", loopdev], check=True)
+    # no lazy inode-table or journal init: it would write in the background during the tests
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loopdev], check=True)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     subprocess.run(["mount", loopdev, str(mnt)], check=True)
@@ -121,3 +122,22 @@ def test_fio_bursts_with_thinktime_become_inferred_windows(tmp_path, loopdev):
     for c in cps:
         assert c["source"] == "inferred"
         assert c["bytes_device"] == pytest.approx(burst * MiB, rel=0.1)
+
+
+def test_workload_recording_windows_and_bytes(tmp_path, ext4):
+    out = tmp_path / "rec-workload"
+    r = subprocess.run([CKPROF, "workload", "--preset", "llama3-8b", "--total-size", "64MiB", "--ranks", "2",
+                        "--target", str(ext4 / "ck"), "--count", "3", "--interval", "1s", "--load",
+                        "-o", str(out)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    cps = analyze(ckprof.load(str(out))).report["checkpoints"]
+    saves = [c for c in cps if c["kind"] == "save"]
+    loads = [c for c in cps if c["kind"] == "load"]
+    assert len(saves) == 3 and len(loads) == 1
+    for c in saves:
+        assert c["source"] == "workload" and c["bytes_app"] == 64 * MiB
+        assert 1.0 <= c["device_to_app_ratio"] < 1.2, c  # fsynced: on the device, plus ext4's metadata
+        assert c["durable_at_return"] is True
+    # the load reads the newest checkpoint back with the page cache dropped for its files
+    assert 0.9 <= loads[0]["device_to_app_ratio"] < 1.3, loads[0]
+    assert loads[0]["durable"] is None

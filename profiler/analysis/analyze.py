@@ -90,8 +90,13 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     gutil = T.gpu_util(rec, tl)
     ctx = Context(sources, idle_w, temps, sigs, gutil)
 
-    rows = [checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns), tl, ctx) for w in wins]
+    no_durability = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
+                     "durable_basis": ["a load: nothing to make durable"]}
+    rows = [checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability,
+                           tl, ctx) for w in wins]
     for r in rows:
+        if r["kind"] == "load":
+            r["durable"] = None
         if r["app_end_s"] is None:
             notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
         if r["durable_at_return"] is False:

@@ -20,19 +20,19 @@ def _s(tl, t_ns):
     return None if t_ns is None else (t_ns - tl.start_ns) / 1e9
 
 
-def device_stats(tl, a: float, b: float) -> tuple[dict, float | None, float | None]:
+def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict, float | None, float | None]:
     """Per-device figures over the sampling intervals that [a, b] touches.
 
     The counters are read once per interval, so bytes cannot be placed inside one: a window's
     device bytes are those of every interval it touches, and its bandwidth is over their span.
-    Returns (per device, total bytes, the longest span in s).
+    Returns (per device, total bytes in `direction` — write for a save, read for a load — and the
+    longest span in s).
     """
     out, total, longest = {}, None, None
     for dev, df in tl.devices.items():
         w = in_window(df, a, b)
         if w.empty:
             continue
-        wbytes = float(w["write_bytes"].sum())
         t1 = w["t_ns"].to_numpy()
         span_s = max((t1.max() - (t1 - w["dt_s"].to_numpy() * 1e9).min()) / 1e9, 1e-9)
         inflight = None
@@ -40,14 +40,18 @@ def device_stats(tl, a: float, b: float) -> tuple[dict, float | None, float | No
             inflight = w["in_flight_max"].max()
         elif "in_flight" in w:
             inflight = w["in_flight"].max()
-        out[dev] = {"write_bytes": wbytes,
-                    "mean_write_gib_per_s": wbytes / span_s / GIB,
-                    "peak_write_gib_per_s": _f(w["write_bytes_per_s"].max() / GIB),
-                    "mean_aqu_sz": _f(np.average(w["aqu_sz"], weights=w["dt_s"]) if w["dt_s"].sum() > 0 else w["aqu_sz"].mean()),
-                    "peak_aqu_sz": _f(w["aqu_sz"].max()),
-                    "peak_in_flight": _f(inflight),
-                    "span_s": span_s}
-        total = (total or 0.0) + wbytes
+        d = {"span_s": span_s}
+        for io in ("write", "read"):
+            n = float(w[f"{io}_bytes"].sum())
+            d[f"{io}_bytes"] = n
+            d[f"mean_{io}_gib_per_s"] = n / span_s / GIB
+            d[f"peak_{io}_gib_per_s"] = _f(w[f"{io}_bytes_per_s"].max() / GIB)
+        d.update({"mean_aqu_sz": _f(np.average(w["aqu_sz"], weights=w["dt_s"]) if w["dt_s"].sum() > 0
+                                    else w["aqu_sz"].mean()),
+                  "peak_aqu_sz": _f(w["aqu_sz"].max()),
+                  "peak_in_flight": _f(inflight)})
+        out[dev] = d
+        total = (total or 0.0) + d[f"{direction}_bytes"]
         longest = max(longest or 0.0, span_s)
     return out, total, longest
 
@@ -58,7 +62,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
     app_end = w["app_end_ns"]
     end_used = dur["durable_end_ns"] or app_end or tl.end_ns
     duration = None if app_end is None else (app_end - a) / 1e9
-    devs, dev_bytes, dev_span = device_stats(tl, a, end_used)
+    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, "read" if w["kind"] == "load" else "write")
     span_s = dev_span if dev_span else (end_used - a) / 1e9
     bytes_app = w["bytes_app"]
     gib_basis = (bytes_app or dev_bytes or 0) / GIB

@@ -62,7 +62,7 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
 
 CHECKPOINT_HEADERS = [
     "#", "source", "kind", "step", "path", "start [s, m]", "save call [s, d]", "durable after [s, d]",
-    "durable at return", "app bytes [m]", "device bytes [m]", "dev/app [d]", "GiB/s app [d]",
+    "durable at return", "app bytes [m]", "device bytes (load: read) [m]", "dev/app [d]", "GiB/s app [d]",
     "GiB/s device [d]", "mean/peak QD, busiest device [d]", "peak in-flight [m]", "energy J (above idle)",
     "J/GiB", "peak °C [m]", "throttle events / s [m]", "GPU idle s [d]",
 ]
@@ -92,7 +92,9 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
         inflight = max((d["peak_in_flight"] or 0 for d in qd), default=None) if qd else None
         dur_after = None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
         durable = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
-        if not r["durable"]:
+        if r["kind"] == "load":
+            durable = "n/a (load)"
+        elif not r["durable"]:
             durable += "; not durable by end of recording"
         out.append([
             str(i), str(r["source"]), str(r["kind"]), num(r["step"], "{}"), str(r["path"] or "—"),
@@ -106,17 +108,19 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     return out
 
 
-DEVICE_HEADERS = ["#", "device", "write bytes [m]", "mean GiB/s [d]", "peak GiB/s [d]", "mean aqu-sz [d]",
-                  "peak aqu-sz [d]", "peak in-flight [m]"]
+DEVICE_HEADERS = ["#", "kind", "device", "write bytes [m]", "read bytes [m]", "mean GiB/s [d]", "peak GiB/s [d]",
+                  "mean aqu-sz [d]", "peak aqu-sz [d]", "peak in-flight [m]"]
 
 
 def device_rows(rep: dict) -> list[list[str]]:
     out = []
     for i, r in enumerate(rep["checkpoints"], 1):
+        io = "read" if r["kind"] == "load" else "write"
         for dev, d in sorted(r["devices"].items()):
-            out.append([str(i), dev, b(d["write_bytes"]), num(d["mean_write_gib_per_s"], "{:.3f}"),
-                        num(d["peak_write_gib_per_s"], "{:.3f}"), num(d["mean_aqu_sz"], "{:.2f}"),
-                        num(d["peak_aqu_sz"], "{:.2f}"), num(d["peak_in_flight"], "{:.0f}")])
+            out.append([str(i), f"{r['kind']} ({io}s)", dev, b(d["write_bytes"]), b(d["read_bytes"]),
+                        num(d[f"mean_{io}_gib_per_s"], "{:.3f}"), num(d[f"peak_{io}_gib_per_s"], "{:.3f}"),
+                        num(d["mean_aqu_sz"], "{:.2f}"), num(d["peak_aqu_sz"], "{:.2f}"),
+                        num(d["peak_in_flight"], "{:.0f}")])
     return out
 
 
