@@ -114,3 +114,18 @@ def test_dcp_load_is_a_load_window(tmp_path):
     assert [(c["kind"], c["api"]) for c in rep["checkpoints"]] == [
         ("save", "torch.distributed.checkpoint.save"), ("load", "torch.distributed.checkpoint.load")]
     assert rep["run"]["loads"] == 1 and rep["run"]["mean_restart_s"] > 0
+
+
+def test_save_inside_a_marked_checkpoint_is_one_window(tmp_path):
+    pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
+    script = tmp_path / "m.py"
+    script.write_text(
+        "import torch, ckprof\n"
+        "with ckprof.checkpoint(step=7, path=%r):\n"
+        "    torch.save({'w': torch.ones(64, 64)}, %r)\n"
+        "torch.save({'w': torch.ones(64, 64)}, %r)\n" % (str(tmp_path), str(tmp_path / "a.pt"), str(tmp_path / "b.pt")))
+    rec, _ = record(tmp_path, sys.executable, str(script))
+    assert len([e for e in events(rec) if e["event"] == "checkpoint_start"]) == 3
+    cps = analyze(rec).report["checkpoints"]
+    assert [(c["source"], c["step"], c["path"]) for c in cps] == [
+        ("api", 7, str(tmp_path)), ("patch", None, str(tmp_path / "b.pt"))]

@@ -105,8 +105,21 @@ def marker_windows(rec) -> list[dict]:
                     "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
                     "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
                     "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
-                    "blocking_s": clean(blocking.get(r["id"]))})
-    return out
+                    "blocking_s": clean(blocking.get(r["id"])),
+                    "pid": None if pd.isna(r.get("pid")) else int(r["pid"])})
+    return drop_nested_patch(out)
+
+
+def drop_nested_patch(wins: list[dict]) -> list[dict]:
+    """A torch.save inside `with ckprof.checkpoint():` is one checkpoint, not two: an automatic
+    (patch) window inside a marked window of the same process is left out."""
+    marked = [w for w in wins if w["source"] != "patch" and w["app_end_ns"] is not None]
+
+    def inside(w):
+        return any(m["pid"] == w["pid"] and m["start_ns"] <= w["start_ns"] and w["app_end_ns"] is not None
+                   and w["app_end_ns"] <= m["app_end_ns"] for m in marked)
+
+    return [w for w in wins if w["source"] != "patch" or not inside(w)]
 
 
 DEVICE_SHARE = 0.9  # the devices got the checkpoint once they wrote this share of its bytes
