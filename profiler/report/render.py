@@ -30,6 +30,17 @@ def to_json(rep: dict) -> str:
     return json.dumps(_clean(rep), indent=2, default=str) + "\n"
 
 
+MAX_DEVICE_ROWS = 400  # per-device rows in HTML/Markdown; JSON and `ckprof export` have them all
+
+
+def _device_rows(rep: dict) -> tuple[list, str | None]:
+    rows = T.device_rows(rep)
+    if len(rows) <= MAX_DEVICE_ROWS:
+        return rows, None
+    return rows[:MAX_DEVICE_ROWS], (f"first {MAX_DEVICE_ROWS} of {len(rows)} rows; all of them: "
+                                    "ckprof report --format json, or ckprof export --format csv")
+
+
 def _md_cell(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -47,9 +58,9 @@ def to_markdown(rep: dict) -> str:
     L += ["", "## Checkpoints", ""]
     if rep["checkpoints"]:
         L += _md_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep))
-        dr = T.device_rows(rep)
+        dr, cut = _device_rows(rep)
         if dr:
-            L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr)
+            L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
     L += ["", "## Throttling", ""] + [f"- {x}" for x in T.throttle_lines(rep)]
@@ -104,9 +115,11 @@ def to_html(rep: dict, plots: dict[str, bytes]) -> str:
         parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8))
         if "checkpoints" in plots:
             parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
-        dr = T.device_rows(rep)
+        dr, cut = _device_rows(rep)
         if dr:
             parts += ["<h3>Per device</h3>", _html_table(T.DEVICE_HEADERS, dr)]
+            if cut:
+                parts.append(f"<p class='small'>{_h(cut)}</p>")
     else:
         parts.append("<p>No checkpoint windows: no markers, and no write bursts above the baseline.</p>")
     parts.append("<h2>Throttling</h2><ul>" + "".join(f"<li>{_h(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>")
