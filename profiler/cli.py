@@ -52,9 +52,11 @@ def _interval(ctx, param, value):
               help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
 @click.option("--flush-interval", default="2s", show_default=True, callback=_interval,
               help="How often samples are written to disk (what a killed recorder can lose).")
+@click.option("--nvme-interval", default="1s", show_default=True, callback=_interval,
+              help="NVMe SMART polling interval (one nvme-cli call per controller each time).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record(output, interval, paths, devices, force, kill_after, flush_interval, quiet, command):
+def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, command):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -74,7 +76,8 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     if not command:
         raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
     result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
-                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet)
+                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet,
+                       nvme_interval_s=nvme_interval)
     child.exit_like(result)
 
 

@@ -93,13 +93,14 @@ def count_checkpoints(out_dir: str) -> int:
 
 def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
            devices: list[str], force: bool = False, kill_after_s: float = 10.0,
-           flush_s: float = 2.0, quiet: bool = False) -> child.ChildResult:
+           flush_s: float = 2.0, quiet: bool = False, nvme_interval_s: float = 1.0) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
-    opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s)
+    opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s,
+                         nvme_interval_s=nvme_interval_s)
     sources = build_sources(opts)
     out_dir = prepare_output(output or default_output_dir(), force)
 

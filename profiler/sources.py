@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ckprof.collectors.base import Collector
 from ckprof.collectors.blockdev import BlockCollector
 from ckprof.collectors.host import HostCollector, ProcTreeCollector
+from ckprof.collectors.nvme import nvme_collectors
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
 
@@ -22,6 +23,8 @@ class SourceOptions:
     devices: list[str]
     interval_s: float = 0.1
     proc_interval_s: float = 1.0
+    nvme_interval_s: float = 1.0
+    nvme_bin: str = "nvme"
     sys_root: str = "/sys"
     proc_root: str = "/proc"
 
@@ -73,6 +76,7 @@ def build_sources(opts: SourceOptions) -> Sources:
                            sys_root=opts.sys_root)
     proc = ProcTreeCollector(period_s=opts.proc_interval_s)
     candidates: list[Collector] = [block, HostCollector(period_s=opts.interval_s, proc_root=opts.proc_root), proc]
+    candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, opts.interval_s, opts.sys_root, opts.nvme_bin)
     collectors, probes = [], {}
     for c in candidates:
         p = c.probe()
