@@ -94,3 +94,15 @@ def test_power_state_tracked(rec):
     nv = rec.samples("nvme")
     assert nv["power_state"].notna().all() and set(nv["power_state"]) == {0}
     assert nv["error"].isna().all()
+
+
+def test_ssd_power_estimated_from_qemus_power_state_table(rec):
+    from ckprof.nvme_power import ssd_energy_j, ssd_power
+
+    p = ssd_power(rec)
+    # QEMU's one power state gives Max Power 25.00 W and no idle/active power: an upper bound
+    assert set(p["provenance"]) == {"estimated"}
+    assert set(p["power_source"]) == {"power_state_table:max_power"}
+    assert (p["power_w"] == 25.0).all()
+    e = ssd_energy_j(rec)
+    assert e["energy_j"].iloc[0] == pytest.approx(25.0 * e["seconds"].iloc[0])
