@@ -28,12 +28,18 @@ def qemu_guest():
 def qemu_recording(qemu_guest, tmp_path_factory):
     """Boot once: `ckprof record --device nvme0n1` over a 48 MiB O_DIRECT write and a thermal warning."""
     out = tmp_path_factory.mktemp("qemu-nvme")
+    # A second, short recording with an nvme-cli that is "not permitted": a note, hwmon goes on.
+    fakebin = out / "fakebin"
+    fakebin.mkdir()
+    (fakebin / "nvme").write_text('#!/bin/sh\necho "open: Permission denied" >&2\nexit 1\n')
+    (fakebin / "nvme").chmod(0o755)
     venv_bin = os.path.dirname(sys.executable)  # the host's environment, seen through the 9p share
     script = f"""set -e
 nvme smart-log /dev/nvme0 -o json > smart-before.json
 {venv_bin}/ckprof record --device nvme0n1 -o "$OUT/rec" --nvme-interval 0.5 --interval 100ms -- \\
     {venv_bin}/python {HERE}/guest_workload.py {WRITE_BYTES} /dev/nvme0n1 nvme0
 nvme smart-log /dev/nvme0 -o json > smart-after.json
+PATH="$OUT/fakebin:$PATH" {venv_bin}/ckprof record --device nvme0n1 -o "$OUT/rec-denied" -- sleep 1 2> denied.stderr
 """
     res = qemu_guest.run(script, str(out), timeout_s=240)
     if res.rc != 0:
@@ -43,4 +49,5 @@ nvme smart-log /dev/nvme0 -o json > smart-after.json
     if keep:
         shutil.rmtree(keep, ignore_errors=True)
         shutil.copytree(rec, keep)
-    return {"path": rec, "out": str(out), "bytes": WRITE_BYTES, "result": res}
+    return {"path": rec, "denied": os.path.join(str(out), "rec-denied"), "out": str(out),
+            "bytes": WRITE_BYTES, "result": res}

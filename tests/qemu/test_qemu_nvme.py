@@ -106,3 +106,15 @@ def test_ssd_power_estimated_from_qemus_power_state_table(rec):
     assert (p["power_w"] == 25.0).all()
     e = ssd_energy_j(rec)
     assert e["energy_j"].iloc[0] == pytest.approx(25.0 * e["seconds"].iloc[0])
+
+
+def test_nvme_cli_not_permitted_is_a_note_and_hwmon_goes_on(qemu_recording):
+    rec = ckprof.load(qemu_recording["denied"])
+    assert rec.meta["status"] == "complete"
+    notes = [n for n in rec.meta["notes"] if n.startswith("nvme:")]
+    assert notes and "Permission denied" in notes[0] and "root" in notes[0]
+    assert rec.meta["collectors"]["nvme_hwmon"]["probe"]["ok"]
+    assert "nvme" not in rec.meta["collectors"]
+    assert not rec.samples("nvme_hwmon").empty and not rec.samples("block").empty
+    with open(os.path.join(qemu_recording["out"], "denied.stderr")) as f:
+        assert "nvme: skipped" in f.read()  # and said on the terminal
