@@ -111,6 +111,7 @@ class NvmeSmartCollector(Collector):
         self._describe: dict | None = None
         self._ocp: set[str] = set()
         self._failed: dict[str, str] = {}
+        self._no_power_state: dict[str, str] = {}  # ctrl → why get-feature -f 2 is not polled
 
     def _dev(self, ctrl: str) -> str:
         return f"{self.dev_root.rstrip('/')}/{ctrl}"
@@ -181,10 +182,15 @@ class NvmeSmartCollector(Collector):
                 continue
             row = {"t_ns": t_ns, "ctrl": ctrl, **smart_row(smart)}
             problems = []
-            try:
-                row["power_state"] = parse_power_state(self.cli.run("get-feature", self._dev(ctrl), "-f", "2"))
-            except (NvmeCliError, ParseError) as e:
-                problems.append(f"power state: {e}")
+            if ctrl not in self._no_power_state:
+                try:
+                    row["power_state"] = parse_power_state(self.cli.run("get-feature", self._dev(ctrl), "-f", "2"))
+                except (NvmeCliError, ParseError) as e:
+                    problems.append(f"power state: {e}")
+                    if getattr(e, "kind", "unparseable") != "timeout":
+                        # the drive or nvme-cli does not do it: say so once, stop asking every poll
+                        self._no_power_state[ctrl] = str(e)
+                        self.describe()["controllers"][ctrl]["power_state_error"] = str(e)
             if ctrl in self._ocp:
                 try:
                     ocp = parse_ocp_c0(self.cli.run("get-log", self._dev(ctrl), "--log-id=0xc0",

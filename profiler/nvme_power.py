@@ -119,3 +119,18 @@ def ssd_energy_j(rec, start_ns: int | None = None, end_ns: int | None = None) ->
                      "provenance": provs[0] if len(provs) == 1 else "mixed",
                      "power_source": ", ".join(sorted(set(g["power_source"])))})
     return pd.DataFrame(rows)
+
+
+def power_state_changes(rec) -> pd.DataFrame:
+    """Each change of an NVMe controller's power state seen by the 1 Hz polls: t_ns, ctrl, from, to."""
+    nv = rec.samples("nvme")
+    if nv.empty or "power_state" not in nv:
+        return pd.DataFrame(columns=["t_ns", "ctrl", "from_state", "to_state"])
+    rows = []
+    for ctrl, g in nv[nv["power_state"].notna()].sort_values("t_ns").groupby("ctrl"):
+        prev = None
+        for t, ps in zip(g["t_ns"], g["power_state"].astype(int)):
+            if prev is not None and ps != prev:
+                rows.append({"t_ns": int(t), "ctrl": ctrl, "from_state": prev, "to_state": ps})
+            prev = ps
+    return pd.DataFrame(rows, columns=["t_ns", "ctrl", "from_state", "to_state"])

@@ -194,3 +194,17 @@ def test_sources_register_nvme_and_note_a_broken_nvme_cli(tmp_path):
     assert "nvme" not in names and "nvme_hwmon" in names and "block" in names
     assert any(n.startswith("nvme: skipped:") and "Permission denied" in n for n in s.notes)
     assert s.probes["nvme"]["ok"] is False
+
+
+def test_power_state_unsupported_is_said_once_and_not_asked_again(tmp_path):
+    calls = tmp_path / "calls"
+    over = {"get-feature": f'echo x >> "{calls}"; echo "NVMe status: Invalid Field in Command(0x4002)" >&2; exit 2'}
+    c = smart(tmp_path, overrides=over)
+    assert c.probe().ok
+    c.describe()
+    first = c.sample(1)[0]
+    assert first.get("power_state") is None and "Invalid Field" in first["error"]
+    second = c.sample(2)[0]
+    assert second["temp_c"] == pytest.approx(49.85) and second["error"] is None
+    assert calls.read_text().count("x") == 1
+    assert "Invalid Field" in c.describe()["controllers"]["nvme0"]["power_state_error"]

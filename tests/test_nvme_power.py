@@ -76,3 +76,13 @@ def test_measured_ipm_wins_and_mixed_energy_says_so(tmp_path):
 def test_no_nvme_samples_is_empty_not_an_error(tmp_path):
     rec = recording(tmp_path, [], [], read("qemu", "id-ctrl.json"))
     assert ssd_power(rec).empty and ssd_energy_j(rec).empty
+
+
+def test_power_state_changes(tmp_path):
+    from ckprof.nvme_power import power_state_changes
+
+    rec = recording(tmp_path, [nvme_row(0, 0), nvme_row(1, 0), nvme_row(2, 3), nvme_row(3, 0)], [],
+                    read("spec", "id-ctrl.nvmecli2-scales.json"))
+    ch = power_state_changes(rec)
+    assert ch[["from_state", "to_state"]].values.tolist() == [[0, 3], [3, 0]]
+    assert ch["t_ns"].tolist() == [2 * S, 3 * S]
