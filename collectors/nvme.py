@@ -13,6 +13,9 @@ Identify Controller (Fig. 275/276); Power Management feature (FID 02h, Fig. 328)
 """
 from __future__ import annotations
 
+import os
+import re
+
 import pyarrow as pa
 
 from ckprof.collectors.base import T_NS, Collector, Probe, col
@@ -226,11 +229,23 @@ def controllers_behind(topo, devices: list[str]) -> dict[str, list[str]]:
             continue
         for disk in disks:
             ctrl = topo.controller_of(disk)
-            if ctrl:
-                out.setdefault(ctrl, [])
-                if dev not in out[ctrl]:
-                    out[ctrl].append(dev)
+            for c in _subsystem_controllers(topo.sys_root, ctrl) if ctrl else []:
+                out.setdefault(c, [])
+                if dev not in out[c]:
+                    out[c].append(dev)
     return out
+
+
+def _subsystem_controllers(sys_root: str, name: str) -> list[str]:
+    """nvme0 → [nvme0]; a native-multipath head's parent nvme-subsys0 → the controllers in it
+    (/sys/class/nvme-subsystem/nvme-subsys0/nvme0, nvme1: Documentation/ABI/testing/sysfs-class-nvme)."""
+    if not name.startswith("nvme-subsys"):
+        return [name]
+    try:
+        entries = os.listdir(os.path.join(sys_root, "class", "nvme-subsystem", name))
+    except OSError:
+        return []
+    return sorted((e for e in entries if re.fullmatch(r"nvme\d+", e)), key=lambda e: int(e[4:]))
 
 
 def nvme_collectors(topo, devices: list[str], period_s: float = 1.0, fast_period_s: float = 0.1,

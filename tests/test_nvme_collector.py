@@ -208,3 +208,20 @@ def test_power_state_unsupported_is_said_once_and_not_asked_again(tmp_path):
     assert second["temp_c"] == pytest.approx(49.85) and second["error"] is None
     assert calls.read_text().count("x") == 1
     assert "Invalid Field" in c.describe()["controllers"]["nvme0"]["power_state_error"]
+
+
+def test_controllers_behind_a_native_multipath_head(tmp_path):
+    # nvme_core.multipath=Y on a multi-controller subsystem: the disk's parent is nvme-subsys0,
+    # and the controllers are listed in /sys/class/nvme-subsystem/nvme-subsys0/.
+    sys_root = tmp_path / "sys"
+    subsys = sys_root / "devices" / "virtual" / "nvme-subsystem" / "nvme-subsys0"
+    (subsys / "nvme0n1").mkdir(parents=True)
+    for c in ("nvme1", "nvme0"):
+        (subsys / c).mkdir()
+    (sys_root / "class" / "block").mkdir(parents=True)
+    (sys_root / "class" / "nvme-subsystem").mkdir(parents=True)
+    os.symlink(subsys / "nvme0n1", sys_root / "class" / "block" / "nvme0n1")
+    os.symlink(subsys, subsys / "nvme0n1" / "device")
+    os.symlink(subsys, sys_root / "class" / "nvme-subsystem" / "nvme-subsys0")
+    topo = Topology(sys_root=str(sys_root), proc_root=str(tmp_path))
+    assert controllers_behind(topo, ["nvme0n1"]) == {"nvme0": ["nvme0n1"], "nvme1": ["nvme0n1"]}
