@@ -60,5 +60,10 @@ class Collector:
     def sample(self, t_ns: int) -> list[dict]:
         raise NotImplementedError
 
+    def events(self) -> list[dict]:
+        """Events seen since the last call (a GPU lost mid-run); the recorder writes them to
+        events.jsonl with `t_ns` (the sample's, unless given), `collector` and source 'collector'."""
+        return []
+
     def close(self) -> None:
         pass

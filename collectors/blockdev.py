@@ -47,6 +47,28 @@ class BlockCollector(Collector):
         self._diskstats = os.path.join(proc_root, "diskstats")
         self._use_proc = os.access(self._diskstats, os.R_OK)
         self._inflight = {d: os.path.join(sys_root, "class", "block", d, "inflight") for d in self.devices}
+        self._wanted = set(self.devices)
+        self._fds: dict[str, int] = {}
+
+    def _pread(self, path: str) -> str:
+        """Read a /proc or sysfs file from offset 0 through a descriptor kept open.
+
+        Both seq_file (/proc/diskstats) and sysfs attributes regenerate their text on a read at
+        offset 0, so one pread(2) per sample replaces open+read+close: the sampling hot path.
+        """
+        fd = self._fds.get(path)
+        if fd is None:
+            fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return os.pread(fd, 1 << 20, 0).decode()
+        except OSError:
+            os.close(self._fds.pop(path))  # the device went away; reopen next time
+            raise
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
     def _sysblock(self, dev: str, *parts: str) -> str:
         return os.path.join(self.sys_root, "class", "block", dev, *parts)
@@ -73,6 +95,7 @@ class BlockCollector(Collector):
         return out
 
     def probe(self) -> Probe:
+        self._use_proc = os.access(self._diskstats, os.R_OK)
         if not self._use_proc and not all(os.path.exists(self._sysblock(d, "stat")) for d in self.devices):
             return Probe(False, f"cannot read {self._diskstats} nor /sys/block/*/stat",
                          "mount /proc and /sys (in a container: --privileged or bind mounts)")
@@ -97,13 +120,11 @@ class BlockCollector(Collector):
 
     def _read_stats(self) -> dict[str, dict]:
         if self._use_proc:
-            with open(self._diskstats) as f:
-                return parse_diskstats(f.read())
+            return parse_diskstats(self._pread(self._diskstats), only=self._wanted)
         out = {}
         for d in self.devices:
             try:
-                with open(self._sysblock(d, "stat")) as f:
-                    out[d] = parse_sys_block_stat(f.read())
+                out[d] = parse_sys_block_stat(self._pread(self._sysblock(d, "stat")))
             except OSError:
                 pass
         return out
@@ -117,8 +138,7 @@ class BlockCollector(Collector):
                 continue  # the device went away; it reappears in the rows when it comes back
             row = {"t_ns": t_ns, "device": dev, **st}
             try:
-                with open(self._inflight[dev]) as f:
-                    row["inflight_read"], row["inflight_write"] = parse_inflight(f.read())
+                row["inflight_read"], row["inflight_write"] = parse_inflight(self._pread(self._inflight[dev]))
             except (OSError, ValueError):
                 row["inflight_read"] = row["inflight_write"] = None
             rows.append(row)

@@ -36,8 +36,11 @@ def parse_stat_values(values: list[int]) -> dict:
     return out
 
 
-def parse_diskstats(text: str) -> dict[str, dict]:
-    """Parse /proc/diskstats (or 2.4's /proc/partitions) text into {name: {field: value}}."""
+def parse_diskstats(text: str, only: set[str] | None = None) -> dict[str, dict]:
+    """Parse /proc/diskstats (or 2.4's /proc/partitions) text into {name: {field: value}}.
+
+    `only` limits the result (and the parsing work) to these device names.
+    """
     out: dict[str, dict] = {}
     for line in text.splitlines():
         parts = line.split()
@@ -48,6 +51,8 @@ def parse_diskstats(text: str) -> dict[str, dict]:
             name, values = parts[3], parts[4:]
         else:
             name, values = parts[2], parts[3:]
+        if only is not None and name not in only:
+            continue
         try:
             out[name] = parse_stat_values([int(v) for v in values])
         except ValueError:

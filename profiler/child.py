@@ -98,7 +98,8 @@ def exit_like(result: ChildResult) -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         except (ValueError, OSError):
             pass
-        signal.signal(result.signal, signal.SIG_DFL)
+        if result.signal not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be caught anyway
+            signal.signal(result.signal, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {result.signal})
         os.kill(os.getpid(), result.signal)
         time.sleep(1)  # the signal is delivered on return from kill(); this is not reached

@@ -50,13 +50,17 @@ def _interval(ctx, param, value):
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
 @click.option("--kill-after", default=10.0, show_default=True, metavar="SECONDS",
               help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
-@click.option("--flush-interval", default="2s", show_default=True, callback=_interval,
+@click.option("--flush-interval", default="5s", show_default=True, callback=_interval,
               help="How often samples are written to disk (what a killed recorder can lose).")
 @click.option("--nvme-interval", default="1s", show_default=True, callback=_interval,
               help="NVMe SMART polling interval (one nvme-cli call per controller each time).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
+@click.option("--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/.")
+@click.option("--job-id", metavar="ID", help="The job's id [default: from SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...].")
+@click.option("--host-name", metavar="NAME", help="This node's name in the job directory [default: the hostname].")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, command):
+def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, job_dir,
+           job_id, host_name, command):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -76,8 +80,8 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     if not command:
         raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
     result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
-                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet,
-                       nvme_interval_s=nvme_interval)
+                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet, job_dir=job_dir,
+                       job_id=job_id, host_name=host_name, nvme_interval_s=nvme_interval)
     child.exit_like(result)
 
 
@@ -89,6 +93,10 @@ def doctor(paths):
 
     click.echo(do_doctor(list(paths)))
 
+
+from ckprof import import_power as _import_power  # noqa: E402
+
+main.add_command(_import_power.command)
 
 if __name__ == "__main__":
     main()

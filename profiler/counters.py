@@ -8,6 +8,8 @@ counter wraps after 2**32 ms = 49.7 days of busy time. RAPL energy_uj wraps at m
 A decrease is read as a wrap of the narrowest width that the previous value fits in, when the
 wrapped delta is plausible (under half that width); otherwise as a reset of the counter
 (a loop device detached and attached again, a driver reloaded) and the delta is the new value.
+Arithmetic is float64, exact below 2**53; recordings store counters as int64, where a 64-bit
+wrap cannot occur in practice (2**63 sectors is 4 EiB), so the 32-bit wraps are the real ones.
 """
 from __future__ import annotations
 

@@ -17,8 +17,10 @@ def doctor(paths: list[str]) -> str:
         lines.append(f"  {mark}{name:<8} {p['detail']}")
         if p.get("hint"):
             lines.append(f"            fix: {p['hint']}")
+    skipped = tuple(f"{name}: skipped:" for name in sources.probes)
     for n in sources.notes:
-        lines.append(f"  note: {n}")
+        if not n.startswith(skipped):  # the probe line above already says it
+            lines.append(f"  note: {n}")
     lines.append("")
     lines.append("Devices behind the checkpoint path (mount → partition/dm → disk → controller):")
     topo = Topology()

@@ -26,7 +26,8 @@ _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PR
 
 _fds: dict[tuple[int, str], int] = {}  # (pid, path) → fd; a forked child opens its own
 _ids = itertools.count(1)
-_HOST = socket.gethostname()
+ENV_HOST = "CKPROF_HOST"  # the host name a job's recording files this process under
+_HOST = os.environ.get(ENV_HOST) or socket.gethostname()
 
 
 def append_event(path: str, event: dict) -> None:

@@ -11,7 +11,7 @@ import time
 import psutil
 
 import ckprof
-from ckprof import child, markers
+from ckprof import child, clocksync, job, markers
 from ckprof.clock import MonotonicClock, wall_anchor
 from ckprof.counters import counter_delta
 from ckprof.collectors.diskstats import SECTOR_BYTES
@@ -55,17 +55,19 @@ def prepare_output(path: str, force: bool) -> str:
 
 
 def host_meta() -> dict:
-    return {"hostname": socket.gethostname(), "kernel": platform.release(),
+    return {"hostname": os.environ.get(markers.ENV_HOST) or socket.gethostname(), "kernel": platform.release(),
             "os": platform.platform(), "machine": platform.machine(),
             "cpu_count": psutil.cpu_count(), "mem_total_bytes": psutil.virtual_memory().total,
             "python": platform.python_version()}
 
 
-def child_env(out_dir: str) -> dict:
+def child_env(out_dir: str, host: str | None = None) -> dict:
     """The parent's environment plus CKPROF_* variables; nothing of the user's is overwritten."""
     env = dict(os.environ)
     env[markers.ENV_RECORDING] = out_dir
     env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
+    if host:
+        env[markers.ENV_HOST] = host
     return env
 
 
@@ -93,9 +95,21 @@ def count_checkpoints(out_dir: str) -> int:
 
 def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
            devices: list[str], force: bool = False, kill_after_s: float = 10.0,
-           flush_s: float = 2.0, quiet: bool = False, nvme_interval_s: float = 1.0) -> child.ChildResult:
+           flush_s: float = 5.0, quiet: bool = False, job_dir: str | None = None,
+           job_id: str | None = None, host_name: str | None = None,
+           nvme_interval_s: float = 1.0) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
+    job_meta = None
+    if job_dir:
+        if output:
+            raise UsageError("give either -o DIR or --job-dir DIR, not both",
+                             hint="--job-dir writes DIR/host=<name>/ on each node")
+        host = job.host_name(host_name)
+        output = job.host_dir(job_dir, host)
+        job_meta = {**job.job_identity(job_id), "host_name": host, "clock_sync": clocksync.clock_sync()}
+    elif host_name or job_id:
+        raise UsageError("--host-name and --job-id belong with --job-dir")
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
@@ -111,7 +125,7 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     writer.create({
         "ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
         "cwd": os.getcwd(), "start": start, "interval_s": interval_s, "topology": sources.topology,
-        "notes": sources.notes,
+        "notes": sources.notes, "job": job_meta,
     })
     for n in sources.notes:
         if not quiet:
@@ -129,7 +143,7 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
 
     result = None
     try:
-        result = child.run(list(argv), child_env(out_dir), kill_after_s=kill_after_s,
+        result = child.run(list(argv), child_env(out_dir, job_meta and job_meta["host_name"]), kill_after_s=kill_after_s,
                            on_start=on_start, warn=warn)
     finally:
         end_ns = clock.now_ns()
@@ -143,7 +157,9 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
         writer.finish(end=end, collectors=recorder.collectors_meta(sources.probes),
                       exit=None if result is None else {"code": result.exit_code, "signal": result.signal,
                                                         "error": result.error},
-                      sample_write_error=writer.failed)
+                      sample_write_error=writer.failed,
+                      recorder_cpu_s={"flush": round(recorder.flush_cpu_s, 4),
+                                      "process": round(time.process_time(), 4)})
     if result.error:
         warn(result.error)
     if not quiet:

@@ -8,6 +8,7 @@ skipped and counted, not queued. A collector that raises is noted once and keeps
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 
 from ckprof.clock import MonotonicClock
@@ -21,18 +22,20 @@ class CollectorStats:
         self.skipped_ticks = 0
         self.errors = 0
         self.first_error: str | None = None
+        self.cpu_s = 0.0  # CPU time of this collector's thread: what recording it costs
         self.first_rows: dict = {}
         self.last_rows: dict = {}
 
 
 class Recorder:
     def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None,
-                 flush_s: float = 2.0):
+                 flush_s: float = 5.0):
         self.writer = writer
         self.collectors = collectors
         self.clock = clock or MonotonicClock()
         self.flush_s = flush_s
         self.stats = {c.name: CollectorStats() for c in collectors}
+        self.flush_cpu_s = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         for c in collectors:
@@ -48,7 +51,7 @@ class Recorder:
                 "describe": c.describe(),
                 "columns": schema_units(c.schema),
                 "samples": st.samples, "skipped_ticks": st.skipped_ticks,
-                "errors": st.errors, "first_error": st.first_error,
+                "errors": st.errors, "first_error": st.first_error, "cpu_s": round(st.cpu_s, 4),
             }
         return out
 
@@ -66,6 +69,8 @@ class Recorder:
                                    "error": st.first_error,
                                    "where": traceback.format_exc(limit=2).splitlines()[-1]})
             return
+        for ev in c.events():
+            self.writer.event({"t_ns": t_ns, "collector": c.name, "source": "collector", **ev})
         st.samples += 1
         for r in rows:
             key = r.get("device") or r.get("gpu") or r.get("ctrl") or ""
@@ -76,6 +81,7 @@ class Recorder:
     def _run(self, c: Collector) -> None:
         period_ns = int(c.period_s * 1e9)
         st = self.stats[c.name]
+        st.cpu_s -= time.thread_time()
         start = self.clock.now_ns()
         k = 0
         while not self._stop.is_set():
@@ -90,10 +96,13 @@ class Recorder:
                 deadline = start + k * period_ns
             if not self.clock.sleep_until_ns(deadline, self._stop):
                 break
+        st.cpu_s += time.thread_time()
 
     def _flusher(self) -> None:
+        self.flush_cpu_s -= time.thread_time()
         while not self._stop.wait(self.flush_s):
             self.writer.flush()
+        self.flush_cpu_s += time.thread_time()
 
     def start(self) -> None:
         for c in self.collectors:

@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 
 from ckprof.collectors.base import Collector
 from ckprof.collectors.blockdev import BlockCollector
+from ckprof.collectors.gpu import GpuCollector
 from ckprof.collectors.host import HostCollector, ProcTreeCollector
+from ckprof.collectors.ipmi import IpmiCollector
 from ckprof.collectors.nvme import nvme_collectors
+from ckprof.collectors.rapl import RaplCollector
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
 
@@ -76,7 +79,10 @@ def build_sources(opts: SourceOptions) -> Sources:
                            sys_root=opts.sys_root)
     proc = ProcTreeCollector(period_s=opts.proc_interval_s)
     candidates: list[Collector] = [block, HostCollector(period_s=opts.interval_s, proc_root=opts.proc_root), proc]
-    candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, opts.interval_s, opts.sys_root, opts.nvme_bin)
+    power_s = max(opts.interval_s, 0.1)  # GPU and RAPL at 10 Hz at most; the BMC at 1 Hz
+    candidates += [GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid),
+                   RaplCollector(period_s=power_s, sys_root=opts.sys_root), IpmiCollector()]
+    candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, power_s, opts.sys_root, opts.nvme_bin)
     collectors, probes = [], {}
     for c in candidates:
         p = c.probe()

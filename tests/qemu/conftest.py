@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness import QemuNvmeGuest
+from .harness import QemuNvmeGuest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WRITE_BYTES = 48 * 2**20

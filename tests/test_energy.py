@@ -1,0 +1,151 @@
+"""Energy over windows: trapezoid integration, energy counters (wrap-safe), baselines, GPU idle."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ckprof
+from ckprof.clock import FakeClock
+from ckprof.collectors.gpu import GPU_SCHEMA
+from ckprof.collectors.rapl import RaplCollector
+from ckprof.energy import components, counter_energy, energy_j, gpu_idle, integrate_power
+from ckprof.errors import UsageError
+from ckprof.recorder import Recorder
+from ckprof.recording import RecordingWriter
+
+from powerrec import MONO0_NS, POWER_SCHEMA, make_recording, t
+from test_rapl import PKG_RANGE, make_powercap, set_energy
+
+
+def power_rows(fn, until_s=5.0, step_s=0.1):
+    n = round(until_s / step_s)
+    return [{"t_ns": t(i * step_s), "power_w": fn(i * step_s)} for i in range(n + 1)]
+
+
+def test_constant_10w_over_3s_is_30j(tmp_path):
+    rec = ckprof.load(make_recording(tmp_path / "r", {"power_nvme0": (POWER_SCHEMA, power_rows(lambda s: 10.0, step_s=0.5))}))
+    e = energy_j(rec, "nvme0", t(1.0), t(4.0))
+    assert e.joules == pytest.approx(30.0) and e.watts == pytest.approx(10.0)
+    assert (e.provenance, e.method, e.coverage) == ("derived", "trapezoid", 1.0)
+    assert e.sources == ("power_nvme0 power_w",)
+    outside = energy_j(rec, "nvme0", t(20), t(30))
+    assert math.isnan(outside.joules) and outside.coverage == 0 and outside.method == "none"
+
+
+def test_ramp_with_window_edges_between_readings(tmp_path):
+    rec = ckprof.load(make_recording(tmp_path / "r", {"power_nvme0": (POWER_SCHEMA, power_rows(lambda s: 10 + 2 * s))}))
+    # ∫ (10 + 2s) ds from 1.05 to 2.95 = 10·1.9 + (2.95² − 1.05²)
+    e = energy_j(rec, "nvme0", t(1.05), t(2.95))
+    assert e.joules == pytest.approx(10 * 1.9 + (2.95**2 - 1.05**2))
+
+
+def test_window_past_the_readings_is_not_extrapolated():
+    j, cov = integrate_power([t(0), t(1), t(2)], [5.0, 5.0, 5.0], t(1), t(5))
+    assert j == pytest.approx(5.0) and cov == pytest.approx(0.25)
+    j, cov = integrate_power([t(0), t(1)], [5.0, 5.0], t(3), t(5))
+    assert math.isnan(j) and cov == 0.0
+    j, _ = integrate_power([t(0), t(1), t(2)], [4.0, float("nan"), 4.0], t(0), t(2))
+    assert j == pytest.approx(8.0)
+
+
+def test_rapl_counter_wrap_in_a_recording(tmp_path):
+    """20 W on package-0 sampled at 1 Hz by the real collector; the counter wraps after 3 s."""
+    root = make_powercap(tmp_path / "sys", {"intel-rapl:0": ("package-0", PKG_RANGE - 50_000_000, PKG_RANGE),
+                                            "intel-rapl-mmio:0": ("package-0", 7, PKG_RANGE),
+                                            "intel-rapl:0:0": ("dram", 1_000, 65712999613)})
+    c = RaplCollector(period_s=1.0, sys_root=root)
+    assert c.probe().ok
+    clock = FakeClock(MONO0_NS)
+    w = RecordingWriter(str(tmp_path / "rec"))
+    w.create({"start": {"wall_ns": 0, "monotonic_ns": MONO0_NS}})
+    r = Recorder(w, [c], clock=clock)
+    pkg = PKG_RANGE - 50_000_000
+    for second in range(6):
+        uj = (pkg + second * 20_000_000) % (PKG_RANGE + 1)  # the kernel's counter goes to 0 after the range
+        set_energy(root, "intel-rapl:0", uj)
+        set_energy(root, "intel-rapl-mmio:0", 7 + second * 20_000_000)
+        set_energy(root, "intel-rapl:0:0", 1_000 + second * 3_000_000)
+        r.sample_once(c)
+        clock.advance_s(1.0)
+    w.finish(end={"monotonic_ns": clock.now_ns()}, collectors=r.collectors_meta())
+    rec = ckprof.load(str(tmp_path / "rec"))
+    raw = rec.samples("rapl")
+    assert raw[raw["zone"] == "intel-rapl:0"]["energy_uj"].is_monotonic_increasing is False  # it did wrap
+    cpu = energy_j(rec, "cpu", t(0.5), t(4.5))
+    assert cpu.joules == pytest.approx(80.0)  # 20 W × 4 s; mmio's copy of package-0 not added
+    assert (cpu.provenance, cpu.method) == ("measured", "counter")
+    assert cpu.sources == ("intel-rapl:0 (package-0) energy_uj",)
+    assert energy_j(rec, "dram", t(0), t(5)).joules == pytest.approx(15.0)
+    assert components(rec) == ["cpu", "dram"]
+
+
+def test_counter_energy_wrap_needs_the_width():
+    ts = [t(0), t(1), t(2)]
+    rng = 262143328850
+    vals = [rng - 10_000_000, rng - 10_000_000 + 15_000_000 - rng - 1, 5_000_000 + 15_000_000]
+    j, cov = counter_energy(ts, vals, t(0), t(2), 1e-6, width=rng + 1)
+    assert j == pytest.approx(30.0) and cov == 1.0
+
+
+def gpu_rows(gpu, power_w, energy_w=None, n=11, lost_after=None, **extra):
+    rows = []
+    for i in range(n):
+        lost = lost_after is not None and i > lost_after
+        row = {"t_ns": t(i * 0.5), "gpu": gpu, "lost": lost}
+        if not lost:
+            row.update(power_w=power_w, util_gpu_pct=0.0, util_mem_pct=0.0, reason_idle=True,
+                       energy_mj=None if energy_w is None else 987_654_321 + round(energy_w * i * 0.5 * 1000))
+            row.update(extra)
+        rows.append(row)
+    return rows
+
+
+def test_gpu_prefers_the_energy_counter_and_combines_provenance(tmp_path):
+    rows = gpu_rows(0, power_w=250.0, energy_w=300.0) + gpu_rows(1, power_w=80.0)
+    rec = ckprof.load(make_recording(tmp_path / "r", {"gpu": (GPU_SCHEMA, rows)}))
+    g0 = energy_j(rec, "gpu0", t(1), t(4))
+    assert g0.joules == pytest.approx(900.0) and (g0.provenance, g0.method) == ("measured", "counter")
+    g1 = energy_j(rec, "gpu1", t(1), t(4))
+    assert g1.joules == pytest.approx(240.0) and (g1.provenance, g1.method) == ("derived", "trapezoid")
+    both = energy_j(rec, "gpu", t(1), t(4))
+    assert both.joules == pytest.approx(1140.0) and (both.provenance, both.method) == ("derived", "mixed")
+    assert components(rec) == ["gpu", "gpu0", "gpu1"]
+
+
+def test_lost_gpu_counts_until_it_was_lost(tmp_path):
+    rec = ckprof.load(make_recording(tmp_path / "r", {"gpu": (GPU_SCHEMA, gpu_rows(0, 100.0, 100.0, lost_after=4))}))
+    e = energy_j(rec, "gpu0", t(0), t(5))
+    assert e.joules == pytest.approx(200.0) and e.coverage == pytest.approx(0.4)
+
+
+def test_baseline_subtraction(tmp_path):
+    rows = power_rows(lambda s: 50.0 if s < 1.95 else 150.0)
+    rec = ckprof.load(make_recording(tmp_path / "r", {"ipmi": (POWER_SCHEMA, rows)}))
+    idle = energy_j(rec, "node", t(0), t(1.9))
+    assert idle.watts == pytest.approx(50.0)
+    busy = energy_j(rec, "node", t(2.0), t(5.0), baseline_w=idle.watts)
+    assert busy.joules == pytest.approx(450.0) and busy.above_baseline_j == pytest.approx(300.0)
+    assert busy.baseline_w == pytest.approx(50.0)
+
+
+def test_unknown_component_names_those_there(tmp_path):
+    rec = ckprof.load(make_recording(tmp_path / "r", {"ipmi": (POWER_SCHEMA, power_rows(lambda s: 1.0))}))
+    with pytest.raises(UsageError, match="no power or energy readings for 'gpu'") as e:
+        energy_j(rec, "gpu", t(0), t(1))
+    assert e.value.hint == "components here: node"
+
+
+def test_gpu_idle_decision():
+    df = pd.DataFrame({
+        "gpu": [0, 0, 0, 0, 1, 1, 1],
+        "lost": [False] * 6 + [True],
+        "util_gpu_pct": [0, 0, 87, 0, 0, 0, np.nan],
+        "util_mem_pct": [0, 35, 40, 0, 0, 0, np.nan],   # a D2H checkpoint copy: SM idle, memory busy
+        "reason_idle": [True, False, False, False, None, None, None],
+        "power_w": [70.0, 180.0, 690.0, 75.0, 61.0, 140.0, np.nan],
+        "power_instant_w": [np.nan] * 7,
+    })
+    assert gpu_idle(df).tolist() == [True, False, False, False, True, False, False]

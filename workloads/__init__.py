@@ -1,0 +1,1 @@
+"""The bundled checkpoint workload generator (ckprof workload)."""
