@@ -115,6 +115,8 @@ class NvmeSmartCollector(Collector):
         self._ocp: set[str] = set()
         self._failed: dict[str, str] = {}
         self._no_power_state: dict[str, str] = {}  # ctrl → why get-feature -f 2 is not polled
+        self._last: dict[str, dict] = {}  # ctrl → last power_state / critical_warning seen
+        self._events: list[dict] = []
 
     def _dev(self, ctrl: str) -> str:
         return f"{self.dev_root.rstrip('/')}/{ctrl}"
@@ -204,12 +206,28 @@ class NvmeSmartCollector(Collector):
                 except (NvmeCliError, ParseError) as e:
                     problems.append(f"OCP C0h: {e}")
             row["error"] = "; ".join(problems) or None
+            self._note_changes(ctrl, row)
             rows.append(row)
         if errors and not rows:
             raise errors[0]  # the recorder notes it (collector_error event) and keeps polling
         for e in errors:  # some controllers answered: keep their rows, say which did not
             rows.append({"t_ns": t_ns, "ctrl": self._ctrl_of(e), "error": e.one_line()})
         return rows
+
+    def _note_changes(self, ctrl: str, row: dict) -> None:
+        """Power-state and critical_warning changes as events (the first poll sets the baseline)."""
+        last = self._last.setdefault(ctrl, {})
+        for field, event in (("power_state", "nvme_power_state"), ("critical_warning", "nvme_critical_warning")):
+            v = row.get(field)
+            if v is None:
+                continue
+            if field in last and last[field] != v:
+                self._events.append({"event": event, "ctrl": ctrl, "from": last[field], "to": v})
+            last[field] = v
+
+    def events(self) -> list[dict]:
+        out, self._events = self._events, []
+        return out
 
     def _ctrl_of(self, e: NvmeCliError) -> str | None:
         for ctrl in self.controllers:

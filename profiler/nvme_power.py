@@ -2,6 +2,9 @@
 it, otherwise estimated from its power-state table. Nothing here touches hardware.
 
 Per interval between two NVMe SMART samples, in order of preference:
+  0. measured  `external:power_<ctrl>`: a lab power analyzer's trace imported with
+     `ckprof import-power REC trace.csv --device nvme0` (samples/power_nvme0), integrated over
+     the interval (ckprof.energy.integrate_power) where it covers it;
   1. measured  `nvme:interval_power_measurement`: the drive's own NVMe 2.1 Interval Power
      Measurement (SMART log bytes 243:240), stored by the collector as `ipm_w`;
   2. estimated `power_state_table:idle_active_util`: when the current power state's descriptor
@@ -19,6 +22,9 @@ import numpy as np
 import pandas as pd
 
 from ckprof.counters import counter_delta
+from ckprof.energy import integrate_power
+
+EXTERNAL_MIN_COVERAGE = 0.9  # an imported trace stands for an interval it spans at least this much of
 
 COLUMNS = {
     "power_w": {"unit": "W", "provenance": "see column provenance", "doc": "SSD power in the interval"},
@@ -69,6 +75,7 @@ def ssd_power(rec) -> pd.DataFrame:
         table = info.get("power_states") or []
         t = g["t_ns"].to_numpy(dtype=np.int64)
         util = _util_at(block, info.get("devices", []), t)
+        ext = rec.samples(f"power_{ctrl}")
         rows = []
         for i in range(1, len(g)):
             # The state read at the end of the interval stands for it (1 Hz: a state held < 1 s
@@ -77,7 +84,11 @@ def ssd_power(rec) -> pd.DataFrame:
             psd = table[int(ps)] if pd.notna(ps) and 0 <= int(ps) < len(table) else None
             upper = psd["max_power_w"] if psd else np.nan
             ipm = g.at[i, "ipm_w"] if "ipm_w" in g else np.nan
-            if pd.notna(ipm):
+            ext_j, cover = (integrate_power(ext["t_ns"], ext["power_w"], int(t[i - 1]), int(t[i]))
+                            if not ext.empty else (np.nan, 0.0))
+            if cover >= EXTERNAL_MIN_COVERAGE:
+                p, prov, src = ext_j / ((t[i] - t[i - 1]) / 1e9), "measured", f"external:power_{ctrl}"
+            elif pd.notna(ipm):
                 p, prov, src = float(ipm), "measured", "nvme:interval_power_measurement"
             elif psd and psd.get("idle_power_w") is not None and psd.get("active_power_w") is not None \
                     and not np.isnan(util[i]):

@@ -225,3 +225,23 @@ def test_controllers_behind_a_native_multipath_head(tmp_path):
     os.symlink(subsys, sys_root / "class" / "nvme-subsystem" / "nvme-subsys0")
     topo = Topology(sys_root=str(sys_root), proc_root=str(tmp_path))
     assert controllers_behind(topo, ["nvme0n1"]) == {"nvme0": ["nvme0n1"], "nvme1": ["nvme0n1"]}
+
+
+def test_power_state_and_critical_warning_changes_are_events(tmp_path):
+    q = os.path.join(os.path.dirname(__file__), "data", "nvme", "qemu")
+    state = tmp_path / "state"
+    state.write_text("before")
+    over = {"smart-log": f'if [ "$(cat {state})" = before ]; then cat "{q}/smart-log.before.json"; '
+                         f'else cat "{q}/smart-log.after-overtemp.json"; fi',
+            "get-feature": f'if [ "$(cat {state})" = before ]; then echo "Current value:00000000"; '
+                           f'else echo "Current value:00000002"; fi'}
+    c = smart(tmp_path, overrides=over)
+    assert c.probe().ok
+    c.sample(1)
+    assert c.events() == []  # the first poll is the baseline
+    state.write_text("after")
+    c.sample(2)
+    assert c.events() == [{"event": "nvme_power_state", "ctrl": "nvme0", "from": 0, "to": 2},
+                          {"event": "nvme_critical_warning", "ctrl": "nvme0", "from": 0, "to": 2}]
+    c.sample(3)
+    assert c.events() == []

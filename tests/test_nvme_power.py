@@ -86,3 +86,19 @@ def test_power_state_changes(tmp_path):
     ch = power_state_changes(rec)
     assert ch[["from_state", "to_state"]].values.tolist() == [[0, 3], [3, 0]]
     assert ch["t_ns"].tolist() == [2 * S, 3 * S]
+
+
+def test_imported_external_trace_beats_everything(tmp_path):
+    from ckprof.import_power import POWER_SCHEMA
+
+    rec = recording(tmp_path, [nvme_row(0, 0, 6.0), nvme_row(1, 0, 6.5), nvme_row(2, 0, 6.5)],
+                    [], read("spec", "id-ctrl.nvmecli2-scales.json"))
+    w = RecordingWriter(rec.path)
+    w.add_collector("power_nvme0", POWER_SCHEMA)  # what `ckprof import-power --device nvme0` writes
+    w.append("power_nvme0", [{"t_ns": int(x * S / 4), "power_w": 5.0, "wall_ns": 0} for x in range(0, 6)])
+    w.flush()
+    p = ssd_power(ckprof.load(rec.path))
+    # 0..1.25 s covered by the trace: measured from it; 1..2 s only a quarter covered: the drive's IPM
+    assert p["power_source"].tolist() == ["external:power_nvme0", "nvme:interval_power_measurement"]
+    assert p["power_w"].tolist() == pytest.approx([5.0, 6.5])
+    assert set(p["provenance"]) == {"measured"}

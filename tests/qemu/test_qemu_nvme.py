@@ -88,6 +88,10 @@ def test_critical_warning_onset_within_2s_of_the_raise(rec):
     hw = rec.samples("nvme_hwmon")
     dt_hw = onset_s(hw[hw["sensor"] == "temp1"], "alarm", raised)
     assert -0.5 <= dt_hw <= 2.0, dt_hw
+    ev = rec.events
+    cw = ev[ev["event"] == "nvme_critical_warning"]  # the collector's change event, same onset
+    assert len(cw) == 1 and (cw["from"].iloc[0], cw["to"].iloc[0]) == (0, 2)
+    assert int(cw["t_ns"].iloc[0]) == int(nv[nv["cw_temperature"] == True]["t_ns"].iloc[0])  # noqa: E712
 
 
 def test_power_state_tracked(rec):
