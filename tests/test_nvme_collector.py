@@ -245,3 +245,15 @@ def test_power_state_and_critical_warning_changes_are_events(tmp_path):
                           {"event": "nvme_critical_warning", "ctrl": "nvme0", "from": 0, "to": 2}]
     c.sample(3)
     assert c.events() == []
+
+
+def test_controllers_behind_a_dm_device(tmp_path):
+    sys_root, proc_root, _ = sysfs_nvme_tree(tmp_path)
+    dm = tmp_path / "sys" / "devices" / "virtual" / "block" / "dm-0"
+    (dm / "slaves").mkdir(parents=True)
+    (dm / "dm").mkdir()
+    (dm / "dm" / "name").write_text("ckpt\n")
+    os.symlink(os.path.join(sys_root, "class", "block", "nvme0n1"), dm / "slaves" / "nvme0n1")
+    os.symlink(dm, os.path.join(sys_root, "class", "block", "dm-0"))
+    topo = Topology(sys_root=sys_root, proc_root=proc_root)
+    assert controllers_behind(topo, ["dm-0"]) == {"nvme0": ["dm-0"]}
