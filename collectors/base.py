@@ -34,6 +34,12 @@ def col(name: str, type_: pa.DataType, unit: str, kind: str = "gauge",
 T_NS = col("t_ns", pa.int64(), "ns", "label", doc="CLOCK_MONOTONIC of the reading")
 
 
+def label_columns(schema: pa.Schema) -> list[str]:
+    """The columns that say which entity a row is about (device, gpu, zone), t_ns aside."""
+    return [f.name for f in schema if f.name != "t_ns" and f.metadata
+            and f.metadata.get(b"kind") == b"label"]
+
+
 def schema_units(schema: pa.Schema) -> dict:
     """{column: {unit, kind, provenance, doc}} for meta.json and docs."""
     out = {}

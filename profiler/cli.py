@@ -58,9 +58,13 @@ def _interval(ctx, param, value):
 @click.option("--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/.")
 @click.option("--job-id", metavar="ID", help="The job's id [default: from SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...].")
 @click.option("--host-name", metavar="NAME", help="This node's name in the job directory [default: the hostname].")
+@click.option("--prometheus-port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Serve live metrics for Prometheus on this port (0: any free port).")
+@click.option("--prometheus-addr", default="127.0.0.1", show_default=True, metavar="ADDR",
+              help="Address to serve Prometheus metrics on (0.0.0.0 for every interface).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, job_dir,
-           job_id, host_name, command):
+           job_id, host_name, prometheus_port, prometheus_addr, command):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -81,7 +85,8 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
         raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
     result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
                        kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet, job_dir=job_dir,
-                       job_id=job_id, host_name=host_name, nvme_interval_s=nvme_interval)
+                       job_id=job_id, host_name=host_name, prometheus_port=prometheus_port,
+                       prometheus_addr=prometheus_addr, nvme_interval_s=nvme_interval)
     child.exit_like(result)
 
 
@@ -95,8 +100,10 @@ def doctor(paths):
 
 
 from ckprof import import_power as _import_power  # noqa: E402
+from ckprof.workloads import cli as _workload_cli  # noqa: E402
 
 main.add_command(_import_power.command)
+main.add_command(_workload_cli.workload)
 
 if __name__ == "__main__":
     main()

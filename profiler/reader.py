@@ -194,6 +194,11 @@ def read_meta(path: str) -> dict:
     return meta
 
 
-def load(path: str) -> Recording:
+def load(path: str):
+    """A Recording, or a Job when `path` is a job directory of host=<name>/ recordings."""
+    from ckprof.job import Job, is_job_dir
+
     path = os.path.abspath(path)
+    if is_job_dir(path):
+        return Job(path)
     return Recording(path, read_meta(path))

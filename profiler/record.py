@@ -7,6 +7,7 @@ import shutil
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 import psutil
 
@@ -18,7 +19,7 @@ from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
 from ckprof.recorder import Recorder
 from ckprof.recording import EVENTS, META, SAMPLES, RecordingWriter
-from ckprof.sources import SourceOptions, build_sources
+from ckprof.sources import SourceOptions, Sources, build_sources
 from ckprof.units import fmt_bytes, fmt_seconds
 
 
@@ -75,8 +76,8 @@ def summary_line(out_dir: str, duration_s: float, recorder: Recorder, n_checkpoi
     parts = []
     st = recorder.stats.get("block")
     if st:
-        for dev, last in sorted(st.last_rows.items()):
-            first = st.first_rows[dev]
+        for (dev,), last in sorted(st.last_rows.items()):
+            first = st.first_rows[(dev,)]
             w = counter_delta(first["write_sectors"] or 0, last["write_sectors"] or 0) * SECTOR_BYTES
             r = counter_delta(first["read_sectors"] or 0, last["read_sectors"] or 0) * SECTOR_BYTES
             parts.append(f"{dev} wrote {fmt_bytes(w)}, read {fmt_bytes(r)}")
@@ -93,10 +94,63 @@ def count_checkpoints(out_dir: str) -> int:
         return 0
 
 
+def say_notes(notes: list[str], quiet: bool) -> None:
+    """Print what could not be recorded: hardware that is simply absent goes on one line."""
+    if quiet:
+        return
+    skipped = [n.split(":", 1)[0] for n in notes if ": skipped:" in n]
+    for n in notes:
+        if ": skipped:" not in n:
+            warn(n)
+    if skipped:
+        warn(f"not recorded here: {', '.join(skipped)} (`ckprof doctor` says why and how to fix it)")
+
+
+@dataclass
+class Session:
+    """One recording being made: what `record` and `workload` share."""
+
+    out_dir: str
+    sources: Sources
+    writer: RecordingWriter
+    recorder: Recorder
+    clock: MonotonicClock
+    start: dict
+
+
+def open_session(out_dir: str, sources: Sources, argv: list[str], interval_s: float, flush_s: float = 5.0,
+                 quiet: bool = False, **meta) -> Session:
+    """Create the recording (meta.json, events.jsonl) and its recorder; the caller starts it."""
+    clock = MonotonicClock()
+    writer = RecordingWriter(out_dir, warn=warn)
+    start = wall_anchor(clock)
+    writer.create({"ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
+                   "cwd": os.getcwd(), "start": start, "interval_s": interval_s,
+                   "topology": sources.topology, "notes": sources.notes, **meta})
+    say_notes(sources.notes, quiet)
+    recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
+    writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
+    writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
+    return Session(out_dir, sources, writer, recorder, clock, start)
+
+
+def close_session(s: Session, **meta_updates) -> dict:
+    """Stop sampling, flush, merge and mark the recording complete; returns the end anchor."""
+    s.recorder.stop()
+    end = wall_anchor(s.clock)
+    s.writer.finish(end=end, collectors=s.recorder.collectors_meta(s.sources.probes),
+                    sample_write_error=s.writer.failed,
+                    recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4),
+                                    "process": round(time.process_time(), 4)},
+                    **meta_updates)
+    return end
+
+
 def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
            devices: list[str], force: bool = False, kill_after_s: float = 10.0,
            flush_s: float = 5.0, quiet: bool = False, job_dir: str | None = None,
            job_id: str | None = None, host_name: str | None = None,
+           prometheus_port: int | None = None, prometheus_addr: str = "127.0.0.1",
            nvme_interval_s: float = 1.0) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
@@ -116,23 +170,21 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s,
                          nvme_interval_s=nvme_interval_s)
     sources = build_sources(opts)
-    out_dir = prepare_output(output or default_output_dir(), force)
-
+    out_dir = os.path.abspath(output or default_output_dir())
     child.block_signals()  # before any thread starts, so every thread inherits the block
-    clock = MonotonicClock()
-    writer = RecordingWriter(out_dir, warn=warn)
-    start = wall_anchor(clock)
-    writer.create({
-        "ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
-        "cwd": os.getcwd(), "start": start, "interval_s": interval_s, "topology": sources.topology,
-        "notes": sources.notes, "job": job_meta,
-    })
-    for n in sources.notes:
+    live = None
+    if prometheus_port is not None:
+        from ckprof import live as live_mod
+
+        live, port = live_mod.serve(os.path.join(out_dir, EVENTS), prometheus_port, prometheus_addr)
         if not quiet:
-            warn(n)
-    recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
-    writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
-    writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
+            warn(f"serving Prometheus metrics on http://{prometheus_addr}:{port}/metrics")
+    out_dir = prepare_output(out_dir, force)
+    session = open_session(out_dir, sources, argv, interval_s, flush_s=flush_s, quiet=quiet, job=job_meta,
+                           prometheus=None if live is None else {"addr": prometheus_addr, "port": port})
+    writer, recorder, clock = session.writer, session.recorder, session.clock
+    if live is not None:
+        live.recorder = recorder
     recorder.start()
 
     def on_start(pid: int) -> None:
@@ -146,23 +198,16 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
         result = child.run(list(argv), child_env(out_dir, job_meta and job_meta["host_name"]), kill_after_s=kill_after_s,
                            on_start=on_start, warn=warn)
     finally:
-        end_ns = clock.now_ns()
         if result is not None:
-            writer.event({"t_ns": end_ns, "event": "child_exit", "pid": result.pid,
+            writer.event({"t_ns": clock.now_ns(), "event": "child_exit", "pid": result.pid,
                           "exit_code": result.exit_code, "signal": result.signal,
                           "error": result.error, "forwarded": list(result.forwarded),
                           "killed": result.killed, "source": "recorder"})
-        recorder.stop()
-        end = wall_anchor(clock)
-        writer.finish(end=end, collectors=recorder.collectors_meta(sources.probes),
-                      exit=None if result is None else {"code": result.exit_code, "signal": result.signal,
-                                                        "error": result.error},
-                      sample_write_error=writer.failed,
-                      recorder_cpu_s={"flush": round(recorder.flush_cpu_s, 4),
-                                      "process": round(time.process_time(), 4)})
+        end = close_session(session, exit=None if result is None else {
+            "code": result.exit_code, "signal": result.signal, "error": result.error})
     if result.error:
         warn(result.error)
     if not quiet:
-        duration_s = (end["monotonic_ns"] - start["monotonic_ns"]) / 1e9
+        duration_s = (end["monotonic_ns"] - session.start["monotonic_ns"]) / 1e9
         warn(summary_line(out_dir, duration_s, recorder, count_checkpoints(out_dir)))
     return result

@@ -12,7 +12,7 @@ import time
 import traceback
 
 from ckprof.clock import MonotonicClock
-from ckprof.collectors.base import Collector, schema_units
+from ckprof.collectors.base import Collector, label_columns, schema_units
 from ckprof.recording import RecordingWriter
 
 
@@ -23,8 +23,9 @@ class CollectorStats:
         self.errors = 0
         self.first_error: str | None = None
         self.cpu_s = 0.0  # CPU time of this collector's thread: what recording it costs
-        self.first_rows: dict = {}
-        self.last_rows: dict = {}
+        self.first_rows: dict = {}  # label values (e.g. ("nvme0n1",)) → first row
+        self.last_rows: dict = {}   # … → latest row, and the one before it (live rates)
+        self.prev_rows: dict = {}
 
 
 class Recorder:
@@ -35,6 +36,7 @@ class Recorder:
         self.clock = clock or MonotonicClock()
         self.flush_s = flush_s
         self.stats = {c.name: CollectorStats() for c in collectors}
+        self._labels = {c.name: label_columns(c.schema) for c in collectors}
         self.flush_cpu_s = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -72,9 +74,12 @@ class Recorder:
         for ev in c.events():
             self.writer.event({"t_ns": t_ns, "collector": c.name, "source": "collector", **ev})
         st.samples += 1
+        labels = self._labels[c.name]
         for r in rows:
-            key = r.get("device") or r.get("gpu") or r.get("ctrl") or ""
+            key = tuple(r.get(lb) for lb in labels)
             st.first_rows.setdefault(key, r)
+            if key in st.last_rows:
+                st.prev_rows[key] = st.last_rows[key]
             st.last_rows[key] = r
         self.writer.append(c.name, rows)
 

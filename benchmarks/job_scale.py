@@ -1,0 +1,132 @@
+"""Reading a big job: a generated 64-node × 1-hour job at 10 Hz, loaded and summarised.
+
+Printed for a person, not asserted. Generates host=<name>/ recordings with the block collector's
+real schema (4 devices a node), the host collector's, and 8 ranks' checkpoint markers every
+5 minutes; then, in a fresh process, times `ckprof.load(JOB)`, the per-checkpoint job summary
+(slowest node, spread) and 10 s block rates for every node, and prints peak memory.
+With `--report`, also times `ckprof report JOB` where the report command reads jobs.
+
+    python benchmarks/job_scale.py [--nodes 64] [--hours 1] [--hz 10] [--keep DIR]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
+from ckprof.collectors.host import HOST_SCHEMA
+from ckprof.recording import FORMAT_NAME, SCHEMA_VERSION, part_name
+
+DEVICES = 4
+RANKS = 8
+
+
+def gen_host(job: str, node: int, n: int, hz: float, rng) -> None:
+    d = os.path.join(job, f"host=node{node:03d}")
+    t0_mono = 10_000_000_000 + node * 7_000_000
+    wall0 = 1_795_000_000_000_000_000 + node * 1_000_000
+    t = t0_mono + (np.arange(n) * (1e9 / hz)).astype(np.int64)
+    cols = {f.name: None for f in BLOCK_SCHEMA}
+    tables = []
+    for dev in range(DEVICES):
+        ios = np.cumsum(rng.integers(0, 200, n))
+        c = {"t_ns": t, "device": np.full(n, f"nvme{dev}n1")}
+        for name in cols:
+            if name in c:
+                continue
+            c[name] = ios if name.endswith("_ios") else (ios * 8 if "sectors" in name else ios // 3)
+        c["in_flight"] = c["inflight_read"] = c["inflight_write"] = rng.integers(0, 32, n)
+        tables.append(pa.table(c, schema=BLOCK_SCHEMA))
+    os.makedirs(os.path.join(d, "samples", "block"))
+    pq.write_table(pa.concat_tables(tables), os.path.join(d, "samples", "block", part_name(0, 0)))
+    host = {f.name: np.cumsum(rng.random(n)) for f in HOST_SCHEMA if f.name != "t_ns"}
+    host["t_ns"] = t
+    for g in ("mem_total_bytes", "mem_available_bytes", "dirty_bytes", "writeback_bytes"):
+        host[g] = rng.integers(0, 1 << 30, n)
+    os.makedirs(os.path.join(d, "samples", "host"))
+    pq.write_table(pa.table(host, schema=HOST_SCHEMA), os.path.join(d, "samples", "host", part_name(0, 0)))
+    lines = []
+    duration_ns = int(n / hz * 1e9)
+    for k, start in enumerate(range(int(60e9), duration_ns - int(60e9), int(300e9))):
+        for r in range(RANKS):
+            s = t0_mono + start + int(rng.integers(0, 50_000_000))
+            e = s + int(rng.uniform(5e9, 9e9))
+            ident = f"node{node}:{r}:{k}"
+            common = {"id": ident, "kind": "save", "step": k, "rank": node * RANKS + r, "pid": 1000 + r,
+                      "source": "workload", "bytes": 14_053_202_944}
+            lines.append(json.dumps({"t_ns": s, "event": "checkpoint_start", **common}))
+            lines.append(json.dumps({"t_ns": e, "event": "checkpoint_end", "ok": True, **common}))
+    open(os.path.join(d, "events.jsonl"), "w").write("\n".join(lines) + "\n")
+    meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, "status": "complete",
+            "command": ["generated"], "host": {"hostname": f"node{node:03d}"},
+            "start": {"wall_ns": wall0, "monotonic_ns": int(t0_mono), "uncertainty_ns": 0},
+            "end": {"wall_ns": wall0 + duration_ns, "monotonic_ns": int(t0_mono + duration_ns), "uncertainty_ns": 0},
+            "job": {"id": "bench", "node_rank": node, "host_name": f"node{node:03d}",
+                    "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 1000}}}}
+    json.dump(meta, open(os.path.join(d, "meta.json"), "w"))
+
+
+READ = """
+import json, resource, sys, time
+import ckprof
+t0 = time.perf_counter()
+job = ckprof.load(sys.argv[1])
+t1 = time.perf_counter()
+summary = job.checkpoint_summary()
+t2 = time.perf_counter()
+b = job.block(10.0)
+t3 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "checkpoints": len(summary),
+                  "block_rows": len(b), "slowest": summary["slowest_host"].value_counts().index[0],
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--hours", type=float, default=1.0)
+    ap.add_argument("--hz", type=float, default=10.0)
+    ap.add_argument("--keep", help="write the job here and keep it")
+    ap.add_argument("--report", action="store_true", help="also time `ckprof report JOB`")
+    args = ap.parse_args()
+    job = args.keep or tempfile.mkdtemp(prefix="ckprof-job-")
+    n = int(args.hours * 3600 * args.hz)
+    rng = np.random.default_rng(1)
+    t = time.perf_counter()
+    for node in range(args.nodes):
+        gen_host(job, node, n, args.hz, rng)
+    size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(job) for f in fs)
+    print(f"generated {args.nodes} nodes × {args.hours:g} h at {args.hz:g} Hz ({DEVICES} devices, "
+          f"{n * DEVICES * args.nodes:,} block rows, {size / 2**20:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s")
+    try:
+        out = subprocess.run([sys.executable, "-c", READ, job], capture_output=True, text=True, check=True).stdout
+        r = json.loads(out)
+        print(f"ckprof.load(job):             {r['load_s']:.2f} s")
+        print(f"job.checkpoint_summary():     {r['summary_s']:.2f} s ({r['checkpoints']} checkpoints, slowest node {r['slowest']})")
+        print(f"job.block(10 s) for all:      {r['block_s']:.2f} s ({r['block_rows']:,} rows)")
+        print(f"total {r['load_s'] + r['summary_s'] + r['block_s']:.2f} s, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB")
+        if args.report:
+            t = time.perf_counter()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            rep = subprocess.run([sys.executable, "-m", "ckprof", "report", job, "-o", os.path.join(job, "report.html")],
+                                 capture_output=True, text=True)
+            rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            print(f"ckprof report JOB:            {time.perf_counter() - t:.2f} s, exit {rep.returncode}, "
+                  f"peak memory {max(rss, before) / 2**20:.2f} GiB  {rep.stderr.strip()[-200:]}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(job, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""`ckprof workload` against fio writing the same pattern on the same loop device, alternating.
+
+Printed, not asserted (a person reads it). For each mode (O_DIRECT, buffered) and round, fio runs
+one job per rank (the rank's bytes, the same block size, psync, end_fsync=1, no fallocate) and
+`ckprof workload` writes one checkpoint of the same total with the same ranks and chunk size; the
+order alternates between rounds. Each side's time is its slowest job/rank (fio's job_runtime
+includes end_fsync). The ratio is ckprof's save GiB/s over fio's; the issue's targets are
+≥ 0.95 with O_DIRECT and ≥ 0.90 buffered. Then peak RSS per rank (getrusage, reported by the
+ranks) against the shard size, including one rank writing a 2 GiB shard.
+
+Needs root (losetup, mkfs.ext4, mount) and fio. Usage:
+    sudo .venv/bin/python benchmarks/workload_vs_fio.py [--rounds 3] [--total-size 512MiB] [--ranks 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import ckprof
+from ckprof.units import fmt_bytes, parse_size
+from ckprof.workloads.cli import build_plan
+
+GIB = 2**30
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def loop_fs(base: str, size: int):
+    img, mnt = os.path.join(base, "disk.img"), os.path.join(base, "mnt")
+    os.makedirs(mnt)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    dev = sh("losetup", "-f", "--show", "--direct-io=on", img).stdout.strip()
+    try:
+        sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev)
+        sh("mount", dev, mnt)
+    except BaseException:
+        sh("losetup", "-d", dev)
+        raise
+    return dev, mnt
+
+
+def fio_run(mnt: str, rank_bytes: list[int], chunk: int, direct: bool) -> float:
+    d = os.path.join(mnt, "fio")
+    os.makedirs(d)
+    job = [f"[global]\ndirectory={d}\nrw=write\nbs={chunk}\nioengine=psync\nend_fsync=1\nfallocate=none\n"
+           f"direct={int(direct)}\n"]
+    job += [f"[rank{r}]\nsize={b}\n" for r, b in enumerate(rank_bytes)]
+    path = os.path.join(mnt, "job.fio")
+    with open(path, "w") as f:
+        f.write("".join(job))
+    out = json.loads(sh("fio", "--output-format=json", path).stdout)
+    shutil.rmtree(d)
+    os.unlink(path)
+    sh("sync")
+    seconds = max(j["job_runtime"] for j in out["jobs"]) / 1000
+    total = sum(j["write"]["io_bytes"] for j in out["jobs"])
+    return total / GIB / seconds
+
+
+def ckprof_run(mnt: str, base: str, args: list[str]) -> dict:
+    target, rec = os.path.join(mnt, "ck"), os.path.join(base, "rec")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CKPROF_")}
+    sh(sys.executable, "-m", "ckprof.cli", "workload", *args, "--target", target, "-o", rec, "--force", env=env)
+    res = ckprof.load(rec).meta["workload"]["results"]["checkpoints"][-1]
+    shutil.rmtree(target)
+    sh("sync")
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--total-size", default="512MiB")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--chunk-size", default="4MiB")
+    a = ap.parse_args()
+    if os.geteuid() != 0 or shutil.which("fio") is None:
+        sys.exit("needs root and fio")
+    total, chunk = parse_size(a.total_size), parse_size(a.chunk_size)
+    plan = build_plan("llama3-8b", None, None, None, None, None, None, None, None, None, None, a.ranks, False,
+                      None, total)
+    rank_bytes = [r.nbytes for r in plan.ranks]
+    common = ["--preset", "llama3-8b", "--total-size", a.total_size, "--ranks", str(a.ranks),
+              "--chunk-size", a.chunk_size]
+    base = tempfile.mkdtemp(prefix="ckprof-bench-")
+    dev = None
+    try:
+        dev, mnt = loop_fs(base, max(3 * GIB, 3 * total))
+        print(f"loop device {dev} (--direct-io=on, ext4), {a.ranks} ranks, {fmt_bytes(plan.nbytes)} per "
+              f"checkpoint, chunk/bs {fmt_bytes(chunk)}")
+        for mode, flag, target in (("O_DIRECT", ["--direct"], 0.95), ("buffered", [], 0.90)):
+            ratios = []
+            print(f"\n{mode}: round  fio GiB/s  ckprof GiB/s  ratio")
+            for i in range(a.rounds):
+                order = ("fio", "ckprof") if i % 2 == 0 else ("ckprof", "fio")
+                got = {}
+                for who in order:
+                    if who == "fio":
+                        got["fio"] = fio_run(mnt, rank_bytes, chunk, mode == "O_DIRECT")
+                    else:
+                        got["ckprof"] = ckprof_run(mnt, base, common + flag)["gib_per_s"]
+                ratios.append(got["ckprof"] / got["fio"])
+                print(f"{'':10s}{i + 1:5d}  {got['fio']:9.3f}  {got['ckprof']:12.3f}  {ratios[-1]:5.2f}")
+            print(f"{mode}: median ratio {statistics.median(ratios):.2f} (target ≥ {target})")
+        print("\npeak RSS per rank (measured by the ranks, getrusage ru_maxrss):")
+        for args in (common, ["--preset", "llama3-8b", "--total-size", "2GiB", "--ranks", "1"]):
+            res = ckprof_run(mnt, base, args)
+            shard = max(r["bytes"] for r in res["ranks"])
+            rss = max(r["max_rss_bytes"] for r in res["ranks"])
+            print(f"  {' '.join(args[2:])}: shard {fmt_bytes(shard)}, peak RSS {fmt_bytes(rss)} "
+                  f"({rss / shard:.1%} of the shard)")
+    finally:
+        if dev:
+            subprocess.run(["umount", os.path.join(base, "mnt")], capture_output=True)
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Live metrics: `ckprof record --prometheus-port PORT` serves the latest samples to Prometheus.
+
+Served with prometheus-client in the Prometheus text exposition format. Names follow Prometheus
+conventions (base units in the name, `_total` for counters) and node_exporter's where they
+overlap (node_disk_written_bytes_total → ckprof_disk_written_bytes_total, …). Every other
+collector's numeric columns are exported by one rule from their unit suffix (temp_c →
+_celsius, power_w → _watts, energy_mj → _joules_total, *_pct → _ratio), labelled by the
+collector's label columns (device, gpu, zone), so a new collector needs no change here.
+Nothing is computed at sample time: a scrape reads the recorder's latest rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pyarrow as pa
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ckprof.collectors.base import label_columns
+from ckprof.collectors.diskstats import SECTOR_BYTES
+from ckprof.counters import counter_delta
+from ckprof.errors import UsageError
+
+# column suffix → (metric suffix, scale to base unit)
+_SUFFIXES = (("_kb_per_s", "_bytes_per_second", 1000.0), ("_bytes_per_s", "_bytes_per_second", 1.0),
+             ("_mj", "_joules", 1e-3), ("_uj", "_joules", 1e-6), ("_j", "_joules", 1.0),
+             ("_c", "_celsius", 1.0), ("_w", "_watts", 1.0), ("_pct", "_ratio", 0.01),
+             ("_mhz", "_hertz", 1e6), ("_ms", "_seconds", 1e-3), ("_s", "_seconds", 1.0),
+             ("_bytes", "_bytes", 1.0))
+
+# node_exporter's disk metrics (collector/diskstats_linux.go): column → (name, scale, help)
+_DISK_COUNTERS = {
+    "read_sectors": ("ckprof_disk_read_bytes_total", SECTOR_BYTES, "Bytes read from the device."),
+    "write_sectors": ("ckprof_disk_written_bytes_total", SECTOR_BYTES, "Bytes written to the device."),
+    "read_ios": ("ckprof_disk_reads_completed_total", 1, "Reads completed."),
+    "write_ios": ("ckprof_disk_writes_completed_total", 1, "Writes completed."),
+    "io_ticks_ms": ("ckprof_disk_io_time_seconds_total", 1e-3, "Seconds the device was busy."),
+    "time_in_queue_ms": ("ckprof_disk_io_time_weighted_seconds_total", 1e-3, "Weighted seconds spent doing I/O."),
+}
+
+
+def metric_name(collector: str, column: str) -> tuple[str, float]:
+    for suffix, unit, scale in _SUFFIXES:
+        if column.endswith(suffix):
+            return f"ckprof_{collector}_{column[: -len(suffix)]}{unit}", scale
+    return f"ckprof_{collector}_{column}", 1.0
+
+
+class EventTail:
+    """Follows events.jsonl: which checkpoint windows are open now, and how many have closed."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._offset = 0
+        self._open: dict[str, dict] = {}
+        self.completed: dict[str, int] = {}
+        self.last_duration_s: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def poll(self) -> None:
+        with self._lock:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self._offset)
+                    data = f.read()
+            except OSError:
+                return
+            end = data.rfind(b"\n") + 1  # a line still being written waits for the next scrape
+            self._offset += end
+            for line in data[:end].splitlines():
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                kind = ev.get("kind") or "save"
+                if ev.get("event") == "checkpoint_start":
+                    self._open[ev.get("id")] = ev
+                elif ev.get("event") == "checkpoint_end":
+                    start = self._open.pop(ev.get("id"), None)
+                    self.completed[kind] = self.completed.get(kind, 0) + 1
+                    if start:
+                        self.last_duration_s[kind] = (ev["t_ns"] - start["t_ns"]) / 1e9
+
+    def in_progress(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ev in self._open.values():
+            k = ev.get("kind") or "save"
+            out[k] = out.get(k, 0) + 1
+        return out
+
+
+class LiveCollector:
+    """A prometheus-client custom collector over the recorder's latest rows.
+
+    `recorder` is set once recording starts; a scrape before that serves no samples.
+    """
+
+    def __init__(self, events_path: str):
+        self.recorder = None
+        self.events = EventTail(events_path)
+
+    def describe(self):
+        return []  # no metrics registered up front: they depend on what the recorder has
+
+    def collect(self):
+        self.events.poll()
+        yield from self._checkpoints()
+        for c in (self.recorder.collectors if self.recorder else []):
+            st = self.recorder.stats[c.name]
+            rows = dict(st.last_rows)
+            if not rows:
+                continue
+            if c.name == "block":
+                yield from self._block(rows, dict(st.prev_rows))
+            else:
+                yield from self._generic(c, rows)
+
+    def _checkpoints(self):
+        g = GaugeMetricFamily("ckprof_checkpoint_in_progress", "Checkpoint windows open now, by kind.",
+                              labels=["kind"])
+        open_now = self.events.in_progress()
+        for kind in sorted(set(open_now) | {"save", "load"}):
+            g.add_metric([kind], open_now.get(kind, 0))
+        yield g
+        c = CounterMetricFamily("ckprof_checkpoints", "Checkpoint windows completed, by kind.", labels=["kind"])
+        for kind, n in sorted(self.events.completed.items()):
+            c.add_metric([kind], n)
+        yield c
+        d = GaugeMetricFamily("ckprof_checkpoint_last_duration_seconds",
+                              "Duration of the last completed checkpoint window.", labels=["kind"])
+        for kind, s in sorted(self.events.last_duration_s.items()):
+            d.add_metric([kind], s)
+        yield d
+
+    def _block(self, rows: dict, prev: dict):
+        fams = {col: CounterMetricFamily(name[: -len("_total")], help_, labels=["device"])
+                for col, (name, _, help_) in _DISK_COUNTERS.items()}
+        io_now = GaugeMetricFamily("ckprof_disk_io_now", "I/Os in flight now.", labels=["device"])
+        inflight = GaugeMetricFamily("ckprof_disk_inflight_requests", "Requests in flight now (sysfs inflight).",
+                                     labels=["device", "direction"])
+        bw = GaugeMetricFamily("ckprof_disk_bytes_per_second", "Bandwidth over the last sample interval.",
+                               labels=["device", "direction"])
+        qd = GaugeMetricFamily("ckprof_disk_queue_depth", "Average queue depth (iostat aqu-sz) over the last interval.",
+                               labels=["device"])
+        for (dev,), r in sorted(rows.items()):
+            for col, (_, scale, _) in _DISK_COUNTERS.items():
+                if r.get(col) is not None:
+                    fams[col].add_metric([dev], r[col] * scale)
+            if r.get("in_flight") is not None:
+                io_now.add_metric([dev], r["in_flight"])
+            for direction in ("read", "write"):
+                if r.get(f"inflight_{direction}") is not None:
+                    inflight.add_metric([dev, direction], r[f"inflight_{direction}"])
+            p = prev.get((dev,))
+            if p is not None and r["t_ns"] > p["t_ns"]:
+                dt_s = (r["t_ns"] - p["t_ns"]) / 1e9
+                for direction in ("read", "write"):
+                    col = f"{direction}_sectors"
+                    if r.get(col) is not None and p.get(col) is not None:
+                        bw.add_metric([dev, direction], counter_delta(p[col], r[col]) * SECTOR_BYTES / dt_s)
+                if r.get("time_in_queue_ms") is not None and p.get("time_in_queue_ms") is not None:
+                    qd.add_metric([dev], counter_delta(p["time_in_queue_ms"], r["time_in_queue_ms"]) / (dt_s * 1000))
+        yield from fams.values()
+        yield from (io_now, inflight, bw, qd)
+
+    def _generic(self, c, rows: dict):
+        labels = label_columns(c.schema)
+        for f in c.schema:
+            kind = (f.metadata or {}).get(b"kind", b"gauge")
+            numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
+            if f.name == "t_ns" or kind == b"label" or not numeric:
+                continue
+            name, scale = metric_name(c.name, f.name)
+            doc = (f.metadata or {}).get(b"doc", b"").decode() or f.name
+            fam = (CounterMetricFamily(name, doc, labels=labels) if kind == b"counter"
+                   else GaugeMetricFamily(name, doc, labels=labels))
+            for key, r in sorted(rows.items(), key=lambda kv: str(kv[0])):
+                v = r.get(f.name)
+                if v is not None:
+                    fam.add_metric(["" if k is None else str(k) for k in key], float(v) * scale)
+            yield fam
+
+
+def serve(events_path: str, port: int, addr: str = "127.0.0.1") -> tuple[LiveCollector, int]:
+    """Start the exporter thread; returns the collector (set its `recorder`) and the bound port.
+
+    A port already in use is a UsageError, raised before anything is recorded.
+    """
+    live = LiveCollector(events_path)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(live)
+    try:
+        server, _ = start_http_server(port, addr=addr, registry=registry)
+        return live, server.server_port
+    except OSError as e:
+        raise UsageError(f"cannot serve Prometheus metrics on {addr}:{port}: {e.strerror}",
+                         hint="choose another --prometheus-port (0 picks a free one)") from None

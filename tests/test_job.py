@@ -1,0 +1,117 @@
+"""A job across hosts: one recording per node under host=<name>/, read back as one Job."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import ckprof
+from ckprof.errors import RecordingError
+from ckprof.job import Job, job_identity
+from conftest import CKPROF, ckprof_cmd
+
+# Two ranks per node; every rank writes its shard inside a checkpoint window.
+NODE = """
+import ckprof, os, sys, time, multiprocessing as mp
+def rank(r, delay):
+    os.environ["RANK"] = str(r)
+    for step in (1, 2):
+        with ckprof.checkpoint(step=step, path={d!r}, bytes=1 << 20):
+            time.sleep(delay)
+if __name__ == "__main__":
+    node, delay = int(sys.argv[1]), float(sys.argv[2])
+    ps = [mp.Process(target=rank, args=(node * 2 + i, delay)) for i in range(2)]
+    [p.start() for p in ps]; [p.join() for p in ps]
+"""
+
+
+def start_node(tmp_path, job, name, node, delay, extra=()):
+    script = tmp_path / "node.py"
+    script.write_text(NODE.format(d=str(tmp_path)))
+    env = dict(os.environ, SLURM_JOB_ID="4242", SLURM_NODEID=str(node))
+    return subprocess.Popen([*CKPROF, "record", "-q", "--job-dir", str(job), "--host-name", name,
+                             "--path", str(tmp_path), *extra, "--", sys.executable, str(script), str(node), str(delay)],
+                            env=env, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_nodes_one_job(tmp_path):
+    job = tmp_path / "job"
+    nodes = [start_node(tmp_path, job, "node-a", 0, 0.1), start_node(tmp_path, job, "node-b", 1, 0.6)]
+    for p in nodes:
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    assert sorted(os.listdir(job)) == ["host=node-a", "host=node-b"]
+    j = ckprof.load(str(job))
+    assert isinstance(j, Job) and list(j.hosts) == ["node-a", "node-b"]
+    meta_b = j.hosts["node-b"].meta["job"]
+    assert meta_b["id"] == "4242" and meta_b["id_source"] == "SLURM_JOB_ID" and meta_b["node_rank"] == 1
+    cps = j.checkpoints()
+    assert len(cps) == 8 and set(cps["rank"]) == {0, 1, 2, 3}
+    assert set(cps[cps["host"] == "node-b"]["rank"]) == {2, 3}
+    summary = j.checkpoint_summary()
+    assert list(summary["step"]) == [1, 2]
+    for _, row in summary.iterrows():
+        assert row["slowest_host"] == "node-b" and row["hosts"] == 2 and row["ranks"] == 4
+        assert row["slowest_host_s"] >= 0.55 and row["fastest_host_s"] < 0.5
+        assert row["spread_s"] > 0.3 and row["stall_s"] >= row["slowest_host_s"]
+        assert row["bytes"] == 4 << 20
+    b = j.block()
+    assert set(b["host"]) == {"node-a", "node-b"} and "t_wall_ns" in b
+    # the clock-sync state is recorded, and an unsynchronised clock is said, not hidden
+    assert "kernel" in meta_b["clock_sync"]
+
+
+def test_same_host_name_twice_is_refused(tmp_path):
+    job = tmp_path / "job"
+    r1 = ckprof_cmd("record", "-q", "--job-dir", str(job), "--host-name", "n1", "--path", str(tmp_path), "--", "true")
+    assert r1.returncode == 0
+    r2 = ckprof_cmd("record", "-q", "--job-dir", str(job), "--host-name", "n1", "--path", str(tmp_path), "--", "true")
+    assert r2.returncode == 2 and "same name" in r2.stderr and "--host-name" in r2.stderr
+
+
+def test_half_written_host_is_named_and_the_rest_read(tmp_path):
+    job = tmp_path / "job"
+    r = ckprof_cmd("record", "-q", "--job-dir", str(job), "--host-name", "good", "--path", str(tmp_path), "--", "true")
+    assert r.returncode == 0
+    (job / "host=broken" / "samples").mkdir(parents=True)  # a node that died before its meta.json
+    j = ckprof.load(str(job))
+    assert list(j.hosts) == ["good"]
+    assert any("host=broken" in p and "meta.json" in p for p in j.problems)
+
+
+def test_job_dir_with_no_readable_host(tmp_path):
+    (tmp_path / "job" / "host=x").mkdir(parents=True)
+    with pytest.raises(RecordingError, match="no readable host"):
+        ckprof.load(str(tmp_path / "job"))
+
+
+def test_job_options_need_job_dir(tmp_path):
+    r = ckprof_cmd("record", "--host-name", "x", "--", "true")
+    assert r.returncode == 2 and "--job-dir" in r.stderr
+    r = ckprof_cmd("record", "-o", str(tmp_path / "a"), "--job-dir", str(tmp_path / "j"), "--", "true")
+    assert r.returncode == 2 and "not both" in r.stderr
+
+
+def test_job_identity_from_launchers():
+    assert job_identity(None, {"TORCHELASTIC_RUN_ID": "abc", "GROUP_RANK": "3"}) == {
+        "id": "abc", "id_source": "TORCHELASTIC_RUN_ID", "node_rank": 3, "node_rank_source": "GROUP_RANK"}
+    assert job_identity("mine", {"SLURM_JOB_ID": "1"})["id"] == "mine"
+
+
+@pytest.mark.root
+def test_real_hostnames_in_uts_namespaces(tmp_path):
+    """Each node in its own UTS namespace (unshare -u) has its own hostname: no --host-name needed."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1)")
+    job = tmp_path / "job"
+    procs = []
+    for name in ("alpha", "beta"):
+        cmd = " ".join([f"hostname {name} &&", *CKPROF, "record", "-q", "--job-dir", str(job), "--path", str(tmp_path),
+                        "--", sys.executable, "-c", "'import ckprof; ckprof.mark(\"hello\")'"])
+        procs.append(subprocess.Popen(["unshare", "-u", "sh", "-c", cmd], stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    j = ckprof.load(str(job))
+    assert list(j.hosts) == ["alpha", "beta"]
+    ev = j.events
+    assert set(ev[ev["event"] == "mark"]["host"]) == {"alpha", "beta"}

@@ -1,0 +1,83 @@
+"""The workload's pieces on their own: launcher detection, data, checksums, publishing, keeping."""
+import os
+
+import numpy as np
+import pytest
+
+from ckprof.errors import CkprofError
+from ckprof.workloads import store
+from ckprof.workloads.comm import launcher_env, launcher_world
+from ckprof.workloads.data import Pool, aligned_buffer, chunk_key
+from ckprof.workloads.shardio import ChecksumMismatch, FileJob, read_files, write_files
+
+
+@pytest.mark.parametrize("env,which,world", [
+    ({}, None, None),
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "torchrun", 2),
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4"}, "mpirun", 4),
+    ({"PMI_RANK": "3", "PMI_SIZE": "8"}, "mpi", 8),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "16"}, "srun", 16),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None, 1),  # a one-task allocation: run locally
+])
+def test_launcher_detection(env, which, world):
+    assert launcher_env(env) == which
+    assert launcher_world(env) == world
+
+
+def test_pool_chunks_differ_and_are_deterministic():
+    pool = Pool(64 * 1024, seed=7)
+    out = [np.frombuffer(aligned_buffer(64 * 1024), dtype=np.uint64) for _ in range(3)]
+    pool.fill(out[0], chunk_key(1, 0, 1, 0, 0), 64 * 1024)
+    pool.fill(out[1], chunk_key(1, 0, 1, 0, 1), 64 * 1024)
+    pool.fill(out[2], chunk_key(1, 0, 1, 0, 0), 64 * 1024)
+    assert (out[0] == out[2]).all()
+    assert (out[0] != out[1]).mean() > 0.99
+    again = Pool(64 * 1024, seed=7)
+    assert (again.words[:1000] == pool.words[:1000]).all()
+
+
+@pytest.mark.parametrize("threads,direct", [(1, False), (3, False), (2, True)])
+def test_write_then_read_round_trip(tmp_path, threads, direct):
+    sizes = [0, 4096, 3 * 65536 + 4096, 65536 * 5 + 100]  # empty, one block, several chunks, a tail
+    jobs = [FileJob(str(tmp_path / f"f{i}"), f"f{i}", n, i) for i, n in enumerate(sizes)]
+    seen = []
+    res = write_files(jobs, Pool(65536, 1), seed=1, rank=0, step=1, chunk_bytes=65536, threads=threads,
+                      direct=direct, on_bytes=seen.append)
+    assert [os.path.getsize(j.path) for j in jobs] == sizes and sum(seen) == sum(sizes)
+    for j, r in zip(jobs, res):
+        j.digest = r.digest
+    back = read_files(jobs, chunk_bytes=65536, threads=threads, direct=direct)
+    assert [r.digest for r in back] == [r.digest for r in res]
+    with open(jobs[2].path, "r+b") as f:
+        f.seek(70000)
+        c = f.read(1)
+        f.seek(70000)
+        f.write(bytes([c[0] ^ 0x80]))
+    with pytest.raises(ChecksumMismatch, match="f2: checksum"):
+        read_files(jobs, chunk_bytes=65536, threads=threads, direct=direct)
+    os.truncate(jobs[3].path, 10)
+    with pytest.raises(ChecksumMismatch, match="f3: 10 B on disk, the manifest says"):
+        read_files(jobs, chunk_bytes=65536)
+
+
+def test_publish_prune_and_numbering(tmp_path):
+    t = str(tmp_path)
+    assert store.next_step(t) == 1
+    for step in (1, 2, 3):
+        name = store.checkpoint_name(step)
+        p = store.partial_dir(t, name, "run")
+        os.makedirs(p)
+        (tmp_path / os.path.basename(p) / "x").write_bytes(b"1")
+        assert store.complete_checkpoints(t) == [(s, os.path.join(t, store.checkpoint_name(s))) for s in range(1, step)]
+        store.publish(p, os.path.join(t, name), {"name": name, "files": []})
+    assert store.next_step(t) == 4
+    # a directory with a checkpoint's name but no manifest is not complete, and not counted
+    os.makedirs(os.path.join(t, store.checkpoint_name(9)))
+    assert store.next_step(t) == 4
+    assert [os.path.basename(p) for p in store.prune(t, 2)] == ["global_epoch1_step1"]
+    assert [s for s, _ in store.complete_checkpoints(t)] == [2, 3]
+    with pytest.raises(CkprofError, match="no ckprof-manifest.json"):
+        store.read_manifest(os.path.join(t, store.checkpoint_name(9)))
+    os.makedirs(store.partial_dir(t, "global_epoch1_step4", "run"))
+    store.remove_partials(t, "run")
+    assert not any(n.startswith(".partial-") for n in os.listdir(t))

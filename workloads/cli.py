@@ -1,0 +1,177 @@
+"""`ckprof workload`: the checkpoint workload generator's command line (click)."""
+from __future__ import annotations
+
+import click
+
+from ckprof.errors import CkprofError, UsageError
+from ckprof.units import parse_interval, parse_size
+
+
+def _size(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except CkprofError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def _count(text: str) -> int:
+    """'8B', '70e9', '8030261248' → a parameter count."""
+    t = str(text).strip().lower().replace(",", "").replace("_", "")
+    mult = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if mult != 1 else t) * mult)
+    except ValueError:
+        raise UsageError(f"bad parameter count {text!r}: use e.g. 8B, 70e9 or 8030261248") from None
+    if n < 1:
+        raise UsageError(f"--params must be at least 1 (got {text})")
+    return n
+
+
+def model_options(f):
+    opts = [
+        click.option("--preset", default=None, metavar="NAME",
+                     help="llama3-8b | llama3-70b | llama3-405b | llama3-1t (MLPerf Storage v2.0 sizes) [default: llama3-8b]."),
+        click.option("--params", default=None, metavar="N", help="A custom model of N parameters (e.g. 13B), split into --layers layers."),
+        click.option("--hidden", type=int, default=None, help="Custom shape: hidden size."),
+        click.option("--ffn", type=int, default=None, help="Custom shape: FFN (intermediate) size."),
+        click.option("--layers", type=int, default=None, help="Custom shape: transformer layers."),
+        click.option("--heads", type=int, default=None, help="Custom shape: attention heads."),
+        click.option("--kv-heads", type=int, default=None, help="Custom shape: KV heads (GQA)."),
+        click.option("--vocab", type=int, default=None, help="Custom shape: vocabulary size [default: 128256]."),
+        click.option("--tp", type=int, default=None, help="Tensor parallelism."),
+        click.option("--pp", type=int, default=None, help="Pipeline parallelism."),
+        click.option("--zero", type=int, default=None, help="ZeRO stage (0-3)."),
+        click.option("--ranks", type=int, default=None, help="Ranks (processes) [default: the preset's]; DP = ranks / (TP×PP)."),
+        click.option("--subset", is_flag=True, help="Run only the first ranks (8, or --ranks) of the full layout, as MLPerf's subset mode."),
+        click.option("--scale", type=float, default=None, help="Multiply every file's size by F (keeps rank and file structure)."),
+        click.option("--total-size", callback=_size, default=None, metavar="SIZE", help="Scale so one checkpoint is SIZE in total (e.g. 4GiB)."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def build_plan(preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset,
+               scale, total_size):
+    from ckprof.workloads.model import Parallelism, Preset, Shape, get_preset, with_overrides
+    from ckprof.workloads.comm import launcher_env, launcher_world
+    from ckprof.workloads.plan import make_plan
+
+    if ranks is None and launcher_env():
+        ranks = launcher_world()  # under torchrun/mpirun/srun the launcher's world is the rank count
+    shape_given = any(v is not None for v in (hidden, ffn, heads, kv_heads))
+    if params is not None:
+        if preset or shape_given:
+            raise UsageError("--params describes a whole model: give it without --preset or a shape")
+        base = Preset("custom", Shape(layers=layers or 32, flat_params=_count(params)),
+                      Parallelism(tp=tp or 1, pp=pp or 1, dp=1, zero=3 if zero is None else zero))
+    elif shape_given and not preset:
+        missing = [n for n, v in (("--hidden", hidden), ("--ffn", ffn), ("--layers", layers), ("--heads", heads))
+                   if v is None]
+        if missing:
+            raise UsageError(f"a custom shape needs {', '.join(missing)} too (or start from a --preset)")
+        base = Preset("custom", Shape(layers=layers, hidden=hidden, ffn=ffn, heads=heads,
+                                      kv_heads=kv_heads or heads, vocab=128256 if vocab is None else vocab),
+                      Parallelism(tp=tp or 1, pp=pp or 1, dp=1, zero=3 if zero is None else zero))
+        if ranks is None and not subset:
+            ranks = base.par.mp
+    else:
+        base = with_overrides(get_preset(preset or "llama3-8b"), layers=layers, hidden=hidden, ffn=ffn,
+                              heads=heads, kv_heads=kv_heads, vocab=vocab, tp=tp, pp=pp, zero=zero)
+        if ranks is None and not subset and (tp or pp):
+            ranks = base.par.mp * base.par.dp
+    if params is not None and ranks is None and not subset:
+        ranks = base.par.mp
+    return make_plan(base, ranks=ranks, subset=subset, scale=scale, total_bytes=total_size)
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@model_options
+@click.option("--target", "-t", default=None, metavar="DIR", help="Where checkpoints are written (created if missing).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (per-rank files and bytes) and write nothing.")
+@click.option("--count", default=1, show_default=True, help="Checkpoints to write.")
+@click.option("--interval", default="0s", show_default=True, metavar="SECONDS", help="Compute phase between checkpoints (e.g. 5s).")
+@click.option("--compute", type=click.Choice(["sleep", "cpu", "gpu"]), default="sleep", show_default=True,
+              help="What the compute phase does: sleep, a CPU busy loop, or a GPU busy loop (torch).")
+@click.option("--direct", is_flag=True, help="O_DIRECT writes and reads (aligned buffers), bypassing the page cache.")
+@click.option("--no-fsync", is_flag=True, help="Skip fsync (shows what skipping it does; the data may still be in the page cache).")
+@click.option("--chunk-size", callback=_size, default="4MiB", show_default=True, metavar="SIZE", help="Bytes per write(2)/read(2).")
+@click.option("--threads", default=1, show_default=True, help="Writer/reader threads per rank.")
+@click.option("--async", "async_", is_flag=True, help="Stage each checkpoint in memory, write it in background threads while the next compute phase runs.")
+@click.option("--keep", default=0, show_default=True, help="Keep the newest N complete checkpoints (0: keep all).")
+@click.option("--load", "load_after", is_flag=True, help="After the saves, all ranks read the newest checkpoint back and verify it.")
+@click.option("--drop-caches", is_flag=True, help="Before a load, also write 3 to /proc/sys/vm/drop_caches (root).")
+@click.option("--no-record", is_flag=True, help="Do not record telemetry (a bare run).")
+@click.option("-o", "--output", default=None, metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
+@click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
+@click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
+@click.pass_context
+def workload(ctx, preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset, scale,
+             total_size, target, dry_run, count, interval, compute, direct, no_fsync, chunk_size, threads, async_,
+             keep, load_after, drop_caches, no_record, output, sample_interval, force):
+    """Write (and read back) MLPerf-Storage-sized checkpoints, recorded by default.
+
+    \b
+    ckprof workload --preset llama3-8b --dry-run
+    ckprof workload --preset llama3-8b --total-size 512MiB --target /mnt/ckpt --count 3 --interval 5s --load
+    ckprof workload --preset llama3-405b --subset --scale 0.001 --target /mnt/ckpt --direct
+    ckprof workload load /mnt/ckpt/global_epoch1_step3
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    plan = build_plan(preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset,
+                      scale, total_size)
+    if dry_run:
+        from ckprof.workloads.plan import describe
+
+        click.echo(describe(plan))
+        return
+    from ckprof.workloads.config import RunConfig
+    from ckprof.workloads.launch import main as run_main
+
+    if target is None:
+        raise UsageError("no --target DIR: say where the checkpoints go (or use --dry-run)")
+    if count < 1:
+        raise UsageError(f"--count must be at least 1 (got {count})")
+    if threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {threads})")
+    if keep < 0:
+        raise UsageError(f"--keep must be 0 (keep all) or more (got {keep})")
+    cfg = RunConfig(target=target, count=count, interval_s=_interval(interval), compute=compute, direct=direct,
+                    fsync=not no_fsync, chunk_bytes=chunk_size, threads=threads, async_=async_, keep=keep,
+                    load=load_after, drop_caches=drop_caches, record=not no_record, output=output,
+                    sample_interval_s=parse_interval(sample_interval), force=force)
+    ctx.exit(run_main(plan, cfg))
+
+
+def _interval(text: str) -> float:
+    if str(text).strip() in ("0", "0s", "0ms"):
+        return 0.0
+    return parse_interval(text)
+
+
+@workload.command("load")
+@click.argument("checkpoint", metavar="DIR")
+@click.option("--ranks", type=int, default=None, help="Reader processes [default: the ranks that wrote it].")
+@click.option("--direct", is_flag=True, help="O_DIRECT reads (else posix_fadvise(DONTNEED) before reading).")
+@click.option("--drop-caches", is_flag=True, help="Also write 3 to /proc/sys/vm/drop_caches first (root).")
+@click.option("--threads", default=1, show_default=True, help="Reader threads per rank.")
+@click.option("--no-record", is_flag=True, help="Do not record telemetry.")
+@click.option("-o", "--output", default=None, metavar="DIR", help="Recording directory.")
+@click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
+@click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
+@click.pass_context
+def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, output, sample_interval, force):
+    """Read a checkpoint written by `ckprof workload` with all ranks, verify every checksum,
+    report the slowest rank's read GiB/s."""
+    from ckprof.workloads.config import RunConfig
+    from ckprof.workloads.launch import load_main
+
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks must be at least 1 (got {ranks})")
+    cfg = RunConfig(target=checkpoint, direct=direct, drop_caches=drop_caches, threads=threads,
+                    record=not no_record, output=output, sample_interval_s=parse_interval(sample_interval),
+                    force=force, load=True)
+    ctx.exit(load_main(checkpoint, ranks, cfg))

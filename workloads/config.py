@@ -1,0 +1,27 @@
+"""What a workload run was asked to do (everything but the plan)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class RunConfig:
+    target: str
+    count: int = 1
+    interval_s: float = 0.0
+    compute: str = "sleep"  # sleep | cpu | gpu
+    direct: bool = False
+    fsync: bool = True
+    chunk_bytes: int = 4 * 2**20
+    threads: int = 1
+    async_: bool = False
+    keep: int = 0
+    load: bool = False
+    drop_caches: bool = False
+    record: bool = True
+    output: str | None = None
+    sample_interval_s: float = 0.1
+    force: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)

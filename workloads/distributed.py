@@ -1,0 +1,78 @@
+"""`ckprof workload` started by torchrun, mpirun or srun: this process is one rank.
+
+Rank 0 checks the target and picks the run's id, seed and first step; every rank learns them in
+the first allgather (a refusal there stops every rank with the same message). Local rank 0 of
+each host records that host (into -o DIR, or DIR/host=<name> when the job spans hosts) and marks
+the checkpoint windows in its recording. Rank 0 prints the summary.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+
+from ckprof import markers
+from ckprof.errors import CkprofError, UsageError
+from ckprof.workloads import store
+from ckprof.workloads.comm import from_launcher
+from ckprof.workloads.rank import Setup, run_load, run_rank
+
+
+def run(plan, cfg, which: str) -> int:
+    from ckprof.workloads.launch import preflight
+    from ckprof.workloads.recorded import events_env, recording
+    from ckprof.workloads.summary import render
+
+    comm = from_launcher(which)
+    try:
+        if cfg.count and plan.nranks != comm.size:
+            raise UsageError(f"{which} started {comm.size} ranks but the plan has {plan.nranks}",
+                             hint=f"pass --ranks {comm.size} (or start {plan.nranks} processes)")
+        proposal = None
+        if comm.rank == 0:
+            try:
+                if cfg.count:
+                    target = preflight(plan, cfg)
+                    proposal = Setup(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
+                                     secrets.randbits(62), store.next_step(target))
+                else:
+                    proposal = Setup("load", 0, 0)
+            except CkprofError as e:
+                proposal = e.one_line()
+        setup = comm.allgather(proposal)[0]
+        if isinstance(setup, str):
+            raise CkprofError(setup)
+        hosts = {h for h in comm.allgather(socket.gethostname())}
+        if cfg.output and len(hosts) > 1:
+            cfg.output = os.path.join(cfg.output, f"host={socket.gethostname()}")
+        records = cfg.record and comm.local_rank == 0 and not markers.active()
+        cfg_rec = cfg if records else _no_record(cfg)
+        path = cfg.target if os.path.isdir(cfg.target) else os.path.dirname(cfg.target)
+        with recording(cfg_rec, path, list(sys.argv)) as (out_dir, info):
+            if out_dir:
+                os.environ.update(events_env(out_dir))
+            else:
+                os.environ.setdefault(markers.ENV_SOURCE, "workload")
+            if cfg.count:
+                results = run_rank(plan, cfg, comm, setup)
+            else:
+                load = run_load(cfg.target, cfg, comm, setup)
+                results = {"load": load} if comm.rank == 0 else None
+            if info is not None:
+                info["workload"] = {"plan": plan.to_dict(), "config": cfg.to_dict(), "results": results,
+                                    "rank": comm.rank, "world": comm.size, "launcher": which}
+        if comm.rank == 0:
+            render(results, plan, cfg, out_dir)
+            load = results.get("load")
+            if load and not load["verified"]:
+                raise CkprofError(f"load of {load['path']} failed: " + "; ".join(load["errors"]))
+        return 0
+    finally:
+        comm.close()
+
+
+def _no_record(cfg):
+    from dataclasses import replace
+
+    return replace(cfg, record=False)

@@ -1,0 +1,170 @@
+"""Starting a workload run: checks, the recording around it, and the ranks.
+
+Alone, `ckprof workload` spawns one process per rank and relays their collectives (comm.HubComm);
+it records while they run (the block-device and host collectors of `ckprof record`, the
+devices behind --target) and passes CKPROF_EVENTS to the ranks, so rank 0 marks each window.
+A rank that dies stops the others; nothing of that checkpoint is published; the exit status is
+1 and the message names the rank and why. Under torchrun, mpirun or srun, this process is one
+rank (comm.from_launcher); local rank 0 of each host records that host.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+
+from ckprof.errors import CkprofError, UsageError
+from ckprof.units import fmt_bytes
+from ckprof.workloads import store
+from ckprof.workloads.comm import launcher_env
+from ckprof.workloads.local import spawn_ranks
+from ckprof.workloads.recorded import events_env, recording
+from ckprof.workloads.rank import Setup
+
+FREE_MARGIN_MIN = 64 * 2**20
+RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
+FREE_MARGIN_FRACTION = 0.05
+
+
+def retained_bytes(plan, cfg) -> int:
+    """Bytes on the target at the peak: --keep N old checkpoints stay until the next is published."""
+    n = cfg.count if cfg.keep == 0 else min(cfg.count, cfg.keep + 1)
+    return plan.nbytes * n
+
+
+def preflight(plan, cfg, local_ranks: int = 0) -> str:
+    """Everything that can be refused before a rank starts. Returns the target's absolute path.
+    `local_ranks`: rank processes this host will start (their memory is checked)."""
+    if cfg.chunk_bytes < 4096 or cfg.chunk_bytes % 4096:
+        raise UsageError(f"--chunk-size must be a multiple of 4 KiB (got {cfg.chunk_bytes} B)",
+                         hint="O_DIRECT needs aligned lengths; e.g. 1MiB or 4MiB")
+    if cfg.drop_caches and os.geteuid() != 0:
+        raise UsageError("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)",
+                         hint="run as root, or leave it out: reads still use posix_fadvise(DONTNEED) or --direct")
+    if cfg.compute == "gpu":
+        try:
+            import torch
+            ok = torch.cuda.is_available()
+        except ImportError:
+            ok = False
+        if not ok:
+            raise UsageError("--compute gpu needs torch with a visible GPU", hint="use --compute cpu or sleep")
+    if local_ranks:
+        import psutil
+
+        avail = psutil.virtual_memory().available
+        need = local_ranks * (RANK_RSS_ESTIMATE + (cfg.threads + 2) * cfg.chunk_bytes)
+        if need > 0.8 * avail:
+            raise UsageError(f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, "
+                             f"{fmt_bytes(avail)} is available",
+                             hint="run fewer ranks: --subset (the first 8 ranks of the full layout) or --ranks N")
+    target = os.path.abspath(cfg.target)
+    try:
+        os.makedirs(target, exist_ok=True)
+        probe = os.path.join(target, f".ckprof-write-test-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("x")
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"cannot write to --target {target}: {e.strerror}",
+                         hint="choose a directory you can write") from None
+    stale = [n for n in os.listdir(target) if n.startswith(store.PARTIAL)]
+    if stale:
+        print(f"ckprof: note: {len(stale)} unfinished {store.PARTIAL}* director{'y' if len(stale) == 1 else 'ies'} "
+              f"in {target} from earlier runs (killed?); not checkpoints, left as they are", file=sys.stderr)
+    st = os.statvfs(target)
+    free = st.f_bavail * st.f_frsize
+    need = retained_bytes(plan, cfg)
+    margin = max(FREE_MARGIN_MIN, int(need * FREE_MARGIN_FRACTION))
+    if need + margin > free:
+        n = need // plan.nbytes
+        raise UsageError(f"--target {target} has {fmt_bytes(free)} free; {n} checkpoint(s) of "
+                         f"{fmt_bytes(plan.nbytes)} need {fmt_bytes(need)} plus a margin of {fmt_bytes(margin)}",
+                         hint="use a smaller --total-size or --scale, --keep 1, or another --target")
+    if cfg.async_:
+        import psutil
+
+        avail = psutil.virtual_memory().available
+        if plan.nbytes > 0.8 * avail:
+            raise UsageError(f"--async stages {fmt_bytes(plan.nbytes)} in memory, but only {fmt_bytes(avail)} "
+                             "is available", hint="scale the checkpoint down or drop --async")
+    return target
+
+
+def main(plan, cfg) -> int:
+    """`ckprof workload` (saves, optional load). Returns the exit status."""
+    which = launcher_env()
+    if which:
+        from ckprof.workloads.distributed import run as run_distributed
+
+        return run_distributed(plan, cfg, which)
+    target = preflight(plan, cfg, local_ranks=plan.nranks)
+    setup = Setup(run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}", seed=secrets.randbits(62),
+                  first_step=store.next_step(target))
+    total = plan.nbytes * cfg.count + (plan.nbytes if cfg.load else 0)
+    return _run_local(plan, cfg, setup, target, total, plan.nranks)
+
+
+def _run_local(plan, cfg, setup, path, total, nranks) -> int:
+    from ckprof.workloads.summary import render
+
+    results, error = None, None
+    with recording(cfg, path if os.path.isdir(path) else os.path.dirname(path), list(sys.argv)) as (out_dir, info):
+        try:
+            results = spawn_ranks(nranks, plan, cfg, setup, events_env(out_dir), total)
+        except BaseException as e:
+            error = str(e) if isinstance(e, CkprofError) else f"{type(e).__name__}: {e}"
+            if info is not None:
+                info["error"] = error
+            if cfg.count:
+                store.remove_partials(path, setup.run_id)
+            raise
+        finally:
+            if info is not None:
+                info["workload"] = {"plan": plan.to_dict() if plan else None, "config": cfg.to_dict(),
+                                    "results": results, "error": error}
+    render(results, plan, cfg, out_dir)
+    load = results.get("load")
+    if load and not load["verified"]:
+        raise CkprofError(f"load of {load['path']} failed: " + "; ".join(load["errors"]))
+    return 0
+
+
+def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
+    """`ckprof workload load DIR`: read one published checkpoint with all ranks, verify it."""
+    path = os.path.abspath(checkpoint)
+    manifest = store.read_manifest(path)
+    n = ranks or int(manifest.get("ranks") or 1)
+    if cfg.drop_caches and os.geteuid() != 0:
+        raise UsageError("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
+    plan = _plan_from_manifest(manifest)
+    plan.nranks = n  # the readers (the title says how many read it)
+    cfg.count, cfg.target, cfg.fsync = 0, path, True
+    setup = Setup(run_id="load", seed=0, first_step=0)
+    if launcher_env():
+        from ckprof.workloads.distributed import run as run_distributed
+
+        return run_distributed(plan, cfg, launcher_env())
+    return _run_local(plan, cfg, setup, path, int(manifest.get("bytes") or 0), n)
+
+
+def _plan_from_manifest(manifest: dict):
+    """Enough of a plan for the summary of a load."""
+    from ckprof.workloads.model import Parallelism, Preset, Shape
+    from ckprof.workloads.plan import Plan
+
+    p = manifest.get("plan") or {}
+    preset = Preset(p.get("preset", "checkpoint"), Shape(layers=1), Parallelism())
+    plan = Plan(preset, int(manifest.get("world") or 1), [], float(p.get("scale", 1.0)), bool(p.get("subset")))
+    plan.full_bytes = int(manifest.get("bytes") or 0)
+    return _LoadPlan(plan, manifest)
+
+
+class _LoadPlan:
+    def __init__(self, plan, manifest):
+        self._plan, self.nbytes, self.nfiles = plan, int(manifest.get("bytes") or 0), len(manifest["files"])
+        self.nranks, self.preset = int(manifest.get("ranks") or 1), plan.preset
+
+    def to_dict(self) -> dict:
+        return {"preset": self.preset.name, "bytes": self.nbytes, "files": self.nfiles, "ranks": self.nranks}

@@ -1,0 +1,257 @@
+"""One rank's writes and reads of its shard files.
+
+Writes: one producer thread makes chunks (data.Pool.fill, then the chunk's xxh3 digest) into a
+small ring of aligned buffers while `threads` writer threads pwrite(2) them, so making the data
+overlaps the I/O and memory stays at (threads + 2) chunks plus the pool, whatever the shard's
+size. When a file's last chunk is written, a closer thread fsync(2)s it (unless fsync is off)
+and closes it while the writers go on with the next file; the rank is done when every file is.
+With O_DIRECT, offsets, lengths and buffers are 4 KiB-aligned (open(2), "O_DIRECT"); a file
+whose size is not a multiple of 4 KiB gets its last partial block through a second, buffered
+descriptor, which the fsync covers too.
+
+Reads: `threads` reader threads pread(2) chunks and hash them. The page cache is bypassed with
+O_DIRECT, or with posix_fadvise(POSIX_FADV_DONTNEED) over each whole file before it is read,
+which drops its clean cached pages (posix_fadvise(2)); the caller says which in the summary.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ckprof.workloads.data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
+
+ALIGN = 4096
+
+
+@dataclass
+class FileJob:
+    path: str
+    name: str
+    nbytes: int
+    index: int = 0
+    digest: str | None = None  # expected, for reads
+
+
+@dataclass
+class FileResult:
+    name: str
+    nbytes: int
+    digest: str
+    chunk_bytes: int
+
+
+@dataclass
+class _Open:
+    job: FileJob
+    fd: int
+    nchunks: int
+    tail_fd: int | None = None
+    digests: list = field(default_factory=list)
+    remaining: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Failure:
+    def __init__(self):
+        self.error: BaseException | None = None
+        self.event = threading.Event()
+
+    def set(self, e: BaseException) -> None:
+        if self.error is None:
+            self.error = e
+        self.event.set()
+
+
+def _chunks(nbytes: int, chunk: int):
+    for i, off in enumerate(range(0, nbytes, chunk)):
+        yield i, off, min(chunk, nbytes - off)
+
+
+def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: int, chunk_bytes: int,
+                threads: int = 1, direct: bool = False, fsync: bool = True, on_bytes=None) -> list[FileResult]:
+    """Write every job's file in full; return each file's size and checksum. Raises the first error."""
+    nbuf = threads + 2
+    bufs = [aligned_buffer(chunk_bytes) for _ in range(nbuf)]
+    views = [np.frombuffer(b, dtype=np.uint64) for b in bufs]
+    free: queue.Queue = queue.Queue()
+    for i in range(nbuf):
+        free.put(i)
+    work: queue.Queue = queue.Queue()
+    fail = _Failure()
+    opened: list[_Open] = []
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0)
+
+    def finish(of: _Open) -> None:
+        if fsync:
+            os.fsync(of.fd)
+            if of.tail_fd is not None:
+                os.fsync(of.tail_fd)
+        os.close(of.fd)
+        of.fd = -1
+        if of.tail_fd is not None:
+            os.close(of.tail_fd)
+            of.tail_fd = None
+
+    def producer() -> None:
+        try:
+            for job in jobs:
+                nchunks = -(-job.nbytes // chunk_bytes)
+                of = _Open(job, os.open(job.path, flags, 0o644), nchunks, digests=[0] * nchunks, remaining=nchunks)
+                opened.append(of)
+                # Set the size first (as fio does): writes then never extend the file, which ext4 and
+                # XFS serialise on the inode lock for O_DIRECT; the blocks are still allocated as written.
+                os.ftruncate(of.fd, job.nbytes)
+                if direct and job.nbytes % ALIGN:
+                    of.tail_fd = os.open(job.path, os.O_WRONLY | os.O_CLOEXEC)
+                if nchunks == 0:
+                    closing.put(of)
+                for ci, off, n in _chunks(job.nbytes, chunk_bytes):
+                    b = None
+                    while b is None:
+                        if fail.event.is_set():
+                            return
+                        try:
+                            b = free.get(timeout=0.5)
+                        except queue.Empty:
+                            pass
+                    pool.fill(views[b], chunk_key(seed, rank, step, job.index, ci), n)
+                    of.digests[ci] = chunk_digest(memoryview(bufs[b])[:n])
+                    work.put((of, off, n, b))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            fail.set(e)
+        finally:
+            for _ in range(threads):
+                work.put(None)
+
+    def writer() -> None:
+        while True:
+            item = work.get()
+            if item is None or fail.event.is_set():
+                return
+            of, off, n, b = item
+            try:
+                mv = memoryview(bufs[b])
+                head = n - n % ALIGN if direct else n
+                if head:
+                    _pwrite_all(of.fd, mv[:head], off)
+                if head < n:
+                    _pwrite_all(of.tail_fd, mv[head:n], off + head)
+                free.put(b)
+                if on_bytes is not None:
+                    on_bytes(n)
+                with of.lock:
+                    of.remaining -= 1
+                    last = of.remaining == 0
+                if last:
+                    closing.put(of)  # fsync on the closer thread: writing goes on with the next file
+            except BaseException as e:  # noqa: BLE001
+                fail.set(e)
+                return
+
+    def closer() -> None:
+        while True:
+            of = closing.get()
+            if of is None:
+                return
+            try:
+                if not fail.event.is_set():
+                    finish(of)
+            except BaseException as e:  # noqa: BLE001
+                fail.set(e)
+
+    closing: queue.Queue = queue.Queue()
+    ts = [threading.Thread(target=producer, name="ckprof-make", daemon=True)]
+    ts += [threading.Thread(target=writer, name=f"ckprof-write-{i}", daemon=True) for i in range(threads)]
+    done = threading.Thread(target=closer, name="ckprof-fsync", daemon=True)
+    done.start()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    closing.put(None)
+    done.join()
+    for of in opened:  # after a failure: close what is still open
+        for fd in (of.fd, of.tail_fd):
+            if fd is not None and fd >= 0:
+                os.close(fd)
+    if fail.error is not None:
+        raise fail.error
+    return [FileResult(of.job.name, of.job.nbytes, file_digest(of.digests), chunk_bytes) for of in opened]
+
+
+def _pwrite_all(fd: int, mv: memoryview, off: int) -> None:
+    while len(mv):
+        n = os.pwrite(fd, mv, off)
+        mv, off = mv[n:], off + n
+
+
+class ChecksumMismatch(Exception):
+    pass
+
+
+def read_files(jobs: list[FileJob], *, chunk_bytes: int, threads: int = 1, direct: bool = False,
+               on_bytes=None) -> list[FileResult]:
+    """Read every job's file with `threads` threads; check size and checksum against the job's."""
+    tasks: queue.Queue = queue.Queue()
+    states = []
+    for job in jobs:
+        try:
+            size = os.stat(job.path).st_size
+        except FileNotFoundError:
+            raise ChecksumMismatch(f"{job.path}: missing") from None
+        if size != job.nbytes:
+            raise ChecksumMismatch(f"{job.path}: {size:,} B on disk, the manifest says {job.nbytes:,} B")
+        fd = os.open(job.path, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECT if direct else 0))
+        if not direct:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        nchunks = -(-job.nbytes // chunk_bytes)
+        st = _Open(job, fd, nchunks, digests=[0] * nchunks, remaining=nchunks)
+        states.append(st)
+        for ci, off, n in _chunks(job.nbytes, chunk_bytes):
+            tasks.put((st, ci, off, n))
+    fail = _Failure()
+
+    def reader() -> None:
+        buf = aligned_buffer(chunk_bytes + ALIGN)
+        mv = memoryview(buf)
+        try:
+            while not fail.event.is_set():
+                try:
+                    st, ci, off, n = tasks.get_nowait()
+                except queue.Empty:
+                    return
+                want = -(-n // ALIGN) * ALIGN if direct else n
+                got = 0
+                while got < n:
+                    r = os.preadv(st.fd, [mv[got:want]], off + got)
+                    if r == 0:
+                        raise ChecksumMismatch(f"{st.job.path}: ends early at {off + got:,} B")
+                    got += r
+                st.digests[ci] = chunk_digest(mv[:n])
+                if on_bytes is not None:
+                    on_bytes(n)
+        except BaseException as e:  # noqa: BLE001
+            fail.set(e)
+        finally:
+            mv.release()
+
+    ts = [threading.Thread(target=reader, name=f"ckprof-read-{i}", daemon=True) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for st in states:
+        os.close(st.fd)
+    if fail.error is not None:
+        raise fail.error
+    out = []
+    for st in states:
+        d = file_digest(st.digests)
+        if st.job.digest is not None and d != st.job.digest:
+            raise ChecksumMismatch(f"{st.job.path}: checksum {d} does not match the manifest's {st.job.digest}")
+        out.append(FileResult(st.job.name, st.job.nbytes, d, chunk_bytes))
+    return out

@@ -1,0 +1,122 @@
+"""Checkpoint directories as production checkpointers keep them: write aside, publish atomically.
+
+Every rank writes into `<target>/.partial-<name>-<run id>/`. Once all ranks have written and
+fsynced, rank 0 writes the manifest (each file's rank, size and checksum), fsyncs it and the
+directory, renames the directory to `<target>/<name>` (rename(2) is atomic) and fsyncs the
+target so the rename itself is durable. A directory with a checkpoint's name therefore always
+holds a complete checkpoint; one killed half-way stays `.partial-*` and has no manifest.
+`--keep N` deletes the oldest complete checkpoints only after the new one is published.
+Names follow DLIO's: global_epoch1_step<N>.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+from ckprof.errors import CkprofError
+
+MANIFEST = "ckprof-manifest.json"
+FORMAT = "ckprof-workload-checkpoint"
+VERSION = 1
+PARTIAL = ".partial-"
+_NAME = re.compile(r"^global_epoch(\d+)_step(\d+)$")
+CHECKSUM_ALGO = "xxh3_64 over the chunks' xxh3_64 digests (8 B big-endian each)"
+
+
+def checkpoint_name(step: int, epoch: int = 1) -> str:
+    return f"global_epoch{epoch}_step{step}"
+
+
+def partial_dir(target: str, name: str, run_id: str) -> str:
+    return os.path.join(target, f"{PARTIAL}{name}-{run_id}")
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def complete_checkpoints(target: str) -> list[tuple[int, str]]:
+    """(step, path) of every published checkpoint under `target`, oldest first."""
+    out = []
+    try:
+        names = os.listdir(target)
+    except FileNotFoundError:
+        return []
+    for n in names:
+        m = _NAME.match(n)
+        if m and os.path.isfile(os.path.join(target, n, MANIFEST)):
+            out.append((int(m.group(2)), os.path.join(target, n)))
+    return sorted(out)
+
+
+def next_step(target: str) -> int:
+    done = complete_checkpoints(target)
+    return done[-1][0] + 1 if done else 1
+
+
+def write_manifest(directory: str, manifest: dict) -> None:
+    path = os.path.join(directory, MANIFEST)
+    with open(path, "w") as f:
+        json.dump({"format": FORMAT, "version": VERSION, "checksum": CHECKSUM_ALGO, **manifest}, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def publish(partial: str, final: str, manifest: dict) -> None:
+    """Manifest, fsync, atomic rename, fsync of the parent: after this `final` is complete and durable."""
+    write_manifest(partial, manifest)
+    fsync_dir(partial)
+    if os.path.exists(final):
+        raise CkprofError(f"{final} already exists: not replacing a published checkpoint")
+    os.rename(partial, final)
+    fsync_dir(os.path.dirname(final))
+
+
+def prune(target: str, keep: int) -> list[str]:
+    """Delete the oldest complete checkpoints so that `keep` remain (keep=0: delete nothing)."""
+    if keep <= 0:
+        return []
+    done = complete_checkpoints(target)
+    removed = []
+    for _, path in done[:-keep] if len(done) > keep else []:
+        # unpublish first (a rename), so a crash mid-delete leaves no half checkpoint with a real name
+        doomed = os.path.join(target, f"{PARTIAL}deleting-{os.path.basename(path)}")
+        os.rename(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        removed.append(path)
+    if removed:
+        fsync_dir(target)
+    return removed
+
+
+def read_manifest(directory: str) -> dict:
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path) as f:
+            m = json.load(f)
+    except FileNotFoundError:
+        raise CkprofError(f"{directory}: not a complete checkpoint (no {MANIFEST})",
+                          hint="give a directory written by `ckprof workload`, e.g. <target>/global_epoch1_step1") from None
+    except ValueError as e:
+        raise CkprofError(f"{path}: unreadable manifest ({e})") from None
+    if m.get("format") != FORMAT or not isinstance(m.get("files"), list):
+        raise CkprofError(f"{path}: not a ckprof workload manifest")
+    return m
+
+
+def remove_partials(target: str, run_id: str) -> None:
+    """Remove this run's unpublished directories (after a failure: nothing half-written is left)."""
+    try:
+        names = os.listdir(target)
+    except FileNotFoundError:
+        return
+    for n in names:
+        if n.startswith(PARTIAL) and n.endswith(f"-{run_id}"):
+            shutil.rmtree(os.path.join(target, n), ignore_errors=True)
