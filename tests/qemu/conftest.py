@@ -40,6 +40,11 @@ nvme smart-log /dev/nvme0 -o json > smart-before.json
     {venv_bin}/python {HERE}/guest_workload.py {WRITE_BYTES} /dev/nvme0n1 nvme0
 nvme smart-log /dev/nvme0 -o json > smart-after.json
 PATH="$OUT/fakebin:$PATH" {venv_bin}/ckprof record --device nvme0n1 -o "$OUT/rec-denied" -- sleep 1 2> denied.stderr
+# ckprof doctor on a file system on the namespace, with the real and the not-permitted nvme-cli
+mkfs.ext4 -q -F /dev/nvme0n1 && mkdir -p /tmp/ckpt && mount -t ext4 /dev/nvme0n1 /tmp/ckpt
+{venv_bin}/ckprof doctor --path /tmp/ckpt > doctor.txt 2>&1
+PATH="$OUT/fakebin:$PATH" {venv_bin}/ckprof doctor --path /tmp/ckpt > doctor-denied.txt 2>&1
+umount /tmp/ckpt
 """
     res = qemu_guest.run(script, str(out), timeout_s=240)
     if res.rc != 0:

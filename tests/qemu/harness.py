@@ -30,8 +30,10 @@ from dataclasses import dataclass
 
 # Module groups loaded by /init, each in load order with its dependencies (modprobe --show-depends).
 # crc64_rocksoft_generic is a soft dependency of nvme-core that modprobe does not list.
+# ext4 (with crc32c, its soft dependency) lets a test put a file system on the namespace.
 MODULE_GROUPS = {"base": ("crc64_rocksoft_generic", "nvme"),
-                 "hostfs": ("virtio_pci", "9pnet_virtio", "9p")}
+                 "hostfs": ("virtio_pci", "9pnet_virtio", "9p"),
+                 "fs": ("crc32c_generic", "ext4")}
 
 INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -39,7 +41,7 @@ export PATH=/bin:/sbin
 mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs dev /dev
 echo 1 > /proc/sys/kernel/printk
 ld() { for m in /mods/$1/*.ko; do insmod "$m" 2>/dev/null || echo "insmod $(basename $m) failed"; done; }
-ld base; ld hostfs
+ld base; ld hostfs; ld fs
 i=0; while [ ! -e /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 o=$(sed 's/.*ckout=\([^ ]*\).*/\1/' /proc/cmdline)
 mkdir -p /host
@@ -106,7 +108,9 @@ class QemuNvmeGuest:
 
     @property
     def initramfs(self) -> str:
-        return os.path.join(self.cache_dir, f"initramfs-{self.kver}.cpio")
+        # the name changes with what goes in, so a cached older build is not reused
+        tag = "-".join(MODULE_GROUPS)
+        return os.path.join(self.cache_dir, f"initramfs-{self.kver}-{tag}.cpio")
 
     def _module_files(self, names) -> list[str]:
         # One name per modprobe call: later arguments would be taken as module parameters.

@@ -121,4 +121,21 @@ def test_nvme_cli_not_permitted_is_a_note_and_hwmon_goes_on(qemu_recording):
     assert "nvme" not in rec.meta["collectors"]
     assert not rec.samples("nvme_hwmon").empty and not rec.samples("block").empty
     with open(os.path.join(qemu_recording["out"], "denied.stderr")) as f:
-        assert "nvme: skipped" in f.read()  # and said on the terminal
+        said = [ln for ln in f if "not recorded here" in ln]
+    assert said and "nvme" in said[0]  # and said on the terminal, pointing to `ckprof doctor`
+
+
+def test_doctor_says_what_nvme_can_do_and_why_not(qemu_recording):
+    out = qemu_recording["out"]
+    with open(os.path.join(out, "doctor.txt")) as f:
+        ok = f.read()
+    with open(os.path.join(out, "doctor-denied.txt")) as f:
+        denied = f.read()
+    lines = ok.splitlines()
+    assert any(ln.split()[:2] == ["ok", "nvme"] and "nvme0" in ln for ln in lines), ok
+    assert any(ln.split()[:2] == ["ok", "nvme_hwmon"] for ln in lines), ok
+    assert "controller nvme0" in ok  # the topology line: ext4 on nvme0n1, controller nvme0
+    dl = denied.splitlines()
+    i = next(i for i, ln in enumerate(dl) if ln.split()[:2] == ["no", "nvme"])
+    assert "Permission denied" in dl[i] and "fix:" in dl[i + 1] and "root" in dl[i + 1], denied
+    assert any(ln.split()[:2] == ["ok", "nvme_hwmon"] for ln in dl), denied
