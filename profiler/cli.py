@@ -52,6 +52,8 @@ def _interval(ctx, param, value):
               help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
 @click.option("--flush-interval", default="5s", show_default=True, callback=_interval,
               help="How often samples are written to disk (what a killed recorder can lose).")
+@click.option("--nvme-interval", default="1s", show_default=True, callback=_interval,
+              help="NVMe SMART polling interval (one nvme-cli call per controller each time).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
 @click.option("--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/.")
 @click.option("--job-id", metavar="ID", help="The job's id [default: from SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...].")
@@ -61,8 +63,8 @@ def _interval(ctx, param, value):
 @click.option("--prometheus-addr", default="127.0.0.1", show_default=True, metavar="ADDR",
               help="Address to serve Prometheus metrics on (0.0.0.0 for every interface).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record(output, interval, paths, devices, force, kill_after, flush_interval, quiet, job_dir, job_id,
-           host_name, prometheus_port, prometheus_addr, command):
+def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, job_dir,
+           job_id, host_name, prometheus_port, prometheus_addr, command):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -84,7 +86,7 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
                        kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet, job_dir=job_dir,
                        job_id=job_id, host_name=host_name, prometheus_port=prometheus_port,
-                       prometheus_addr=prometheus_addr)
+                       prometheus_addr=prometheus_addr, nvme_interval_s=nvme_interval)
     child.exit_like(result)
 
 
