@@ -52,6 +52,8 @@ def _interval(ctx, param, value):
               help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
 @click.option("--flush-interval", default="5s", show_default=True, callback=_interval,
               help="How often samples are written to disk (what a killed recorder can lose).")
+@click.option("--nvme-interval", default="1s", show_default=True, callback=_interval,
+              help="NVMe SMART polling interval (one nvme-cli call per controller each time).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
 @click.option("--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/.")
 @click.option("--job-id", metavar="ID", help="The job's id [default: from SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...].")
@@ -63,8 +65,8 @@ def _interval(ctx, param, value):
 @click.option("--no-patch", is_flag=True,
               help="Do not mark a Python command's torch.save / DCP / safetensors saves automatically.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record(output, interval, paths, devices, force, kill_after, flush_interval, quiet, job_dir, job_id,
-           host_name, prometheus_port, prometheus_addr, no_patch, command):
+def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, job_dir,
+           job_id, host_name, prometheus_port, prometheus_addr, no_patch, command):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -75,7 +77,8 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     The command runs without a shell, with your stdin/stdout/stderr; SIGINT, SIGTERM and SIGHUP
     are passed on, and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
     checkpoint windows, and a Python command's torch.save / torch.distributed.checkpoint /
-    safetensors saves are marked automatically (--no-patch turns that off). At the end the recording's path and a one-line summary go to stderr.
+    safetensors saves are marked automatically (--no-patch turns that off). At the end the
+    recording's path and a one-line summary go to stderr.
     """
     from ckprof import child
     from ckprof.record import record as do_record
@@ -87,7 +90,7 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
                        kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet, job_dir=job_dir,
                        job_id=job_id, host_name=host_name, prometheus_port=prometheus_port,
-                       prometheus_addr=prometheus_addr, patch=not no_patch)
+                       prometheus_addr=prometheus_addr, nvme_interval_s=nvme_interval, patch=not no_patch)
     child.exit_like(result)
 
 

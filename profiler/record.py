@@ -159,7 +159,7 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
            flush_s: float = 5.0, quiet: bool = False, job_dir: str | None = None,
            job_id: str | None = None, host_name: str | None = None,
            prometheus_port: int | None = None, prometheus_addr: str = "127.0.0.1",
-           patch: bool = True) -> child.ChildResult:
+           nvme_interval_s: float = 1.0, patch: bool = True) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     job_meta = None
@@ -175,7 +175,8 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
-    opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s)
+    opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s,
+                         nvme_interval_s=nvme_interval_s)
     sources = build_sources(opts)
     out_dir = os.path.abspath(output or default_output_dir())
     child.block_signals()  # before any thread starts, so every thread inherits the block

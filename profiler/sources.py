@@ -14,6 +14,7 @@ from ckprof.collectors.blockdev import BlockCollector
 from ckprof.collectors.gpu import GpuCollector
 from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.collectors.ipmi import IpmiCollector
+from ckprof.collectors.nvme import nvme_collectors
 from ckprof.collectors.rapl import RaplCollector
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
@@ -25,6 +26,8 @@ class SourceOptions:
     devices: list[str]
     interval_s: float = 0.1
     proc_interval_s: float = 1.0
+    nvme_interval_s: float = 1.0
+    nvme_bin: str = "nvme"
     sys_root: str = "/sys"
     proc_root: str = "/proc"
 
@@ -79,6 +82,7 @@ def build_sources(opts: SourceOptions) -> Sources:
     power_s = max(opts.interval_s, 0.1)  # GPU and RAPL at 10 Hz at most; the BMC at 1 Hz
     candidates += [GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid),
                    RaplCollector(period_s=power_s, sys_root=opts.sys_root), IpmiCollector()]
+    candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, power_s, opts.sys_root, opts.nvme_bin)
     collectors, probes = [], {}
     for c in candidates:
         p = c.probe()

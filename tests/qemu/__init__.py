@@ -1,0 +1,1 @@
+"""The QEMU NVMe tier (pytest mark `qemu`): see harness.py and docs/nvme.md."""

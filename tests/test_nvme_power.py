@@ -1,0 +1,104 @@
+"""SSD power from a recording: measured (NVMe 2.1 IPM) over estimated (power-state table), each
+interval saying which and from what. Recordings written with the real RecordingWriter."""
+import pytest
+
+import ckprof
+from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
+from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
+from ckprof.collectors.nvme_parse import parse_id_ctrl
+from ckprof.nvme_power import ssd_energy_j, ssd_power
+from ckprof.recording import RecordingWriter
+from test_nvme_parse import read
+
+S = 1_000_000_000
+
+
+def recording(tmp_path, nvme_rows, block_rows, id_ctrl):
+    w = RecordingWriter(str(tmp_path / "rec"))
+    w.create({"start": {"monotonic_ns": 0, "wall_ns": 0}})
+    w.add_collector("nvme", NVME_SCHEMA)
+    w.add_collector("block", BLOCK_SCHEMA)
+    w.append("nvme", nvme_rows)
+    w.append("block", block_rows)
+    info = {"devices": ["nvme0n1"], **parse_id_ctrl(id_ctrl)}
+    w.finish(collectors={"nvme": {"describe": {"controllers": {"nvme0": info}}}})
+    return ckprof.load(str(tmp_path / "rec"))
+
+
+def nvme_row(t_s, ps, ipm=None):
+    return {"t_ns": int(t_s * S), "ctrl": "nvme0", "temp_c": 40.0, "data_units_written": 1,
+            "power_state": ps, "ipm_w": ipm}
+
+
+def block_row(t_s, io_ticks_ms):
+    return {"t_ns": int(t_s * S), "device": "nvme0n1", "io_ticks_ms": io_ticks_ms, "write_sectors": 0,
+            "read_sectors": 0}
+
+
+def test_idle_active_weighted_by_utilisation(tmp_path):
+    # spec-built table: PS0 max 8.5 W, idle 3.5 W, active 7.2 W
+    rec = recording(tmp_path, [nvme_row(0, 0), nvme_row(1, 0), nvme_row(2, 0)],
+                    [block_row(0, 0), block_row(1, 500), block_row(2, 500)],   # 50 % busy, then idle
+                    read("spec", "id-ctrl.nvmecli2-scales.json"))
+    p = ssd_power(rec)
+    assert list(p["provenance"]) == ["estimated", "estimated"]
+    assert set(p["power_source"]) == {"power_state_table:idle_active_util"}
+    assert p["util_pct"].tolist() == pytest.approx([50.0, 0.0])
+    assert p["power_w"].tolist() == pytest.approx([3.5 + (7.2 - 3.5) * 0.5, 3.5])
+    assert (p["power_upper_w"] == 8.5).all()
+    e = ssd_energy_j(rec)
+    assert e["energy_j"].iloc[0] == pytest.approx(5.35 + 3.5) and e["provenance"].iloc[0] == "estimated"
+    assert p.attrs["columns"]["power_w"]["unit"] == "W"
+
+
+def test_max_power_upper_bound_when_no_idle_active(tmp_path):
+    # nvme-cli 1.x table (flags layout): PS1 3.5 W, PS4 non-operational 3.5 mW
+    rec = recording(tmp_path, [nvme_row(0, 1), nvme_row(1, 1), nvme_row(3, 4)], [],
+                    read("public", "id-ctrl.nvmecli1x.wdc-sn730.ironic.json"))
+    p = ssd_power(rec)
+    assert p["power_w"].tolist() == pytest.approx([3.5, 0.0035])
+    assert set(p["power_source"]) == {"power_state_table:max_power"}
+    assert p["power_state"].tolist() == [1, 4]
+    assert ssd_energy_j(rec)["energy_j"].iloc[0] == pytest.approx(3.5 + 0.0035 * 2)
+
+
+def test_measured_ipm_wins_and_mixed_energy_says_so(tmp_path):
+    rec = recording(tmp_path, [nvme_row(0, 0, 6.0), nvme_row(1, 0, 6.5), nvme_row(2, 0, None)],
+                    [block_row(0, 0), block_row(2, 0)], read("spec", "id-ctrl.nvmecli2-scales.json"))
+    p = ssd_power(rec)
+    assert p["provenance"].tolist() == ["measured", "estimated"]
+    assert p["power_source"].iloc[0] == "nvme:interval_power_measurement" and p["power_w"].iloc[0] == 6.5
+    e = ssd_energy_j(rec)
+    assert e["provenance"].iloc[0] == "mixed"
+    assert ssd_energy_j(rec, end_ns=1 * S)["provenance"].iloc[0] == "measured"
+
+
+def test_no_nvme_samples_is_empty_not_an_error(tmp_path):
+    rec = recording(tmp_path, [], [], read("qemu", "id-ctrl.json"))
+    assert ssd_power(rec).empty and ssd_energy_j(rec).empty
+
+
+def test_power_state_changes(tmp_path):
+    from ckprof.nvme_power import power_state_changes
+
+    rec = recording(tmp_path, [nvme_row(0, 0), nvme_row(1, 0), nvme_row(2, 3), nvme_row(3, 0)], [],
+                    read("spec", "id-ctrl.nvmecli2-scales.json"))
+    ch = power_state_changes(rec)
+    assert ch[["from_state", "to_state"]].values.tolist() == [[0, 3], [3, 0]]
+    assert ch["t_ns"].tolist() == [2 * S, 3 * S]
+
+
+def test_imported_external_trace_beats_everything(tmp_path):
+    from ckprof.import_power import POWER_SCHEMA
+
+    rec = recording(tmp_path, [nvme_row(0, 0, 6.0), nvme_row(1, 0, 6.5), nvme_row(2, 0, 6.5)],
+                    [], read("spec", "id-ctrl.nvmecli2-scales.json"))
+    w = RecordingWriter(rec.path)
+    w.add_collector("power_nvme0", POWER_SCHEMA)  # what `ckprof import-power --device nvme0` writes
+    w.append("power_nvme0", [{"t_ns": int(x * S / 4), "power_w": 5.0, "wall_ns": 0} for x in range(0, 6)])
+    w.flush()
+    p = ssd_power(ckprof.load(rec.path))
+    # 0..1.25 s covered by the trace: measured from it; 1..2 s only a quarter covered: the drive's IPM
+    assert p["power_source"].tolist() == ["external:power_nvme0", "nvme:interval_power_measurement"]
+    assert p["power_w"].tolist() == pytest.approx([5.0, 6.5])
+    assert set(p["provenance"]) == {"measured"}
