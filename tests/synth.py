@@ -105,7 +105,7 @@ class Synth:
             self.events.append(e)
         return cid
 
-    def write(self, status="complete", meta_extra=None):
+    def write(self, status="complete", meta_extra=None, describe=None):
         w = RecordingWriter(self.path)
         w.create({"ckprof_version": "test", "host": {"hostname": "synth"}, "command": self.command,
                   "start": {"monotonic_ns": START_NS, "wall_ns": WALL_NS}, "interval_s": self.interval_s,
@@ -114,7 +114,8 @@ class Synth:
         for name, (schema, rows) in self.tables.items():
             w.add_collector(name, schema)
             w.append(name, rows)
-            colls[name] = {"period_s": self.interval_s, "columns": schema_units(schema), "describe": {}}
+            colls[name] = {"period_s": self.interval_s, "columns": schema_units(schema),
+                           "describe": (describe or {}).get(name, {})}
         w.write_meta(collectors=colls)
         for e in sorted(self.events, key=lambda e: e["t_ns"]):
             w.event(e)

@@ -60,3 +60,43 @@ def test_real_collector_schemas(tmp_path):
     assert cp["gpu_idle_s_by_gpu"] == {"gpu/0.util_gpu_pct": pytest.approx(2.0), "gpu/1.util_gpu_pct": 0.0}
     assert cp["throttle_events"] == 1 and cp["throttle_s"] == pytest.approx(2.0, abs=0.11)
     assert cp["peak_temp_c"] == 60.0
+
+
+def test_real_nvme_schema_power_state_model_and_throttle_signals(tmp_path):
+    from ckprof.collectors.nvme import SCHEMA as NVME
+    from ckprof.collectors.nvme_hwmon import SCHEMA as HWMON
+
+    s = Synth(tmp_path / "rec", duration_s=10)
+    busy = lambda t: (t > 4) & (t <= 6)  # noqa: E731
+    s.block("nvme0n1", lambda t: np.where(busy(t), 100 * MiB, 0.0))  # %util 100 while writing, else 0
+    nv, hw = [], []
+    for t, ts in zip(s.t_ns, s.t_s):
+        if round(ts * 10) % 10 == 0:  # SMART at 1 Hz
+            hot = ts >= 6
+            nv.append({"t_ns": int(t), "ctrl": "nvme0", "temp_c": 70.0 if hot else 50.0, "power_state": 0,
+                       "critical_warning": 0x02 if hot else 0, "data_units_written": int(ts),
+                       "thm_temp1_trans_count": 1 if ts >= 5 else 0, "thm_temp1_total_time_s": max(0, int(ts) - 5),
+                       "warning_temp_time_min": 0, "ocp_thermal_throttling_status": 1 if ts >= 5 else 0})
+        for sensor, off in (("temp1", 0.0), ("temp2", 5.0)):
+            hw.append({"t_ns": int(t), "ctrl": "nvme0", "sensor": sensor, "label": "Composite" if sensor == "temp1"
+                       else "Sensor 1", "temp_c": 50.0 + off + (20 if ts >= 6 else 0), "alarm": False})
+    s._add("nvme", NVME, nv)
+    s._add("nvme_hwmon", HWMON, hw)
+    s.checkpoint(4, 6, 200 * MiB, step=1)
+    table = [{"max_power_w": 8.0, "idle_power_w": 2.0, "active_power_w": 6.0}]
+    rec = ckprof.load(s.write(describe={"nvme": {"controllers": {"nvme0": {"devices": ["nvme0n1"],
+                                                                           "power_states": table}}}}))
+    an = analyze(rec)
+    (cp,) = an.report["checkpoints"]
+    ssd = cp["energy"]["ssd"]
+    # power-state table: idle 2 W + (6 − 2) W × %util; the save keeps the drive 100 % busy 4 s → 6 s
+    assert ssd["energy_j"] == pytest.approx(2 * 6.0, rel=0.05)
+    assert ssd["provenance"] == "estimated" and "power_state_table" in ssd["sources"][0]
+    assert an.report["run"]["idle_power_w_by_component"]["ssd"] == pytest.approx(2.0, rel=0.05)
+    # hwmon's two sensors are two series, not one zig-zag
+    assert {"nvme_hwmon/nvme0/temp1.temp_c", "nvme_hwmon/nvme0/temp2.temp_c"} <= set(cp["peak_temp_by_sensor_c"])
+    src = cp["throttle_by_source"]
+    assert src["nvme/nvme0.thm_temp1_trans_count"]["events"] == 1
+    assert src["nvme/nvme0.ocp_thermal_throttling_status"]["events"] == 1
+    onsets = {o["source"]: o["t_s"] for o in an.report["throttling"]["onsets"]}
+    assert onsets["nvme/nvme0.critical_warning"] == pytest.approx(6.0)

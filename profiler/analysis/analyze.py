@@ -75,7 +75,7 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         notes.append("no host Dirty/Writeback samples: whether a checkpoint was durable when it returned "
                      "could not be checked (only device write rates were used)")
 
-    sources = energy_sources(rec, tl)
+    sources = energy_sources(rec, tl, notes)
     first = min((w["start_ns"] for w in wins), default=None)
     idle_w, idle_note = idle_baseline(sources, tl.start_ns, first)
     if idle_note:

@@ -29,14 +29,21 @@ class EnergySource:
     values: np.ndarray
     scale: float  # counter units or power units → J or W
     width: int | None = None
+    cumulative: bool = False  # values are already a running sum of joules (no wrap)
+
+    @property
+    def is_counter(self) -> bool:
+        return self.method != "integrated power"
 
     @cached_property
     def cumulative_j(self) -> np.ndarray:
         """The counter unwrapped once (J since the first reading), for every window to read."""
+        if self.cumulative:
+            return np.asarray(self.values, dtype=float) * self.scale
         return J.unwrap_counter(self.values, self.width) * self.scale
 
     def energy_j(self, a: float, b: float) -> float:
-        if self.method == "energy counter":
+        if self.is_counter:
             return J.counter_energy_j(self.t_ns, self.cumulative_j, 1.0, a, b, width=None, unwrapped=True)
         return J.power_integral_j(self.t_ns, self.values * self.scale, a, b)
 
@@ -54,8 +61,8 @@ class EnergySource:
 
     def power_series(self) -> tuple[np.ndarray, np.ndarray]:
         """(t_ns, W): power readings, or the counter's rate between readings."""
-        if self.method == "energy counter":
-            e = J.unwrap_counter(self.values, self.width) * self.scale
+        if self.is_counter:
+            e = self.cumulative_j
             dt = np.diff(self.t_ns) / 1e9
             with np.errstate(divide="ignore", invalid="ignore"):
                 w = np.where(dt > 0, np.diff(e) / np.where(dt > 0, dt, 1), np.nan)
@@ -119,9 +126,57 @@ def _integrated(prov: str) -> str:
     return worst([prov, "derived"])
 
 
-def energy_sources(rec, tl) -> list[EnergySource]:
+class _WithBlock:
+    """A recording whose block samples are the analysis' binned busy-time counters (so that
+    ckprof.nvme_power's %util does not read a day of raw block rows again)."""
+
+    def __init__(self, rec, busy: pd.DataFrame | None):
+        self._rec, self._busy = rec, busy
+
+    def samples(self, collector: str, *a, **kw):
+        if collector == "block":
+            return self._busy if self._busy is not None else pd.DataFrame()
+        return self._rec.samples(collector, *a, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._rec, name)
+
+
+def ssd_sources(rec, tl, notes: list[str]) -> list[EnergySource] | None:
+    """SSD power per NVMe controller from ckprof.nvme_power (an imported trace, the drive's own
+    NVMe 2.1 measurement, else its power-state table × utilisation): None without the NVMe
+    collector. Each interval's power holds over it, so the energy is a running sum."""
+    desc = ((rec.meta.get("collectors") or {}).get("nvme") or {}).get("describe") or {}
+    if "nvme" not in rec.collectors or "controllers" not in desc:
+        return None
+    from ckprof.nvme_power import ssd_power
+
+    try:
+        p = ssd_power(_WithBlock(rec, tl.busy))
+    except Exception as e:  # a reading-side model must not take the report down
+        notes.append(f"SSD power not computed ({type(e).__name__}: {e})")
+        return []
+    out = []
+    for ctrl, g in p.groupby("ctrl"):
+        g = g[g["power_w"].notna()].sort_values("t_ns")
+        if g.empty:
+            continue
+        t = g["t_ns"].to_numpy(dtype=float)
+        t = np.concatenate([[t[0] - g["dt_s"].iloc[0] * 1e9], t])
+        cum = np.concatenate([[0.0], np.cumsum(g["energy_j"].to_numpy(dtype=float))])
+        prov = worst(x for x in g["provenance"] if x in _RANK)
+        srcs = ", ".join(sorted(set(g["power_source"])))
+        out.append(EnergySource("ssd", f"nvme/{ctrl}.power ({srcs})", _integrated(prov), "SSD power per interval",
+                                t, cum, 1.0, cumulative=True))
+    return out
+
+
+def energy_sources(rec, tl, notes: list[str] | None = None) -> list[EnergySource]:
     out: list[EnergySource] = []
     have_counter: set[tuple[str, str]] = set()
+    ssd = ssd_sources(rec, tl, notes if notes is not None else [])
+    if ssd is not None:
+        out += ssd
     for col in S.energy_counters(tl.columns):
         zones = _rapl_zones(rec, col.collector)
         for ent, df in S.load_column(rec, col, tl, "last").items():
@@ -140,6 +195,8 @@ def energy_sources(rec, tl) -> list[EnergySource]:
     for col in S.power_gauges(tl.columns):
         gauges.setdefault(col.collector, []).append(col)
     for coll, cols in gauges.items():
+        if coll == "nvme" and ssd is not None:
+            continue  # its ipm_w is in ckprof.nvme_power's answer already
         col = _power_column(cols)
         for ent, df in S.load_column(rec, col, tl, "mean").items():
             if (col.collector, ent) in have_counter:

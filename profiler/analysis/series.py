@@ -49,9 +49,10 @@ class Column:
     unit: str
     kind: str
     provenance: str
-    label: str | None  # the collector's label column (device, gpu, domain), if it has one
+    label: str | None  # the collector's first label column (device, gpu, zone, ctrl), if it has one
     component: str
     info: dict
+    labels: tuple = ()  # all its label columns but `error`: an entity may need more than the first
 
     @property
     def key(self) -> str:
@@ -66,14 +67,14 @@ def columns(rec) -> list[Column]:
         if coll not in present:
             continue
         cols = info.get("columns") or {}
-        labels = [n for n, c in cols.items() if c.get("kind") == "label" and n != "t_ns"]
+        labels = [n for n, c in cols.items() if c.get("kind") == "label" and n not in ("t_ns", "error")]
         label = labels[0] if labels else None
         comp = component_of(coll, info)
         for name, c in cols.items():
             if name == "t_ns" or c.get("kind") == "label":
                 continue
             out.append(Column(coll, name, c.get("unit", ""), c.get("kind", "gauge"),
-                              c.get("provenance", "measured"), label, comp, c))
+                              c.get("provenance", "measured"), label, comp, c, tuple(labels)))
     return out
 
 
@@ -98,12 +99,16 @@ def gpu_utilisation(cols: list[Column]) -> list[Column]:
 
 def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
     """SMART thermal-management counters, critical-warning bitfields, GPU clock-event reasons."""
-    thm = [c for c in cols if c.name.startswith("thm_") or c.name in ("warning_temp_time", "critical_comp_time")
-           or c.name.startswith(("warning_temp_time", "critical_comp_time"))]
-    warn = [c for c in cols if c.name.startswith("critical_warning")]
+    thm = [c for c in cols if c.kind == "counter" and (
+        c.name.startswith(("thm_", "warning_temp_time", "critical_comp_time")) or "thermal_throttling_events" in c.name)]
+    warn = [c for c in cols if c.name == "critical_warning" or (c.name.startswith("critical_warning") and c.unit == "bitmask")]
+    # a level or alarm that is non-zero while throttling: the OCP thermal throttling status, hwmon's
+    # temp*_alarm (the SMART critical-warning temperature bit, Documentation/hwmon/nvme.rst)
+    levels = [c for c in cols if c.component == "ssd" and c.kind != "counter" and (
+        "thermal_throttling_status" in c.name or (c.name == "alarm" and c.unit == "flag"))]
     reasons = [c for c in cols if c.component == "gpu" and c.unit == "bitmask"
                and ("reason" in c.name or "throttle" in c.name)]
-    return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons}
+    return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons, "levels": levels}
 
 
 def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
@@ -114,14 +119,15 @@ def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
     """
     from ckprof.analysis.binning import bin_reduce, split_codes
 
-    want = [col.name] + ([col.label] if col.label else [])
-    df = rec.samples(col.collector, columns=want)
+    labels = list(col.labels or ([col.label] if col.label else []))
+    df = rec.samples(col.collector, columns=[col.name, *labels])
     if df.empty or col.name not in df:
         return {}
     t = df["t_ns"].to_numpy()
     v = pd.to_numeric(df[col.name], errors="coerce").to_numpy(dtype=float)
-    if col.label and col.label in df:
-        lab = df[col.label].astype("category")
+    key = entity_key(df, [c for c in labels if c in df])
+    if key is not None:
+        lab = key.astype("category")
         names = [str(c) for c in lab.cat.categories]
         groups = zip(names, split_codes(lab.cat.codes.to_numpy(), len(names)))
     else:
@@ -133,6 +139,19 @@ def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
         tt, vals = bin_reduce(tt[ok], {"value": (vv[ok], agg)}, tl.start_ns, tl.bin_ns)
         out[ent] = pd.DataFrame({"t_ns": tt, "value": vals["value"].astype(float)})
     return out
+
+
+def entity_key(df: pd.DataFrame, labels: list[str]) -> pd.Series | None:
+    """One entity per value of the first label, refined by any other label that takes several
+    values within one of them (hwmon: a controller's sensors), not by one that does not
+    (RAPL: a zone's domain name)."""
+    if not labels:
+        return None
+    key = df[labels[0]].astype(str)
+    for extra in labels[1:]:
+        if df.groupby(key, observed=True)[extra].nunique().max() > 1:
+            key = key + "/" + df[extra].astype(str)
+    return key
 
 
 def series_name(col: Column, entity: str) -> str:

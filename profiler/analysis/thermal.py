@@ -36,7 +36,8 @@ class Signal:
 
     @cached_property
     def on(self) -> np.ndarray:
-        return (np.nan_to_num(self.values).astype(np.int64) & self.mask) != 0
+        v = np.nan_to_num(self.values).astype(np.int64)
+        return v != 0 if self.mask == -1 else (v & self.mask) != 0  # -1: any non-zero level
 
     @cached_property
     def deltas(self) -> np.ndarray:
@@ -75,7 +76,7 @@ def signals(rec, tl) -> list[Signal]:
     cols = S.throttle_columns(tl.columns)
     out = []
     for col in cols["smart_counters"]:
-        kind = "events" if "count" in col.name else "seconds"
+        kind = "events" if ("count" in col.name or "events" in col.name) else "seconds"
         for ent, df in S.load_column(rec, col, tl, "last").items():
             out.append(Signal(S.series_name(col, ent), kind, df["t_ns"].to_numpy(dtype=float),
                               df["value"].to_numpy(), _time_scale(col) if kind == "seconds" else 1.0,
@@ -85,6 +86,10 @@ def signals(rec, tl) -> list[Signal]:
             out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
                               df["value"].to_numpy(), mask=CRITICAL_WARNING_TEMPERATURE,
                               what="NVMe critical warning bit 1 (temperature)"))
+    for col in cols["levels"]:
+        for ent, df in S.load_column(rec, col, tl, "max").items():
+            out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
+                              df["value"].to_numpy(), mask=-1, what=f"{col.collector} {col.name}"))
     for col in cols["gpu_reasons"]:
         for ent, df in S.load_column(rec, col, tl, "or").items():
             out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),

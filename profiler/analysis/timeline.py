@@ -31,6 +31,7 @@ class Timeline:
     total: pd.DataFrame | None = None  # t_ns (bin end), write_bytes, write_bytes_per_s, read_bytes_per_s
     dirty: pd.DataFrame | None = None  # t_ns, dirty_wb_bytes
     columns: list = field(default_factory=list)  # series.Column of every collector
+    busy: pd.DataFrame | None = None  # t_ns, device, io_ticks_ms: the block counters' busy time, binned
     bin_ns: int = 0  # series are reduced to this resolution as they are read (0: as sampled)
 
     @property
@@ -114,7 +115,9 @@ def build(rec) -> Timeline:
     res_ns = int(res_s * 1e9)
     w_bytes = np.zeros(n_bins)
     r_bytes = np.zeros(n_bins)
+    busy = []
     for dev, raw in _block_by_device(rec, resample, tl.start_ns).items():
+        busy.append(raw[["t_ns", "device", "io_ticks_ms"]])
         df = block_rates(raw, resample_s=None, t0_ns=rec.start_ns)
         if df.empty:
             continue
@@ -127,6 +130,8 @@ def build(rec) -> Timeline:
         b = np.clip((mid - rec.start_ns) // res_ns, 0, n_bins - 1).astype(np.int64)
         np.add.at(w_bytes, b, df["write_bytes"].to_numpy())
         np.add.at(r_bytes, b, df["read_bytes"].to_numpy())
+    if busy:
+        tl.busy = pd.concat(busy, ignore_index=True)
     if tl.devices:
         last = max(int(np.ceil((df["t_ns"].max() - rec.start_ns) / res_ns)) for df in tl.devices.values())
         first = min(int((df["t_ns"].min() - rec.start_ns - 1) // res_ns) for df in tl.devices.values())
