@@ -1,0 +1,36 @@
+"""The report on the QEMU tier's recording (one boot, shared with test_qemu_nvme.py): the
+thermal warning raised in the guest is a throttle event, with its onset and temperature."""
+import pytest
+
+import ckprof
+from ckprof.analysis import analyze
+from ckprof.report import plots, render
+
+pytestmark = [pytest.mark.qemu, pytest.mark.slow, pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def an(qemu_recording):
+    return analyze(ckprof.load(qemu_recording["path"]))
+
+
+def test_thermal_warning_is_a_throttle_event_in_the_report(an, qemu_recording):
+    rec = ckprof.load(qemu_recording["path"])
+    ev = rec.events
+    raised = ev[(ev["event"] == "mark") & (ev["text"] == "thermal_warning_raised")].iloc[0]
+    t = an.report["throttling"]
+    assert t["seen"] is True, t
+    first = t["onsets"][0]
+    assert "temperature" in first["what"] or "alarm" in first["what"], first
+    raised_s = (int(raised["after_ns"]) - rec.start_ns) / 1e9
+    assert -1.0 <= first["t_s"] - raised_s <= 2.0, (first, raised_s)
+    assert first["temp_c"] == pytest.approx(49.85, abs=0.01)  # QEMU's constant 323 K
+    assert t["statement"].startswith("Thermal throttling began")
+
+
+def test_report_renders_the_qemu_recording(an):
+    rep = an.report
+    assert rep["recording"]["devices"] == ["nvme0n1"]
+    assert rep["run"]["peak_temp_c"] is None or rep["run"]["peak_temp_c"] == pytest.approx(49.85, abs=0.01)
+    html = render.to_html(rep, plots.all_plots(an))
+    assert "Thermal throttling began" in html and "data:image/png;base64," in html
