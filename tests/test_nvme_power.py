@@ -1,5 +1,6 @@
-"""SSD power from a recording: measured (NVMe 2.1 IPM) over estimated (power-state table), each
-interval saying which and from what. Recordings written with the real RecordingWriter."""
+"""SSD power from a recording: drive-measured (TP4199 IPM, then the Power Measurement log) over
+estimated (power-state table), each interval saying which and from what; energy_j's fallback to
+it. Recordings written with the real RecordingWriter."""
 import math
 
 import pytest
