@@ -4,9 +4,10 @@ One row per controller per poll, in the collector's own thread (the recorder giv
 one), each nvme-cli call bounded by a timeout (nvme_cli.NvmeCli). Stores what the drive says:
 cumulative counters as counters in the drive's own units (data units of 512,000 B, minutes,
 seconds), temperatures converted from Kelvin to °C, critical_warning raw and bit by bit. Power is
-stored only where the drive measures it (NVMe 2.1 Interval Power Measurement); estimates from the
-power-state table are made on the reading side (ckprof.nvme_power), with the utilisation of the
-block devices behind the controller.
+stored only where the drive measures it (TP4199, "NVMe 2.1" in the issue: the SMART log's Interval
+Power Measurement, and the Power Measurement log page 25h where the controller has it); estimates
+from the power-state table are made on the reading side (ckprof.nvme_power), with the utilisation
+of the block devices behind the controller.
 
 Field meanings: NVMe Base Specification 2.0, SMART / Health Information (Log 02h, Fig. 207);
 Identify Controller (Fig. 275/276); Power Management feature (FID 02h, Fig. 328).
@@ -21,13 +22,17 @@ import pyarrow as pa
 from ckprof.collectors.base import T_NS, Collector, Probe, col
 from ckprof.collectors.nvme_hwmon import NvmeHwmonCollector
 from ckprof.collectors.nvme_cli import INSTALL_HINT, NvmeCli, NvmeCliError
-from ckprof.collectors.nvme_parse import (CRITICAL_WARNING_BITS, DATA_UNIT_BYTES, ParseError,
-                                          critical_warning_bits, decode_ipm, kelvin_to_c,
-                                          parse_id_ctrl, parse_ocp_c0, parse_power_state,
+from ckprof.collectors.nvme_parse import (CRITICAL_WARNING_BITS, DATA_UNIT_BYTES, POWER_MEAS_FID,
+                                          POWER_MEAS_HEADER_LEN, POWER_MEAS_LID, ParseError,
+                                          critical_warning_bits, decode_ipm, decode_power_meas_feature,
+                                          kelvin_to_c, parse_feature_dword0, parse_id_ctrl,
+                                          parse_ocp_c0, parse_power_meas_log, parse_power_state,
                                           parse_smart_log)
 
 DU = f"data units ({DATA_UNIT_BYTES} B)"
 _SL = "nvme smart-log"
+_PM = "Power Measurement log 25h"
+_C0 = "OCP C0h"
 
 SCHEMA = pa.schema(
     [T_NS, col("ctrl", pa.string(), "", "label", doc="NVMe controller, e.g. nvme0"),
@@ -59,15 +64,32 @@ SCHEMA = pa.schema(
            doc=f"{_SL}: entries into host-controlled thermal management level 2 (heavy throttling)"),
        col("thm_temp1_total_time_s", pa.int64(), "s", "counter", doc=f"{_SL}: time in thermal management level 1"),
        col("thm_temp2_total_time_s", pa.int64(), "s", "counter", doc=f"{_SL}: time in thermal management level 2"),
-       col("ipm_w", pa.float64(), "W", doc=f"{_SL}: NVMe 2.1 Interval Power Measurement, measured by the drive"),
-       col("ipm_type", pa.int64(), "code", doc=f"{_SL}: NVMe 2.1 Interval Power Measurement type"),
-       col("olec_raw", pa.int64(), "raw (NVMe 2.1 OLEC)", "counter",
-           doc=f"{_SL}: NVMe 2.1 Operational Lifetime Energy Consumed, as reported; unit not verified on a drive"),
+       col("ipm_w", pa.float64(), "W",
+           doc=f"{_SL}: TP4199 Interval Power Measurement (bytes 243:240), the drive's power over its last interval (1 s)"),
+       col("ipm_type", pa.int64(), "code", doc=f"{_SL}: TP4199 Interval Power Measurement type"),
+       col("olec_raw", pa.int64(), "raw (Wh per secondary quotes of the spec)", "counter",
+           doc=f"{_SL}: TP4199 Operational Lifetime Energy Consumed (bytes 239:232), as reported; quoted as "
+               "watt-hours since manufacture, rounded up, 0 = not reported; not verified on a drive"),
        col("power_state", pa.int64(), "state", doc="nvme get-feature -f 2: current power state (PS 0..31)"),
        col("ocp_thermal_throttling_status", pa.int64(), "level",
            doc="OCP C0h byte 97: 0 unthrottled, 1..3 throttling level"),
        col("ocp_thermal_throttling_events", pa.int64(), "events", "counter", doc="OCP C0h byte 96"),
        col("ocp_power_state_changes", pa.int64(), "changes", "counter", doc="OCP C0h bytes 207:200"),
+       col("ocp_max_peak_power_capability_raw", pa.int64(), "raw (W per a third-party reading)",
+           doc=f"{_C0} bytes 261:260 (log version >= 5, else null), as reported"),
+       col("ocp_current_max_avg_power_raw", pa.int64(), "raw (W per a third-party reading)",
+           doc=f"{_C0} bytes 263:262 (log version >= 5, else null), as reported"),
+       col("ocp_lifetime_power_consumed_raw", pa.int64(), "raw (kWh per a third-party reading)", "counter",
+           doc=f"{_C0} bytes 269:264 (log version >= 5, else null), as reported"),
+       col("pm_avg_power_w", pa.float64(), "W",
+           doc=f"{_PM} AIPWR: mean of the drive's interval power measurements since measurement started"),
+       col("pm_max_power_w", pa.float64(), "W", doc=f"{_PM} MIPWR: the largest interval power measurement since start"),
+       col("pm_count", pa.int64(), "measurements", "counter",
+           doc=f"{_PM} PMC: interval power measurements since start (reset by a new start, see pm_generation)"),
+       col("pm_generation", pa.int64(), "code", doc=f"{_PM} PMGN: +1 at each Start Power Measurements (wraps at 255)"),
+       col("pm_enabled", pa.bool_(), "flag", doc=f"{_PM} PMA bit 0: power measurement enabled"),
+       col("pm_estimated", pa.bool_(), "flag", doc=f"{_PM} PMA bit 2: the drive says its power figures are estimated"),
+       col("pm_percent_error", pa.int64(), "%", doc=f"{_PM} IPWRPE: maximum error of a measurement; null: not reported"),
        col("error", pa.string(), "", "label", doc="why this controller's poll is incomplete, if it is")]
 )
 
@@ -83,6 +105,11 @@ _COUNTER_MAP = {  # ckprof column ← parse_smart_log field
     "thm_temp1_total_time_s": "thm_temp1_total_time", "thm_temp2_total_time_s": "thm_temp2_total_time",
     "olec_raw": "op_lifetime_energy_consumed",
 }
+_OCP_COLUMNS = ("ocp_thermal_throttling_status", "ocp_thermal_throttling_events", "ocp_power_state_changes",
+                "ocp_max_peak_power_capability_raw", "ocp_current_max_avg_power_raw",
+                "ocp_lifetime_power_consumed_raw")
+_PM_COLUMNS = ("pm_avg_power_w", "pm_max_power_w", "pm_count", "pm_generation", "pm_enabled",
+               "pm_estimated", "pm_percent_error")
 _INT64_MAX = 2**63 - 1
 
 
@@ -113,6 +140,7 @@ class NvmeSmartCollector(Collector):
         self.dev_root = dev_root
         self._describe: dict | None = None
         self._ocp: set[str] = set()
+        self._pm: set[str] = set()  # controllers whose Power Measurement log is read every poll
         self._failed: dict[str, str] = {}
         self._no_power_state: dict[str, str] = {}  # ctrl → why get-feature -f 2 is not polled
         self._last: dict[str, dict] = {}  # ctrl → last power_state / critical_warning seen
@@ -171,11 +199,38 @@ class NvmeSmartCollector(Collector):
             except (NvmeCliError, ParseError) as e:
                 info["ocp_c0"] = False
                 info["ocp_c0_detail"] = str(e)
+            self._describe_power_measurement(ctrl, info)
             ctrls[ctrl] = info
         self._describe = {"controllers": ctrls, "skipped": dict(self._failed),
                           "data_unit_bytes": DATA_UNIT_BYTES, "nvme_cli": self.cli.path(),
                           "timeout_s": self.cli.timeout_s}
         return self._describe
+
+    def read_power_meas(self, ctrl: str) -> dict:
+        """The Power Measurement log's 64-byte header (the histogram is not needed for power)."""
+        return parse_power_meas_log(self.cli.run(
+            "get-log", self._dev(ctrl), f"--log-id={POWER_MEAS_LID:#04x}", f"--log-len={POWER_MEAS_HEADER_LEN}",
+            "-b", binary=True))
+
+    def _describe_power_measurement(self, ctrl: str, info: dict) -> None:
+        """Whether to read the Power Measurement log: asked of id-ctrl (CTRATT bit 21, PMS); where
+        id-ctrl does not say, tried once. A drive without it is said here, once, never an error."""
+        if info.get("power_measurement_support") is False:
+            info["power_measurement"] = "not supported (id-ctrl CTRATT bit 21 PMS is 0)"
+            return
+        try:
+            pm = self.read_power_meas(ctrl)
+        except (NvmeCliError, ParseError) as e:
+            info["power_measurement"] = f"unavailable: {e}"
+            return
+        self._pm.add(ctrl)
+        info["power_measurement"] = "log 25h read every poll"
+        info["power_measurement_log"] = {k: v for k, v in pm.items() if k != "pm_histogram"}
+        try:  # the feature says how measurement was set up (Action, type, stop time); once per run
+            dw0 = parse_feature_dword0(self.cli.run("get-feature", self._dev(ctrl), "-f", f"{POWER_MEAS_FID:#04x}"))
+            info["power_measurement_feature"] = decode_power_meas_feature(dw0)
+        except (NvmeCliError, ParseError) as e:
+            info["power_measurement_feature"] = f"unavailable: {e}"
 
     def sample(self, t_ns: int) -> list[dict]:
         rows, errors = [], []
@@ -200,11 +255,18 @@ class NvmeSmartCollector(Collector):
                 try:
                     ocp = parse_ocp_c0(self.cli.run("get-log", self._dev(ctrl), "--log-id=0xc0",
                                                     "--log-len=512", "-b", binary=True))
-                    row["ocp_thermal_throttling_status"] = ocp["ocp_thermal_throttling_status"]
-                    row["ocp_thermal_throttling_events"] = ocp["ocp_thermal_throttling_events"]
-                    row["ocp_power_state_changes"] = ocp["ocp_power_state_changes"]
+                    row.update({c: ocp[c] for c in _OCP_COLUMNS})
                 except (NvmeCliError, ParseError) as e:
                     problems.append(f"OCP C0h: {e}")
+            if ctrl in self._pm:
+                try:
+                    pm = self.read_power_meas(ctrl)
+                    row.update({c: pm[c] for c in _PM_COLUMNS})
+                except (NvmeCliError, ParseError) as e:
+                    problems.append(f"power measurement log: {e}")
+                    if getattr(e, "kind", "unparseable") != "timeout":  # it worked at start: say once, stop
+                        self._pm.discard(ctrl)
+                        self.describe()["controllers"][ctrl]["power_measurement"] = f"stopped: {e}"
             row["error"] = "; ".join(problems) or None
             self._note_changes(ctrl, row)
             rows.append(row)

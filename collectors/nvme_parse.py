@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 
 # Composite temperature and sensors are in Kelvin (NVMe Base 2.0, Fig. 207, bytes 2:1, 201:200...).
 KELVIN_OFFSET = 273.15
@@ -63,7 +64,8 @@ ALIASES = {
                              "thermal_management_t1_total_time"),
     "thm_temp2_total_time": ("thm_temp2_total_time", "thermal_mgmt_temp2_total_time",
                              "thermal_management_t2_total_time"),
-    # NVMe 2.1 additions to the SMART log (bytes 239:232 and 243:240), printed by nvme-cli >= 2.11.
+    # TP4199 additions to the SMART log (bytes 239:232 and 243:240; "NVMe 2.1" in the issue, NVMe
+    # Base 2.3 in libnvme), printed by nvme-cli >= 2.11.
     "op_lifetime_energy_consumed": ("op_lifetime_energy_consumed", "olec",
                                     "operational_lifetime_energy_consumed"),
     "interval_power_measurement": ("interval_power_measurement", "ipm"),
@@ -203,25 +205,37 @@ def critical_warning_bits(cw) -> dict:
     return {name: bool(cw >> bit & 1) for bit, name in CRITICAL_WARNING_BITS.items()}
 
 
-# Power scales of a power state descriptor's idle/active power and of the NVMe 2.1 Interval Power
-# Measurement: 00b not reported, 01b 0.0001 W, 10b 0.01 W (NVMe Base 2.0, Fig. 276, IPS/APS).
+CTRATT_PMS_BIT = 21
+
+# Power scales of a power state descriptor's idle/active power and of the TP4199 power fields
+# (Interval Power Measurement, Power Measurement log): 00b not reported, 01b 0.0001 W, 10b 0.01 W (NVMe Base 2.0, Fig. 276, IPS/APS).
 POWER_SCALE_W = {0: None, 1: 0.0001, 2: 0.01}
 
 
-def decode_ipm(raw):
-    """NVMe 2.1 SMART log bytes 243:240, Interval Power Measurement → (watts, type) or (None, None).
+def decode_power_value(raw: int):
+    """A 32-bit power field → watts, or None when its scale says "not reported".
 
-    Layout as nvme-cli 2.11+ decodes it (NVMe Base 2.1, Fig. 207): bits 15:0 the power value,
+    Bits 15:0 Power Value (PWRV), bits 17:16 Power Scale (PWRS, same codes as a power state
+    descriptor's IPS/APS: POWER_SCALE_W). Used by the SMART log's Interval Power Measurement and the
+    Power Measurement log's AIPWR / MIPWR and histogram thresholds (layout as libnvme's
+    `struct nvme_power_meas_log` and nvme-cli's stdout_power_and_scale_str decode them).
+    """
+    w = POWER_SCALE_W.get((raw >> 16) & 0x3)
+    return None if w is None else round((raw & 0xFFFF) * w, 4)
+
+
+def decode_ipm(raw):
+    """SMART log bytes 243:240, Interval Power Measurement → (watts, type) or (None, None).
+
+    Added to the SMART / Health log by NVMe TP4199 (the power measurement additions that libnvme
+    files under NVMe Base 2.3; the issue calls them "NVMe 2.1"): the drive's average power over
+    the most recent interval (1 s). Layout as nvme-cli 2.11+ decodes it: bits 15:0 the power value,
     bits 17:16 its scale (POWER_SCALE_W), bits 25:20 the measurement type.
     """
     raw = parse_number(raw)
     if not raw:
         return None, None
-    value, scale, kind = raw & 0xFFFF, (raw >> 16) & 0x3, (raw >> 20) & 0x3F
-    w = POWER_SCALE_W.get(scale)
-    if w is None:
-        return None, kind
-    return round(value * w, 4), kind
+    return decode_power_value(raw), (raw >> 20) & 0x3F
 
 
 def _psd(p: dict) -> dict:
@@ -265,6 +279,10 @@ def parse_id_ctrl(text_or_obj) -> dict:
         out[f"{k}_k"] = kv
         out[f"{k}_c"] = kelvin_to_c(kv)
     out["hctma"] = parse_number(obj.get("hctma"))
+    # CTRATT bit 21 PMS, Power Measurement Support (TP4199; libnvme NVME_CTRL_CTRATT_PMS_SHIFT = 21):
+    # True / False, or None when this nvme-cli does not print ctratt (then ckprof tries once).
+    ctratt = parse_number(obj.get("ctratt"))
+    out["power_measurement_support"] = None if ctratt is None else bool(ctratt >> CTRATT_PMS_BIT & 1)
     out["power_states"] = [_psd(p) for p in obj.get("psds") or []]
     return out
 
@@ -318,8 +336,12 @@ _OCP_FIELDS = {
     "ocp_power_state_changes": (200, 8),             # bytes 207:200 (2.0): power state change count
     "ocp_log_page_version": (494, 2),                # bytes 495:494
 }
-# Power fields nvme-cli's OCP plugin reads beyond 2.5's layout (bytes 269:260, newer OCP drafts):
-# kept raw, with the unit the layout names; ckprof does not turn them into W without a drive to check.
+# Power fields from OCP C0h log page version 5 on (OCP 2.5: SMART-46/47/48; offsets and the minimum
+# version as nvme-cli's OCP tests transcribe the spec's C0h table: 261:260 Max Peak Power Capability,
+# 263:262 Current Max Average Power, 269:264 Lifetime Power Consumed). Earlier versions reserve
+# these bytes, so they are None there. Kept raw: a third-party reading of the table gives W, W and
+# kWh, which ckprof has not checked against the OCP text or a drive.
+OCP_POWER_MIN_VERSION = 5
 _OCP_POWER_FIELDS = {
     "ocp_max_peak_power_capability_raw": (260, 2),
     "ocp_current_max_avg_power_raw": (262, 2),
@@ -333,9 +355,10 @@ def parse_ocp_c0(data: bytes) -> dict:
         raise ParseError(f"OCP C0h log is {OCP_C0_LEN} bytes, got {len(data)}")
     if data[496:512] != OCP_C0_GUID:
         raise ParseError("not an OCP SMART extended log (log page GUID differs)")
-    out = {}
-    for name, (off, n) in {**_OCP_FIELDS, **_OCP_POWER_FIELDS}.items():
-        out[name] = int.from_bytes(data[off:off + n], "little")
+    out = {name: int.from_bytes(data[off:off + n], "little") for name, (off, n) in _OCP_FIELDS.items()}
+    new_enough = out["ocp_log_page_version"] >= OCP_POWER_MIN_VERSION
+    for name, (off, n) in _OCP_POWER_FIELDS.items():
+        out[name] = int.from_bytes(data[off:off + n], "little") if new_enough else None
     return out
 
 
@@ -349,3 +372,64 @@ def build_ocp_c0(**fields) -> bytes:
     buf[496:512] = OCP_C0_GUID
     return bytes(buf)
 
+
+
+# Power Measurement (TP4199: libnvme's NVMe Base 2.3 definitions; the issue calls it "NVMe 2.1").
+# Log page: Log Identifier 25h, `struct nvme_power_meas_log` in libnvme's nvme-types-base.h, little
+# endian, a 64-byte header then NPHD Power Histogram Descriptors of PHDS bytes, then VSS vendor bytes.
+# Feature: Feature Identifier 25h, Dword 0 bits 3:0 Action (1h = Start Power Measurements),
+# bits 7:4 Power Measurement Type Select, bits 31:16 Stop Measurement Time (minutes).
+POWER_MEAS_LID = 0x25
+POWER_MEAS_FID = 0x25
+POWER_MEAS_HEADER_LEN = 64
+_PM_HEADER = struct.Struct("<BBHIIHH8sHHHHI4sII8sB7s")  # the 64-byte header, field by field
+assert _PM_HEADER.size == POWER_MEAS_HEADER_LEN
+
+
+def parse_power_meas_log(data: bytes) -> dict:
+    """Power Measurement log (LID 25h) bytes → fields; ParseError when it is too short to be one.
+
+    Header offsets: 0 VER, 1 PMGN generation (rolls over FFh→0h, +1 at each Start), 3:2 PMA
+    attributes (bit 0 PME measurement enabled, 1 NCPDF non-contiguous data, 2 EPF the power is
+    estimated, 3 MIPWRTS, 4 PHDO histogram overflow, 15:12 PMT type), 7:4 SZE log size,
+    11:8 PMC number of interval power measurements since Start (does not wrap), 13:12 NPHD,
+    15:14 SMTR minutes left, 23:16 SMTS, 25:24 PHDS, 27:26 PHBS bin size mW (250), 29:28 NPHDS,
+    31:30 VSS, 35:32 PHDOC overflow count, 43:40 AIPWR average interval power, 47:44 MIPWR maximum
+    interval power, 55:48 MIPWRT, 56 IPWRPE percent error (255: not reported).
+    """
+    if len(data) < POWER_MEAS_HEADER_LEN:
+        raise ParseError(f"Power Measurement log header is {POWER_MEAS_HEADER_LEN} bytes, got {len(data)}")
+    (ver, pmgn, pma, sze, pmc, nphd, smtr, _smts, phds, phbs, nphds, vss, phdoc, _r36,
+     aipwr, mipwr, _mipwrt, ipwrpe, _r57) = _PM_HEADER.unpack_from(data)
+    out = {"pm_version": ver, "pm_generation": pmgn, "pm_attributes": pma,
+           "pm_enabled": bool(pma & 1), "pm_non_contiguous": bool(pma >> 1 & 1),
+           "pm_estimated": bool(pma >> 2 & 1), "pm_histogram_overflowed": bool(pma >> 4 & 1),
+           "pm_type": pma >> 12 & 0xF, "pm_log_size": sze, "pm_count": pmc,
+           "pm_stop_time_remaining_min": smtr, "pm_histogram_bin_mw": phbs,
+           "pm_histogram_overflow_count": phdoc,
+           "pm_avg_power_w": decode_power_value(aipwr), "pm_max_power_w": decode_power_value(mipwr),
+           "pm_percent_error": None if ipwrpe == 255 else ipwrpe}
+    hist = []
+    size = phds or 8  # a descriptor is PHBC (u32 count) then PHBLT (u32 lower threshold, PWRS/PWRV)
+    for i in range(nphd):
+        off = POWER_MEAS_HEADER_LEN + i * size
+        if off + 8 > len(data):
+            break  # the caller read the header only; the histogram is not needed for power
+        count, lower = struct.unpack_from("<II", data, off)
+        hist.append({"count": count, "lower_w": decode_power_value(lower)})
+    out["pm_histogram"] = hist
+    return out
+
+
+def parse_feature_dword0(text: str) -> int:
+    """`nvme get-feature -f FID` text → the feature's Dword 0 ("Current value:%08x", hexadecimal)."""
+    m = re.search(r"Current value\s*:\s*(?:0x)?([0-9a-fA-F]+)", text, re.I)
+    if not m:
+        raise ParseError(f"no 'Current value' in get-feature output: {text.strip()[:60]!r}")
+    return int(m.group(1), 16)
+
+
+def decode_power_meas_feature(dw0: int) -> dict:
+    """Power Measurement feature (FID 25h) Dword 0 → action, type select, stop time."""
+    return {"action": dw0 & 0xF, "type_select": dw0 >> 4 & 0xF,
+            "stop_time_min": dw0 >> 16 & 0xFFFF, "dword0": dw0}

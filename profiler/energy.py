@@ -11,10 +11,13 @@ power readings are integrated with the trapezoid rule. Provenance of the result:
   derived    some part was integrated from measured power readings
   estimated  some part came from an estimate (e.g. NVMe power from the power-state table)
 Components: 'gpu' (all GPUs) or 'gpu0', 'gpu1'…; 'cpu' (RAPL packages), 'dram', 'core',
-'uncore', 'psys'; 'node' (IPMI); any NAME with an imported series samples/power_NAME.
+'uncore', 'psys'; 'node' (IPMI); any NAME with an imported series samples/power_NAME; an NVMe
+controller 'nvme0'… without one: ckprof.nvme_power's per-interval SSD power (drive-measured where
+the drive measures, else estimated from its power-state table).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,6 +179,27 @@ def _series_parts(rec, collector: str, start_ns, end_ns) -> list:
     return [(j, cov, prov, "trapezoid", f"{collector} power_w")]
 
 
+def _ssd_parts(rec, ctrl: str, start_ns, end_ns) -> list:
+    """An NVMe controller without an imported trace: ckprof.nvme_power's intervals (constant power
+    over each poll interval), clipped to the window; provenance the weakest of those used."""
+    from ckprof.nvme_power import ssd_power  # nvme_power imports this module
+    p = ssd_power(rec)
+    p = p[(p["ctrl"] == ctrl) & p["provenance"].isin(list(RANK)) & p["power_w"].notna()] if not p.empty else p
+    if p.empty:
+        return []
+    hi = p["t_ns"].to_numpy(dtype=float)
+    lo = hi - p["dt_s"].to_numpy(dtype=float) * 1e9
+    overlap_s = np.clip(np.minimum(hi, end_ns) - np.maximum(lo, start_ns), 0, None) / 1e9
+    used = overlap_s > 0
+    if end_ns <= start_ns or not used.any():
+        return [(float("nan"), 0.0, max(p["provenance"], key=RANK.__getitem__), "interval",
+                 f"{ctrl} ssd_power")]
+    provs, srcs = p["provenance"][used], sorted(set(p["power_source"][used]))
+    j = float((p["power_w"].to_numpy(dtype=float) * overlap_s)[used].sum())
+    return [(j, float(overlap_s.sum() * 1e9 / (end_ns - start_ns)), max(provs, key=RANK.__getitem__),
+             "interval", f"{ctrl} ssd_power ({', '.join(srcs)})")]
+
+
 def components(rec) -> list[str]:
     """The components energy_j can answer for in this recording."""
     out = []
@@ -189,6 +213,8 @@ def components(rec) -> list[str]:
     if "ipmi" in names:
         out.append("node")
     out += [n[len("power_"):] for n in names if n.startswith("power_")]
+    if "nvme" in names:
+        out += [c for c in sorted(rec.samples("nvme")["ctrl"].dropna().unique()) if c not in out]
     return out
 
 
@@ -206,6 +232,8 @@ def energy_j(rec, component: str, start_ns: int, end_ns: int, baseline_w: float 
         parts = _series_parts(rec, "ipmi", start_ns, end_ns)
     else:
         parts = _series_parts(rec, f"power_{component}", start_ns, end_ns)
+        if not parts and re.fullmatch(r"nvme\d+", component):
+            parts = _ssd_parts(rec, component, start_ns, end_ns)
     if not parts:
         raise UsageError(f"no power or energy readings for {component!r} in {rec.path}",
                          hint=f"components here: {', '.join(components(rec)) or 'none'}")

@@ -5,8 +5,16 @@ Per interval between two NVMe SMART samples, in order of preference:
   0. measured  `external:power_<ctrl>`: a lab power analyzer's trace imported with
      `ckprof import-power REC trace.csv --device nvme0` (samples/power_nvme0), integrated over
      the interval (ckprof.energy.integrate_power) where it covers it;
-  1. measured  `nvme:interval_power_measurement`: the drive's own NVMe 2.1 Interval Power
-     Measurement (SMART log bytes 243:240), stored by the collector as `ipm_w`;
+  1. measured  `nvme:interval_power_measurement`: the drive's own Interval Power Measurement
+     (TP4199, "NVMe 2.1" in the issue; SMART log bytes 243:240, its last 1 s), stored as `ipm_w`;
+  1b. derived  `nvme:power_measurement_log`: the drive's Power Measurement log (LID 25h) gives the
+     mean (AIPWR, `pm_avg_power_w`) and number (PMC, `pm_count`) of its interval measurements since
+     measurement started, so the mean over the measurements that fell in this interval is
+     (A₂·N₂ − A₁·N₁) / (N₂ − N₁), within one generation (`pm_generation`) only. AIPWR is rounded
+     to its scale (0.01 W or 0.0001 W), so one interval's figure can be off by up to
+     scale × N₂ / (N₂ − N₁); summed over a window the roundings telescope away, so energies over
+     many polls are good where single intervals are not. 'estimated' where the drive sets its
+     Estimated Power Flag (`pm_estimated`);
   2. estimated `power_state_table:idle_active_util`: when the current power state's descriptor
      gives Idle Power and Active Power (NVMe Base 2.0, Fig. 276 IDLP/ACTP), idle + (active − idle)
      × the device utilisation in the interval (Δio_ticks / Δt of the block devices behind the
@@ -32,7 +40,7 @@ COLUMNS = {
     "energy_j": {"unit": "J", "provenance": "see column provenance", "doc": "power_w × dt_s"},
     "util_pct": {"unit": "%", "provenance": "derived", "doc": "busiest block device behind the controller"},
     "dt_s": {"unit": "s", "provenance": "derived", "doc": "interval length"},
-    "provenance": {"unit": "", "provenance": "", "doc": "measured | estimated"},
+    "provenance": {"unit": "", "provenance": "", "doc": "measured | derived | estimated"},
     "power_source": {"unit": "", "provenance": "", "doc": "where power_w comes from"},
 }
 
@@ -52,6 +60,21 @@ def _util_at(block: pd.DataFrame, devices: list[str], t_ns: np.ndarray) -> np.nd
         cur = out[1:]
         out[1:] = np.where(np.isnan(cur), util, np.fmax(cur, util))
     return out
+
+
+def _pm_interval(g: pd.DataFrame, i: int):
+    """(W, provenance) over rows i-1..i from the Power Measurement log's running mean, or None."""
+    if "pm_count" not in g or "pm_avg_power_w" not in g:
+        return None
+    n0, n1 = g.at[i - 1, "pm_count"], g.at[i, "pm_count"]
+    a0, a1 = g.at[i - 1, "pm_avg_power_w"], g.at[i, "pm_avg_power_w"]
+    if pd.isna(n0) or pd.isna(n1) or pd.isna(a0) or pd.isna(a1) or not n1 > n0:
+        return None  # nothing measured in between, or a new Start reset the count
+    if g.at[i - 1, "pm_generation"] != g.at[i, "pm_generation"]:
+        return None
+    w = (float(a1) * float(n1) - float(a0) * float(n0)) / (float(n1) - float(n0))
+    est = g.at[i, "pm_estimated"] if "pm_estimated" in g else None
+    return w, "estimated" if (pd.notna(est) and bool(est)) else "derived"
 
 
 def ssd_power(rec) -> pd.DataFrame:
@@ -84,12 +107,15 @@ def ssd_power(rec) -> pd.DataFrame:
             psd = table[int(ps)] if pd.notna(ps) and 0 <= int(ps) < len(table) else None
             upper = psd["max_power_w"] if psd else np.nan
             ipm = g.at[i, "ipm_w"] if "ipm_w" in g else np.nan
+            pm = _pm_interval(g, i)
             ext_j, cover = (integrate_power(ext["t_ns"], ext["power_w"], int(t[i - 1]), int(t[i]))
                             if not ext.empty else (np.nan, 0.0))
             if cover >= EXTERNAL_MIN_COVERAGE:
                 p, prov, src = ext_j / ((t[i] - t[i - 1]) / 1e9), "measured", f"external:power_{ctrl}"
             elif pd.notna(ipm):
                 p, prov, src = float(ipm), "measured", "nvme:interval_power_measurement"
+            elif pm is not None:
+                p, prov, src = pm[0], pm[1], "nvme:power_measurement_log"
             elif psd and psd.get("idle_power_w") is not None and psd.get("active_power_w") is not None \
                     and not np.isnan(util[i]):
                 idle, active = psd["idle_power_w"], psd["active_power_w"]
@@ -115,7 +141,7 @@ def ssd_power(rec) -> pd.DataFrame:
 
 def ssd_energy_j(rec, start_ns: int | None = None, end_ns: int | None = None) -> pd.DataFrame:
     """Energy per controller between two times (whole intervals whose end falls inside), with the
-    provenance of every interval that went into it ('measured', 'estimated' or 'mixed')."""
+    provenance of every interval that went into it ('measured', 'derived', 'estimated' or 'mixed')."""
     p = ssd_power(rec)
     if p.empty:
         return pd.DataFrame(columns=["ctrl", "energy_j", "seconds", "provenance", "power_source"])

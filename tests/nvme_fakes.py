@@ -42,6 +42,19 @@ def fake_nvme(directory, mode="good", overrides=None, name="nvme"):
     return path
 
 
+def by_args(cases, default='echo "fake nvme: unexpected $*" >&2; exit 1', calls=None):
+    """A subcommand body that picks by its arguments: {"--log-id=0x25": 'cat "pm.bin"', ...}
+    (substring of "$*", first match wins). With `calls`, each call's arguments are appended to
+    that file, so a test can count what was asked."""
+    lines = [f'echo "$*" >> "{calls}";'] if calls else []
+    lines.append('case "$*" in')
+    for needle, body in cases.items():
+        lines.append(f"    *'{needle}'*) {body} ;;")
+    lines.append(f"    *) {default} ;;")
+    lines.append("  esac")
+    return " ".join(lines)
+
+
 def write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:

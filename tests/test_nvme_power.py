@@ -1,5 +1,8 @@
-"""SSD power from a recording: measured (NVMe 2.1 IPM) over estimated (power-state table), each
-interval saying which and from what. Recordings written with the real RecordingWriter."""
+"""SSD power from a recording: drive-measured (TP4199 IPM, then the Power Measurement log) over
+estimated (power-state table), each interval saying which and from what; energy_j's fallback to
+it. Recordings written with the real RecordingWriter."""
+import math
+
 import pytest
 
 import ckprof
@@ -102,3 +105,62 @@ def test_imported_external_trace_beats_everything(tmp_path):
     assert p["power_source"].tolist() == ["external:power_nvme0", "nvme:interval_power_measurement"]
     assert p["power_w"].tolist() == pytest.approx([5.0, 6.5])
     assert set(p["provenance"]) == {"measured"}
+
+
+def pm_row(t_s, ps, count, sum_w, gen=7, estimated=False, ipm=None):
+    """A poll with the Power Measurement log's running mean: sum_w = AIPWR × PMC."""
+    return {**nvme_row(t_s, ps, ipm), "pm_count": count, "pm_avg_power_w": sum_w / count if count else None,
+            "pm_generation": gen, "pm_enabled": True, "pm_estimated": estimated}
+
+
+def pm_recording(tmp_path):
+    # 1 measurement of 6 W in (0, 1], 2 of 7 W in (1, 2], none in (2, 3], then a new Start (gen 8)
+    rows = [pm_row(0, 0, 100, 500.0), pm_row(1, 0, 101, 506.0), pm_row(2, 0, 103, 520.0),
+            pm_row(3, 0, 103, 520.0), pm_row(4, 0, 2, 9.0, gen=8)]
+    return recording(tmp_path, rows, [block_row(t, 0) for t in range(5)],
+                     read("spec", "id-ctrl.nvmecli2-scales.json"))
+
+
+def test_power_measurement_log_running_mean_per_interval(tmp_path):
+    p = ssd_power(pm_recording(tmp_path))
+    assert p["power_source"].tolist() == ["nvme:power_measurement_log"] * 2 + \
+        ["power_state_table:idle_active_util"] * 2   # no new measurement; a new generation
+    assert p["power_w"].tolist()[:2] == pytest.approx([6.0, 7.0])
+    assert p["provenance"].tolist() == ["derived", "derived", "estimated", "estimated"]
+
+
+def test_power_measurement_log_estimated_flag_and_ipm_first(tmp_path):
+    rows = [pm_row(0, 0, 10, 50.0), pm_row(1, 0, 11, 56.0, estimated=True),
+            pm_row(2, 0, 12, 63.0, ipm=6.5)]
+    p = ssd_power(recording(tmp_path, rows, [], read("spec", "id-ctrl.nvmecli2-scales.json")))
+    assert p["provenance"].tolist() == ["estimated", "measured"]
+    assert p["power_source"].tolist() == ["nvme:power_measurement_log", "nvme:interval_power_measurement"]
+    assert p["power_w"].tolist() == pytest.approx([6.0, 6.5])
+
+
+def test_energy_j_falls_back_to_ssd_power_without_a_trace(tmp_path):
+    from ckprof.energy import components, energy_j
+
+    rec = pm_recording(tmp_path)
+    assert "nvme0" in components(rec)
+    e = energy_j(rec, "nvme0", 0, 2 * S)
+    assert e.joules == pytest.approx(13.0) and e.provenance == "derived" and e.method == "interval"
+    assert e.coverage == pytest.approx(1.0) and "nvme:power_measurement_log" in e.sources[0]
+    half = energy_j(rec, "nvme0", S // 2, 3 * S // 2)       # half of each of the first two intervals
+    assert half.joules == pytest.approx(0.5 * 6 + 0.5 * 7)
+    assert energy_j(rec, "nvme0", 0, 4 * S).provenance == "estimated"   # the weakest part says it
+    late = energy_j(rec, "nvme0", 10 * S, 11 * S)                       # after the last poll
+    assert math.isnan(late.joules) and late.coverage == 0.0
+
+
+def test_energy_j_prefers_an_imported_trace(tmp_path):
+    from ckprof.energy import energy_j
+    from ckprof.import_power import POWER_SCHEMA
+
+    rec = pm_recording(tmp_path)
+    w = RecordingWriter(rec.path)
+    w.add_collector("power_nvme0", POWER_SCHEMA)
+    w.append("power_nvme0", [{"t_ns": x * S, "power_w": 4.0, "wall_ns": 0} for x in range(0, 5)])
+    w.flush()
+    e = energy_j(ckprof.load(rec.path), "nvme0", 0, 2 * S)
+    assert e.joules == pytest.approx(8.0) and e.method == "trapezoid" and e.sources == ("power_nvme0 power_w",)
