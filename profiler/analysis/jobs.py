@@ -112,7 +112,7 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
         "kind": kind, "step": step, "hosts": len(per_host),
         "missing_hosts": [h for h in all_hosts if h not in per_host],
         "unfinished_hosts": [h for h in per_host if h not in timed],
-        "ranks": sum(len(n["ranks"]) for n in per_host.values()),
+        "ranks": sum(n["windows"] for n in per_host.values()),  # one window per rank (as Job.checkpoint_summary)
         "start_wall_ns": min(starts), "stall_s": stall,
         "slowest_host": slowest, "slowest_host_s": timed[slowest]["seconds"] if slowest else None,
         "fastest_host_s": fastest_s,
