@@ -9,8 +9,8 @@ Rules (docs/report-format.md, `job`):
 - a checkpoint is (kind, step); windows without a step (inferred ones) are matched by their order
   on each host;
 - a node's time for it: its first window's start → its last window's end of the save call;
-- the job's stall: first start anywhere → last end anywhere (MLPerf's rule: the slowest rank sets
-  the time); the spread: the slowest node's time − the fastest node's;
+- the job's stall: first start anywhere → last end anywhere (training goes on when the last rank
+  is done: the slowest sets the time); the spread: the slowest node's time − the fastest node's;
 - a node's device figures and joules: over its first start → its last durable end (else call end);
 - the slowest device: on the slowest node, among the devices carrying at least
   SLOW_DEVICE_MIN_SHARE of that node's bytes in the checkpoint's direction, the one with the
@@ -205,8 +205,11 @@ def analyze_job(job, **kw) -> JobAnalysis:
 
 
 def _left_out_dirs(job) -> list[str]:
-    """Host directories the job reader could not read (named in its problems as 'host=X: left out')."""
-    return [p.split(":", 1)[0][len("host="):] for p in job.problems if p.startswith("host=") and ": left out" in p]
+    """Host directories the job reader could not read (it names each in its problems)."""
+    from ckprof.job import HOST_PREFIX
+
+    names = sorted(n[len(HOST_PREFIX):] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
+    return [n for n in names if n not in job.hosts]
 
 
 JOB_FIELDS = {
