@@ -34,7 +34,7 @@ SLOW_DEVICE_MIN_SHARE = 0.10
 @dataclass
 class JobAnalysis:
     report: dict
-    hosts: dict[str, Analysis] = field(default_factory=dict)
+    hosts: dict[str, Analysis] = field(default_factory=dict)  # whole analyses kept: the first few hosts
 
 
 def _wall_ns(rec, tl, t_s: float | None) -> float | None:
@@ -138,27 +138,37 @@ def _analyse_host(name, rec, kw):
         return f"host={name}: left out: could not analyse its recording ({type(e).__name__}: {e})"
 
 
-def analyze_job(job, **kw) -> JobAnalysis:
-    """`job`: a ckprof.job.Job; `kw` as analysis.analyze takes (mtbf_s, gpus, windows_from)."""
+def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
+    """`job`: a ckprof.job.Job; `kw` as analysis.analyze takes (mtbf_s, gpus, windows_from).
+
+    Hosts are analysed one at a time; only the first `keep_analyses` keep their whole Analysis
+    (timelines, for the HTML's plots), so memory follows one host, not the job.
+    """
     notes = list(job.problems)
-    hosts: dict[str, Analysis] = {}
+    kept: dict[str, Analysis] = {}
+    host_reps: dict[str, dict] = {}
+    starts, ends = {}, {}
+    by_key: dict[tuple, dict[str, dict]] = {}
     for name, rec in job.hosts.items():
         an = _analyse_host(name, rec, kw)
         if isinstance(an, str):
             notes.append(an)
-        else:
-            hosts[name] = an
-    if not hosts:
-        raise RecordingError(f"{job.path}: no host of the job could be analysed", hint="; ".join(notes)[:300] or None)
-    names = list(hosts)
-    by_key: dict[tuple, dict[str, dict]] = {}
-    for name, an in hosts.items():
+            continue
+        host_reps[name] = {k: v for k, v in an.report.items() if k != "fields"}
+        starts[name] = _wall_ns(rec, an.timeline, 0.0)
+        ends[name] = _wall_ns(rec, an.timeline, an.timeline.duration_s)
         rows = an.report["checkpoints"]
         if not rows:
             notes.append(f"host={name}: no checkpoint windows (no markers, no write bursts): "
                          "the job's figures are from the other hosts")
         for key, rs in _groups(rows).items():
-            by_key.setdefault(key, {})[name] = node_figures(job.hosts[name], an, rs)
+            by_key.setdefault(key, {})[name] = node_figures(rec, an, rs)
+        if len(kept) < keep_analyses:
+            kept[name] = an
+        del an
+    if not host_reps:
+        raise RecordingError(f"{job.path}: no host of the job could be analysed", hint="; ".join(notes)[:300] or None)
+    names = list(host_reps)
     order = sorted(by_key, key=lambda k: min(n["start_wall_ns"] for n in by_key[k].values()))
     cps = [checkpoint_entry(k[0], k[1], by_key[k], names) for k in order]
     for c in cps:
@@ -168,8 +178,6 @@ def analyze_job(job, **kw) -> JobAnalysis:
         if c["unfinished_hosts"]:
             notes.append(f"{label}: no end on host(s) {', '.join(c['unfinished_hosts'])} (still saving when "
                          "the recording ended): left out of the stall and the spread")
-    starts = {h: _wall_ns(job.hosts[h], an.timeline, 0.0) for h, an in hosts.items()}
-    ends = {h: _wall_ns(job.hosts[h], an.timeline, an.timeline.duration_s) for h, an in hosts.items()}
     wall_s = (max(ends.values()) - min(starts.values())) / 1e9
     saves = [c for c in cps if c["kind"] == "save"]
     blocked = _union_s([(c["start_wall_ns"] / 1e9, c["start_wall_ns"] / 1e9 + c["stall_s"])
@@ -183,7 +191,7 @@ def analyze_job(job, **kw) -> JobAnalysis:
     first = next(iter(job.hosts.values())).meta
     job_rep = {
         "path": job.path, "id": (first.get("job") or {}).get("id"),
-        "hosts": names, "hosts_left_out": [h for h in job.hosts if h not in hosts] + _left_out_dirs(job),
+        "hosts": names, "hosts_left_out": [h for h in job.hosts if h not in host_reps] + _left_out_dirs(job),
         "start_wall_ns": min(starts.values()), "wall_s": wall_s,
         "run": {
             "checkpoints": len(saves), "loads": len(cps) - len(saves),
@@ -198,10 +206,9 @@ def analyze_job(job, **kw) -> JobAnalysis:
         "checkpoints": cps,
         "problems": list(job.problems),
     }
-    host_reps = {h: {k: v for k, v in an.report.items() if k != "fields"} for h, an in hosts.items()}
     report = {"schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "ckprof_version": ckprof.__version__,
               "job": job_rep, "hosts": host_reps, "notes": notes, "fields": {**FIELDS, **JOB_FIELDS}}
-    return JobAnalysis(report, hosts)
+    return JobAnalysis(report, kept)
 
 
 def _left_out_dirs(job) -> list[str]:

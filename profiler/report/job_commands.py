@@ -33,13 +33,13 @@ def analyse_job(job, **kw):
 def report(job, fmt: str, output: str | None, write, **kw) -> None:
     from ckprof.report import job_plots, job_render, plots, render
 
-    ja = analyse_job(job, **kw)
+    ja = analyse_job(job, keep_analyses=job_render.MAX_HOST_PLOTS if fmt == "html" else 0, **kw)
     if fmt == "json":
         write(render.to_json(ja.report), output)
     elif fmt == "md":
         write(job_render.to_markdown(ja.report), output)
     else:
-        host_plots = {h: plots.all_plots(an) for h, an in list(ja.hosts.items())[:job_render.MAX_HOST_PLOTS]}
+        host_plots = {h: plots.all_plots(an) for h, an in ja.hosts.items()}  # the first MAX_HOST_PLOTS hosts
         png = job_plots.node_durations(ja.report)
         out = output or f"{os.path.basename(job.path)}.report.html"
         write(job_render.to_html(ja.report, {"nodes": png} if png else {}, host_plots), out)
