@@ -31,8 +31,12 @@ def node_durations(rep: dict) -> bytes | None:
     ax.set_xticks(x, [f"{c['kind']} {c['step']}" for c in cps], fontsize=7, rotation=45 if len(cps) > 8 else 0)
     ax.set_xlabel("checkpoint (kind, step)")
     ax.set_ylabel("seconds")
-    ax.set_ylim(bottom=0)
+    top = np.nanmax(np.append(stall, 0.0))
+    ax.set_ylim(0, top * 1.15 if top > 0 else None)  # room for the slowest nodes' names
     ax.set_title(f"Each node's time per checkpoint (s, derived; {len(hosts)} nodes, slowest named)", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0) if legend else None)
+    if legend:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
     return _png(fig)
