@@ -167,3 +167,10 @@ def test_export_and_compare_on_a_job(tmp_path):
     assert c.exit_code == 0, c.output
     cmp = json.loads(c.stdout)
     assert [p.rsplit("/", 1)[1] for p in cmp["recordings"]] == ["host=a", "host=b"]
+
+
+def test_compare_a_job_of_one_host_says_what_it_needs(tmp_path):
+    job = tmp_path / "job"
+    host(job / "host=x", 0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    r = run("compare", job)
+    assert r.exit_code == 2 and "job directory of two hosts" in r.output and "Traceback" not in r.output

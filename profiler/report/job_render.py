@@ -80,7 +80,7 @@ def node_table(rep: dict) -> tuple[list[str], list[list[str]], str | None]:
 
 
 def _demote(md: str) -> list[str]:
-    return [("##" + line) if line.startswith("#") else line for line in md.splitlines()]
+    return [("#" + line) if line.startswith("#") else line for line in md.splitlines()]
 
 
 def to_markdown(rep: dict) -> str:
