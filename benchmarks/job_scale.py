@@ -4,7 +4,7 @@ Printed for a person, not asserted. Generates host=<name>/ recordings with the b
 real schema (4 devices a node), the host collector's, and 8 ranks' checkpoint markers every
 5 minutes; then, in a fresh process, times `ckprof.load(JOB)`, the per-checkpoint job summary
 (slowest node, spread) and 10 s block rates for every node, and prints peak memory.
-With `--report`, also times `ckprof report JOB` where the report command reads jobs.
+With `--report`, also times `ckprof report JOB` (the HTML job report: every host analysed, then joined).
 
     python benchmarks/job_scale.py [--nodes 64] [--hours 1] [--hz 10] [--keep DIR]
 """
@@ -91,6 +91,18 @@ print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "
 """
 
 
+# `ckprof report JOB -o FILE` in-process, then this process's own peak RSS (RUSAGE_CHILDREN would
+# also count the READ child above).
+REPORT = """
+import resource, sys
+from ckprof.cli import main
+try:
+    main(["report", sys.argv[1], "-o", sys.argv[2]], standalone_mode=False)
+finally:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
@@ -117,12 +129,12 @@ def main() -> None:
         print(f"total {r['load_s'] + r['summary_s'] + r['block_s']:.2f} s, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB")
         if args.report:
             t = time.perf_counter()
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            rep = subprocess.run([sys.executable, "-m", "ckprof", "report", job, "-o", os.path.join(job, "report.html")],
+            rep = subprocess.run([sys.executable, "-c", REPORT, job, os.path.join(job, "report.html")],
                                  capture_output=True, text=True)
-            rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            print(f"ckprof report JOB:            {time.perf_counter() - t:.2f} s, exit {rep.returncode}, "
-                  f"peak memory {max(rss, before) / 2**20:.2f} GiB  {rep.stderr.strip()[-200:]}")
+            wall = time.perf_counter() - t
+            rss = rep.stdout.strip().splitlines()[-1] if rep.returncode == 0 else "?"
+            print(f"ckprof report JOB (html):     {wall:.2f} s, exit {rep.returncode}, peak memory "
+                  f"{int(rss) / 2**30:.2f} GiB" if rss != "?" else f"ckprof report JOB failed: {rep.stderr[-400:]}")
     finally:
         if not args.keep:
             shutil.rmtree(job, ignore_errors=True)

@@ -156,3 +156,17 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
     assert (saves["bytes"] == 16 << 20).all()  # each node declares its own ranks' share
     assert set(saves["slowest_host"]) <= {"node0", "node1"}
     assert (saves["stall_s"] >= saves["slowest_host_s"] - 1e-9).all()
+    # the job's report reads both nodes as one: every node's checkpoints, the slowest node, the stall
+    rep = subprocess.run([*CKPROF, "report", str(job), "--format", "json"], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    jr = __import__("json").loads(rep.stdout)["job"]
+    assert jr["hosts"] == ["node0", "node1"] and jr["hosts_left_out"] == []
+    rsaves = [c for c in jr["checkpoints"] if c["kind"] == "save"]
+    assert [c["step"] for c in rsaves] == [1, 2] and all(c["hosts"] == 2 for c in rsaves), (rsaves, saves)
+    for c, (_, s) in zip(rsaves, saves.sort_values("step").iterrows()):
+        assert c["slowest_host"] == s["slowest_host"] and c["stall_s"] == pytest.approx(s["stall_s"], abs=1e-3)
+        assert set(c["per_host"]) == {"node0", "node1"} and c["bytes_app"] == 16 << 20
+        assert c["ranks"] == s["ranks"], (c, s)
+    assert [c["kind"] for c in jr["checkpoints"]].count("load") == 1
+    html = subprocess.run([*CKPROF, "report", str(job), "-o", str(tmp_path / "job.html")], capture_output=True, text=True)
+    assert html.returncode == 0 and "id='plot-nodes'" in (tmp_path / "job.html").read_text()

@@ -181,8 +181,10 @@ def test_real_executable_prints_no_traceback(tmp_path):
 def test_job_directory(tmp_path):
     job = tmp_path / "job"
     make(job / "host=a")
-    r = run("report", job, "--format", "json")  # one host: its report
+    r = run("report", job, "--format", "json")  # one host: a job's report of one node
     assert r.exit_code == 0, r.output
-    assert len(json.loads(r.stdout)["checkpoints"]) == 2
+    rep = json.loads(r.stdout)
+    assert rep["job"]["hosts"] == ["a"] and len(rep["hosts"]["a"]["checkpoints"]) == 2
     make(job / "host=b")
-    one_line_error(run("report", job), "job of 2 hosts", "host=a", code=2)  # a usage error
+    r = run("report", job, "--format", "json")  # the job read as one (tests/test_job_report.py)
+    assert r.exit_code == 0 and json.loads(r.stdout)["job"]["hosts"] == ["a", "b"]

@@ -39,12 +39,10 @@ def analyse_path(path: str, **kw):
 
     rec = ckprof.load(path)
     hosts = getattr(rec, "hosts", None)
-    if hosts is not None:  # a job directory of host=<name>/ recordings (ckprof.job)
-        if len(hosts) != 1:
-            first = next(iter(hosts.values())).path
-            raise UsageError(f"{path} is a job of {len(hosts)} hosts ({', '.join(hosts)}): the report is per host",
-                             hint=f"e.g. ckprof report {first}; ckprof compare puts hosts side by side")
-        rec = next(iter(hosts.values()))
+    if hosts is not None:  # a job directory: report and export read it whole (job_commands.py)
+        first = next(iter(hosts.values())).path
+        raise UsageError(f"{path} is a job of {len(hosts)} host(s) ({', '.join(hosts)}), not one recording",
+                         hint=f"give one host, e.g. {first}")
     try:
         return analyze(rec, **kw)
     except CkprofError:
@@ -85,8 +83,11 @@ def report(recording, fmt, output, mtbf, gpus, windows):
     ckprof report run1 --format json > run1.json           # schema: docs/report-format.md
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
     """
-    from ckprof.report import plots, render
+    from ckprof.report import job_commands, plots, render
 
+    job = job_commands.load_job(recording)
+    if job is not None:  # host=<name>/ recordings of one job: read as one
+        return job_commands.report(job, fmt, output, _write, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
     an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
     if fmt == "json":
         _write(render.to_json(an.report), output)
@@ -107,10 +108,11 @@ def compare(recordings, fmt, output):
     \b
     ckprof compare nvme-run xfs-run lustre-run
     """
-    from ckprof.report import compare as C, render
+    from ckprof.report import compare as C, job_commands, render
 
+    recordings = job_commands.expand(recordings)  # a job directory: its hosts side by side
     if len(recordings) < 2:
-        raise UsageError("compare needs at least two recordings")
+        raise UsageError("compare needs at least two recordings (or a job directory of two hosts or more)")
     reports = [analyse_path(p).report for p in recordings]
     cmp = C.compare(reports)
     if fmt == "json":
@@ -128,13 +130,17 @@ def compare(recordings, fmt, output):
 def export(recording, fmt, output):
     """Export checkpoint windows and metrics: a Perfetto/Chrome trace (open it in ui.perfetto.dev),
     or checkpoints and timeline tables as CSV or Parquet."""
+    from ckprof.report import job_commands
     from ckprof.report.export import export as do_export
 
-    an = analyse_path(recording)
+    job = job_commands.load_job(recording)
     name = os.path.basename(os.path.abspath(recording))
     out = output or (f"{name}.trace.json" if fmt == "perfetto" else f"{name}-export")
     try:
-        files = do_export(an, fmt, out)
+        if job is not None:  # every host, with a host column (one process per host in a trace)
+            files = job_commands.export(job, fmt, out)
+        else:
+            files = do_export(analyse_path(recording), fmt, out)
     except OSError as e:
         raise UsageError(f"cannot write {out}: {e.strerror}") from None
     for f in files:

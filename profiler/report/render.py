@@ -99,14 +99,23 @@ def _img(name: str, png: bytes, alt: str) -> str:
     return f"<img id='plot-{_h(name)}' alt='{_h(alt)}' src='data:image/png;base64,{data}'>"
 
 
+def _html_head(title: str, rep: dict) -> list[str]:
+    return ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+            f"<title>ckprof report: {_h(title)}</title><style>{CSS}</style></head><body>",
+            f"<h1>ckprof report: {_h(title)}</h1>",
+            f"<p class='small'>ckprof {_h(rep['ckprof_version'])}, report schema {_h(rep['schema_version'])}. "
+            "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>"]
+
+
 def to_html(rep: dict, plots: dict[str, bytes]) -> str:
-    rec = rep["recording"]
-    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-             f"<title>ckprof report: {_h(rec['path'])}</title><style>{CSS}</style></head><body>",
-             f"<h1>ckprof report: {_h(rec['path'])}</h1>",
-             f"<p class='small'>ckprof {_h(rep['ckprof_version'])}, report schema {_h(rep['schema_version'])}. "
-             "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>",
-             "<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
+    parts = _html_head(rep["recording"]["path"], rep) + html_body(rep, plots)
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
+    """One recording's sections, Summary to Notes (a job's report puts one per host)."""
+    parts = ["<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
     if "timeline" in plots:
         parts += ["<h2>Timeline</h2>", _img("timeline", plots["timeline"], "timeline of bandwidth, queue depth, "
                                             "temperature, power and GPU utilisation with checkpoint windows shaded")]
@@ -127,5 +136,4 @@ def to_html(rep: dict, plots: dict[str, bytes]) -> str:
         parts.append(_img("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
     parts.append("<h2>Notes: what could not be measured, and why</h2><ul>"
                  + ("".join(f"<li>{_h(n)}</li>" for n in rep["notes"]) or "<li>none</li>") + "</ul>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return parts

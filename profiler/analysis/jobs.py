@@ -1,0 +1,238 @@
+"""A job's report: every host analysed alone (analysis.analyze), then joined per checkpoint.
+
+Nothing here re-reads samples: each host's own analysis (its timeline, energy sources and idle
+baselines) is asked for the figures of that node's window of one checkpoint with the same
+functions the per-recording report uses (checkpoints.device_stats, power.window_energy).
+Times are put on the wall clock through each host's anchor (ckprof.job.Job), as the job reader does.
+
+Rules (docs/report-format.md, `job`):
+- a checkpoint is (kind, step); windows without a step (inferred ones) are matched by their order
+  on each host;
+- a node's time for it: its first window's start → its last window's end of the save call;
+- the job's stall: first start anywhere → last end anywhere (training goes on when the last rank
+  is done: the slowest sets the time); the spread: the slowest node's time − the fastest node's;
+- a node's device figures and joules: over its first start → its last durable end (else call end);
+- the slowest device: on the slowest node, among the devices carrying at least
+  SLOW_DEVICE_MIN_SHARE of that node's bytes in the checkpoint's direction, the one with the
+  lowest mean GiB/s (the data is striped: the slowest carrying device sets the node's time).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import ckprof
+from ckprof.analysis.analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
+from ckprof.analysis.checkpoints import _f, device_stats
+from ckprof.analysis.fields import FIELDS
+from ckprof.analysis.power import GIB, window_energy
+from ckprof.errors import CkprofError, RecordingError
+
+SLOW_DEVICE_MIN_SHARE = 0.10
+
+
+@dataclass
+class JobAnalysis:
+    report: dict
+    hosts: dict[str, Analysis] = field(default_factory=dict)  # whole analyses kept: the first few hosts
+
+
+def _wall_ns(rec, tl, t_s: float | None) -> float | None:
+    """Seconds since a host's analysis start → wall-clock ns through that host's anchor."""
+    if t_s is None:
+        return None
+    a = rec.meta["start"]
+    return tl.start_ns + t_s * 1e9 - int(a["monotonic_ns"]) + int(a["wall_ns"])
+
+
+def _groups(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """(kind, step) → the host's windows of that checkpoint; unnumbered windows (inferred ones)
+    get step '#n': the n-th unnumbered window of a kind on each host is taken as the same one."""
+    out: dict[tuple, list[dict]] = {}
+    nth: dict[str, int] = {}
+    for r in sorted(rows, key=lambda r: r["start_s"]):
+        step = r["step"]
+        if step is None:
+            nth[r["kind"]] = nth.get(r["kind"], 0) + 1
+            step = f"#{nth[r['kind']]}"
+        out.setdefault((r["kind"], step), []).append(r)
+    return out
+
+
+def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
+    """One node's figures for one checkpoint (its windows: one per rank, usually)."""
+    tl = an.timeline
+    start_s = min(r["start_s"] for r in rows)
+    ends = [r["app_end_s"] for r in rows if r["app_end_s"] is not None]
+    end_s = max(ends) if len(ends) == len(rows) else None  # a rank still saving: no end
+    last_s = max((r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
+    a, b = tl.start_ns + start_s * 1e9, tl.start_ns + last_s * 1e9
+    kind = rows[0]["kind"]
+    io = "read" if kind == "load" else "write"
+    devs, dev_bytes, span_s = device_stats(tl, a, b, io)
+    bytes_app = sum(r["bytes_app"] or 0 for r in rows) or None
+    gib = (bytes_app or dev_bytes or 0) / GIB
+    energy = window_energy(an.ctx.sources, a, b, an.ctx.idle_w, gib or None)
+    slow_dev = None
+    carrying = {d: v for d, v in devs.items() if dev_bytes and v[f"{io}_bytes"] >= SLOW_DEVICE_MIN_SHARE * dev_bytes}
+    if carrying:
+        d = min(carrying, key=lambda d: carrying[d][f"mean_{io}_gib_per_s"])
+        slow_dev = {"device": d, "gib_per_s": _f(carrying[d][f"mean_{io}_gib_per_s"]),
+                    "bytes": _f(carrying[d][f"{io}_bytes"]), "of_devices": len(carrying)}
+    seconds = None if end_s is None else end_s - start_s
+    return {
+        "windows": len(rows), "ranks": sorted({r["rank"] for r in rows if r["rank"] is not None}),
+        "start_wall_ns": _wall_ns(rec, tl, start_s), "end_wall_ns": _wall_ns(rec, tl, end_s),
+        "seconds": seconds, "durable_s": last_s - start_s if end_s is not None else None,
+        "bytes_app": _f(bytes_app), "bytes_device": _f(dev_bytes),
+        "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s) else None,
+        "app_gib_per_s": _f(bytes_app / GIB / seconds) if (bytes_app and seconds) else None,
+        "energy_j": _f(sum(e["energy_j"] for e in energy.values())) if energy else None,
+        "energy_by_component_j": {c: _f(e["energy_j"]) for c, e in energy.items()},
+        "energy_provenance": sorted({e["provenance"] for e in energy.values()}),
+        "slowest_device": slow_dev,
+    }
+
+
+def _sum(vals):
+    vals = [v for v in vals if v is not None]
+    return _f(sum(vals)) if vals else None
+
+
+def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]) -> dict:
+    timed = {h: n for h, n in per_host.items() if n["seconds"] is not None}
+    starts = [n["start_wall_ns"] for n in per_host.values()]
+    ends = [n["end_wall_ns"] for n in timed.values()]
+    stall = (max(ends) - min(starts)) / 1e9 if timed else None
+    slowest = max(timed, key=lambda h: timed[h]["seconds"]) if timed else None
+    fastest_s = min((n["seconds"] for n in timed.values()), default=None)
+    b_app, b_dev = _sum(n["bytes_app"] for n in per_host.values()), _sum(n["bytes_device"] for n in per_host.values())
+    sd = per_host[slowest]["slowest_device"] if slowest else None
+    return {
+        "kind": kind, "step": step, "hosts": len(per_host),
+        "missing_hosts": [h for h in all_hosts if h not in per_host],
+        "unfinished_hosts": [h for h in per_host if h not in timed],
+        "ranks": sum(n["windows"] for n in per_host.values()),  # one window per rank (as Job.checkpoint_summary)
+        "start_wall_ns": min(starts), "stall_s": stall,
+        "slowest_host": slowest, "slowest_host_s": timed[slowest]["seconds"] if slowest else None,
+        "fastest_host_s": fastest_s,
+        "spread_s": (timed[slowest]["seconds"] - fastest_s) if slowest else None,
+        "slowest_device": None if sd is None else {"host": slowest, **sd},
+        "bytes_app": b_app, "bytes_device": b_dev,
+        "app_gib_per_s": _f(b_app / GIB / stall) if (b_app and stall) else None,
+        "device_gib_per_s": _f(b_dev / GIB / stall) if (b_dev and stall) else None,
+        "energy_j": _sum(n["energy_j"] for n in per_host.values()),
+        "energy_hosts": sum(1 for n in per_host.values() if n["energy_j"] is not None),
+        "per_host": {h: {**n, "start_offset_s": (n["start_wall_ns"] - min(starts)) / 1e9} for h, n in per_host.items()},
+    }
+
+
+def _analyse_host(name, rec, kw):
+    try:
+        return analyze(rec, **kw)
+    except CkprofError:
+        raise
+    except Exception as e:  # one damaged host must not take the job's report with it
+        if os.environ.get("CKPROF_DEBUG"):
+            raise
+        return f"host={name}: left out: could not analyse its recording ({type(e).__name__}: {e})"
+
+
+def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
+    """`job`: a ckprof.job.Job; `kw` as analysis.analyze takes (mtbf_s, gpus, windows_from).
+
+    Hosts are analysed one at a time; only the first `keep_analyses` keep their whole Analysis
+    (timelines, for the HTML's plots), so memory follows one host, not the job.
+    """
+    notes = list(job.problems)
+    kept: dict[str, Analysis] = {}
+    host_reps: dict[str, dict] = {}
+    starts, ends = {}, {}
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for name, rec in job.hosts.items():
+        an = _analyse_host(name, rec, kw)
+        if isinstance(an, str):
+            notes.append(an)
+            continue
+        host_reps[name] = {k: v for k, v in an.report.items() if k != "fields"}
+        starts[name] = _wall_ns(rec, an.timeline, 0.0)
+        ends[name] = _wall_ns(rec, an.timeline, an.timeline.duration_s)
+        rows = an.report["checkpoints"]
+        if not rows:
+            notes.append(f"host={name}: no checkpoint windows (no markers, no write bursts): "
+                         "the job's figures are from the other hosts")
+        for key, rs in _groups(rows).items():
+            by_key.setdefault(key, {})[name] = node_figures(rec, an, rs)
+        if len(kept) < keep_analyses:
+            kept[name] = an
+        del an
+    if not host_reps:
+        raise RecordingError(f"{job.path}: no host of the job could be analysed", hint="; ".join(notes)[:300] or None)
+    names = list(host_reps)
+    order = sorted(by_key, key=lambda k: min(n["start_wall_ns"] for n in by_key[k].values()))
+    cps = [checkpoint_entry(k[0], k[1], by_key[k], names) for k in order]
+    for c in cps:
+        label = f"{c['kind']} step {c['step']}"
+        if c["missing_hosts"]:
+            notes.append(f"{label}: not seen on host(s) {', '.join(c['missing_hosts'])}")
+        if c["unfinished_hosts"]:
+            notes.append(f"{label}: no end on host(s) {', '.join(c['unfinished_hosts'])} (still saving when "
+                         "the recording ended): left out of the stall and the spread")
+    wall_s = (max(ends.values()) - min(starts.values())) / 1e9
+    saves = [c for c in cps if c["kind"] == "save"]
+    blocked = _union_s([(c["start_wall_ns"] / 1e9, c["start_wall_ns"] / 1e9 + c["stall_s"])
+                        for c in saves if c["stall_s"] is not None])
+    slowest_counts: dict[str, int] = {}
+    for c in saves:
+        if c["slowest_host"]:
+            slowest_counts[c["slowest_host"]] = slowest_counts.get(c["slowest_host"], 0) + 1
+    stalls = [c["stall_s"] for c in saves if c["stall_s"] is not None]
+    spreads = [c["spread_s"] for c in saves if c["spread_s"] is not None]
+    first = next(iter(job.hosts.values())).meta
+    job_rep = {
+        "path": job.path, "id": (first.get("job") or {}).get("id"),
+        "hosts": names, "hosts_left_out": [h for h in job.hosts if h not in host_reps] + _left_out_dirs(job),
+        "start_wall_ns": min(starts.values()), "wall_s": wall_s,
+        "run": {
+            "checkpoints": len(saves), "loads": len(cps) - len(saves),
+            "bytes_app_total": _sum(c["bytes_app"] for c in saves),
+            "bytes_device_total": _sum(c["bytes_device"] for c in saves),
+            "energy_j_total": _sum(c["energy_j"] for c in saves),
+            "blocked_s": blocked, "blocked_share": blocked / wall_s if wall_s > 0 else None,
+            "mean_stall_s": sum(stalls) / len(stalls) if stalls else None,
+            "max_stall_s": max(stalls, default=None), "max_spread_s": max(spreads, default=None),
+            "slowest_host_counts": dict(sorted(slowest_counts.items(), key=lambda kv: -kv[1])),
+        },
+        "checkpoints": cps,
+        "problems": list(job.problems),
+    }
+    report = {"schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "ckprof_version": ckprof.__version__,
+              "job": job_rep, "hosts": host_reps, "notes": notes, "fields": {**FIELDS, **JOB_FIELDS}}
+    return JobAnalysis(report, kept)
+
+
+def _left_out_dirs(job) -> list[str]:
+    """Host directories the job reader could not read (it names each in its problems)."""
+    from ckprof.job import HOST_PREFIX
+
+    names = sorted(n[len(HOST_PREFIX):] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
+    return [n for n in names if n not in job.hosts]
+
+
+JOB_FIELDS = {
+    "job.wall_s": {"unit": "s", "provenance": "derived"},
+    "job.run.bytes_app_total": {"unit": "B", "provenance": "measured"},
+    "job.run.bytes_device_total": {"unit": "B", "provenance": "measured"},
+    "job.run.energy_j_total": {"unit": "J", "provenance": "worst of its parts"},
+    "job.run.blocked_s": {"unit": "s", "provenance": "derived"},
+    "job.run.blocked_share": {"unit": "fraction", "provenance": "derived"},
+    "job.checkpoints[].stall_s": {"unit": "s", "provenance": "derived"},
+    "job.checkpoints[].slowest_host_s": {"unit": "s", "provenance": "derived"},
+    "job.checkpoints[].spread_s": {"unit": "s", "provenance": "derived"},
+    "job.checkpoints[].device_gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
+    "job.checkpoints[].energy_j": {"unit": "J", "provenance": "worst of its parts"},
+    "job.checkpoints[].per_host.{host}.seconds": {"unit": "s", "provenance": "derived"},
+    "job.checkpoints[].per_host.{host}.device_gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
+    "job.checkpoints[].per_host.{host}.energy_j": {"unit": "J", "provenance": "worst of its parts"},
+    "job.checkpoints[].slowest_device.gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
+}

@@ -1,0 +1,109 @@
+"""`ckprof report|compare|export` on a job directory (host=<name>/ recordings, ckprof.job)."""
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from ckprof.errors import CkprofError, RecordingError
+
+
+def load_job(path: str):
+    """The Job at `path`, or None when `path` is one recording."""
+    from ckprof.job import Job, is_job_dir
+
+    return Job(path) if is_job_dir(path) else None
+
+
+def analyse_job(job, **kw):
+    from ckprof.analysis.jobs import analyze_job
+
+    try:
+        return analyze_job(job, **kw)
+    except CkprofError:
+        raise
+    except Exception as e:  # a damaged job must give a line, never a traceback
+        if os.environ.get("CKPROF_DEBUG"):
+            raise
+        raise RecordingError(f"{job.path}: could not analyse the job ({type(e).__name__}: {e})",
+                             hint="rerun with CKPROF_DEBUG=1 for the traceback") from None
+
+
+def report(job, fmt: str, output: str | None, write, **kw) -> None:
+    from ckprof.report import job_plots, job_render, plots, render
+
+    ja = analyse_job(job, keep_analyses=job_render.MAX_HOST_PLOTS if fmt == "html" else 0, **kw)
+    if fmt == "json":
+        write(render.to_json(ja.report), output)
+    elif fmt == "md":
+        write(job_render.to_markdown(ja.report), output)
+    else:
+        host_plots = {h: plots.all_plots(an) for h, an in ja.hosts.items()}  # the first MAX_HOST_PLOTS hosts
+        png = job_plots.node_durations(ja.report)
+        out = output or f"{os.path.basename(job.path)}.report.html"
+        write(job_render.to_html(ja.report, {"nodes": png} if png else {}, host_plots), out)
+
+
+def expand(paths) -> list[str]:
+    """Recordings to compare: a job directory stands for each of its hosts, side by side."""
+    out = []
+    for p in paths:
+        job = load_job(p)
+        if job is None:
+            out.append(p)
+            continue
+        for problem in job.problems:
+            click.echo(f"ckprof: note: {problem}", err=True)
+        out += [rec.path for rec in job.hosts.values()]
+    return out
+
+
+def export(job, fmt: str, out: str) -> list[str]:
+    """Each host's export, one file: a `host` column (CSV/Parquet), one process per host (trace)."""
+    import pandas as pd
+
+    from ckprof.analysis.jobs import _analyse_host
+    from ckprof.report.export import checkpoints_frame, perfetto, timeline_frame
+
+    hosts = {}
+    for name, rec in job.hosts.items():
+        an = _analyse_host(name, rec, {})
+        if isinstance(an, str):
+            click.echo(f"ckprof: note: {an}", err=True)
+        else:
+            hosts[name] = an
+    for problem in job.problems:
+        click.echo(f"ckprof: note: {problem}", err=True)
+    if not hosts:
+        raise RecordingError(f"{job.path}: no host of the job could be analysed")
+    t0 = job.start_wall_ns
+    if fmt == "perfetto":
+        events = []
+        for pid, (name, an) in enumerate(hosts.items(), 1):
+            shift_us = ((an.report["recording"]["start_wall_ns"] or t0) - t0) / 1e3  # onto the job's wall clock
+            for e in perfetto(an)["traceEvents"]:
+                e["pid"] = pid
+                if "ts" in e:
+                    e["ts"] += shift_us
+                if e.get("name") == "process_name":
+                    e["args"] = {"name": f"host={name}"}
+                events.append(e)
+        with open(out, "w") as f:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms",
+                       "otherData": {"job": job.path, "time_origin": "the job's first host start (wall clock)",
+                                     "start_wall_ns": t0}}, f)
+        return [out]
+    os.makedirs(out, exist_ok=True)
+    files = []
+    for table, frame_of in (("checkpoints", checkpoints_frame), ("timeline", timeline_frame)):
+        frames = []
+        for name, an in hosts.items():
+            df = frame_of(an)
+            df.insert(0, "host", name)
+            frames.append(df)
+        df = pd.concat(frames, ignore_index=True)
+        p = os.path.join(out, f"{table}.{fmt}")
+        df.to_csv(p, index=False) if fmt == "csv" else df.to_parquet(p, index=False)
+        files.append(p)
+    return files

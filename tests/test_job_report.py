@@ -1,0 +1,176 @@
+"""`ckprof report|compare|export JOBDIR`: every host analysed, then joined per checkpoint.
+
+Synthetic hosts (the real RecordingWriter, tests/synth.py) give known answers: the stall on the
+wall clock, the slowest node and device, the spread, the totals. Real `ckprof record --job-dir`
+runs are in tests/test_job.py.
+"""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from synth import GPU_SCHEMA, WALL_NS, Synth
+
+import ckprof
+from ckprof.analysis.jobs import analyze_job
+from ckprof.cli import main
+
+MiB = 2**20
+EVIL = "<script>alert('x')</script>"
+HEVIL = "<img src=x onerror=alert(1)>"  # a host name: no '/' in a directory name
+
+
+def on(a, b, rate):
+    return lambda t: np.where((t > a) & (t <= b), rate, 0.0)
+
+
+def host(path, wall_shift_s, windows, devices, gpu_w=200.0, hostname="synth"):
+    """windows: (step, rank, start_s, end_s, bytes); devices: name → rate function."""
+    s = Synth(path, duration_s=10)
+    for dev, fn in devices.items():
+        s.block(dev, fn)
+    s.host()
+    if gpu_w:
+        s.series("gpu", GPU_SCHEMA, "gpu", "0", energy_mj=lambda t: t * gpu_w * 1e3, power_w=lambda t: 0 * t + gpu_w,
+                 util_gpu_pct=lambda t: 0 * t + 50, temp_c=lambda t: 0 * t + 50, clocks_event_reasons=lambda t: 0 * t)
+    for step, rank, a, b, n in windows:
+        s.checkpoint(a, b, n, step=step)
+        for e in s.events[-2:]:
+            e["rank"] = rank
+    start = {"monotonic_ns": 5_000_000_000_000, "wall_ns": WALL_NS + int(wall_shift_s * 1e9)}
+    return s.write(meta_extra={"start": start, "host": {"hostname": hostname},
+                               "job": {"id": "77", "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 10}}}})
+
+
+def make_job(job, evil=False):
+    """Node a: step 1 from 3 to 5 s (one device, 100 MiB/s). Node b, its clock 0.5 s later: ranks 2
+    and 3 from 3 s, the last ending at 6 s; nvme0 at 100 MiB/s, nvme1 at 50 MiB/s (its slowest
+    carrying device) and sda at 1 MiB/s all along (under 10 % of the bytes: not a candidate)."""
+    host(job / "host=a", 0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    nameb = f"b{HEVIL}" if evil else "b"
+    host(job / f"host={nameb}", 0.5, [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
+         {"nvme0n1": on(3, 6, 100 * MiB), f"nvme1n1{EVIL if evil else ''}": on(3, 6, 50 * MiB),
+          "sda": lambda t: 0 * t + 1 * MiB}, hostname=EVIL if evil else "synth")
+    return job
+
+
+def run(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
+    assert not (r.exception and not isinstance(r.exception, SystemExit)), r.exception
+    return r
+
+
+def test_known_stall_slowest_node_and_device_spread_totals(tmp_path):
+    rep = analyze_job(ckprof.load(str(make_job(tmp_path / "job")))).report
+    j = rep["job"]
+    assert j["hosts"] == ["a", "b"] and j["hosts_left_out"] == [] and j["id"] == "77"
+    (c,) = j["checkpoints"]
+    assert (c["kind"], c["step"], c["hosts"], c["ranks"]) == ("save", 1, 2, 3)
+    # wall clock: a from 3.0 to 5.0; b from 3.5 to 6.5 → the stall is 3.5 s
+    assert c["stall_s"] == pytest.approx(3.5, abs=1e-6)
+    assert c["slowest_host"] == "b" and c["slowest_host_s"] == pytest.approx(3.0)
+    assert c["fastest_host_s"] == pytest.approx(2.0) and c["spread_s"] == pytest.approx(1.0)
+    assert c["per_host"]["b"]["start_offset_s"] == pytest.approx(0.5)
+    sd = c["slowest_device"]
+    assert sd["host"] == "b" and sd["device"] == "nvme1n1" and sd["of_devices"] == 2
+    assert sd["gib_per_s"] == pytest.approx(50 / 1024, rel=0.1)
+    assert c["bytes_app"] == 500 * MiB
+    pa, pb = c["per_host"]["a"], c["per_host"]["b"]
+    assert pa["bytes_device"] == pytest.approx(200 * MiB, rel=0.02)
+    assert pb["bytes_device"] == pytest.approx(450 * MiB + 3 * MiB, rel=0.05)  # sda's trickle counts too
+    assert pa["energy_j"] == pytest.approx(200 * (pa["durable_s"]), rel=0.05)  # 200 W over its window
+    assert c["energy_j"] == pytest.approx(pa["energy_j"] + pb["energy_j"]) and c["energy_hosts"] == 2
+    run_ = j["run"]
+    assert run_["checkpoints"] == 1 and run_["bytes_app_total"] == 500 * MiB
+    assert run_["energy_j_total"] == pytest.approx(c["energy_j"])
+    assert j["wall_s"] == pytest.approx(10.5) and run_["blocked_s"] == pytest.approx(3.5)
+    assert run_["blocked_share"] == pytest.approx(3.5 / 10.5)
+    assert run_["slowest_host_counts"] == {"b": 1}
+    # each host's own report is there, unchanged in shape
+    assert set(rep["hosts"]) == {"a", "b"} and len(rep["hosts"]["b"]["checkpoints"]) == 2
+
+
+def test_report_json_md_html(tmp_path):
+    job = make_job(tmp_path / "job", evil=True)
+    r = run("report", job, "--format", "json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert rep["schema"] == "ckprof-report" and rep["schema_version"] == 1
+    assert rep["job"]["checkpoints"][0]["slowest_host"] == f"b{HEVIL}"
+    assert rep["fields"]["job.checkpoints[].stall_s"]["unit"] == "s"
+    md = run("report", job, "--format", "md")
+    assert md.exit_code == 0 and "## Checkpoints across nodes" in md.stdout and "◀ slowest" in md.stdout
+    out = tmp_path / "r.html"
+    h = run("report", job, "-o", out)
+    assert h.exit_code == 0, h.output
+    text = out.read_text()
+    assert EVIL not in text and HEVIL not in text and "&lt;script&gt;" in text and "&lt;img src" in text
+    assert "id='plot-nodes'" in text and "Per node" in text and text.count("<details") == 2
+
+
+def test_half_written_host_and_host_without_checkpoints(tmp_path):
+    job = make_job(tmp_path / "job")
+    (job / "host=dead" / "samples").mkdir(parents=True)  # died before its meta.json
+    host(job / "host=idle", 0.2, [], {"nvme0n1": lambda t: 0 * t})  # recorded, never checkpointed
+    r = run("report", job, "--format", "json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["job"]["hosts"] == ["a", "b", "idle"] and rep["job"]["hosts_left_out"] == ["dead"]
+    assert any(n.startswith("host=dead: left out") for n in rep["notes"])
+    assert any(n.startswith("host=idle: no checkpoint windows") for n in rep["notes"])
+    assert any("not seen on host(s) idle" in n for n in rep["notes"])
+    c = rep["job"]["checkpoints"][0]
+    assert c["slowest_host"] == "b" and c["missing_hosts"] == ["idle"]
+    md = run("report", job, "--format", "md")
+    assert md.exit_code == 0 and "host=dead: left out" in md.stdout and "not seen" in md.stdout
+
+
+def test_one_host_with_no_checkpoints_still_reports(tmp_path):
+    job = tmp_path / "job"
+    host(job / "host=x", 0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    host(job / "host=y", 0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0)
+    for fmt in ("json", "md", "html"):
+        r = run("report", job, "--format", fmt, "-o", tmp_path / f"r.{fmt}")
+        assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["job"]["checkpoints"][0]["slowest_host"] == "x" and rep["job"]["checkpoints"][0]["spread_s"] == 0
+
+
+def test_unsynchronised_clock_is_a_note(tmp_path):
+    job = make_job(tmp_path / "job")
+    meta = json.loads((job / "host=b" / "meta.json").read_text())
+    meta["job"]["clock_sync"]["kernel"] = {"synchronised": False, "maxerror_us": 16_000_000}
+    (job / "host=b" / "meta.json").write_text(json.dumps(meta))
+    rep = json.loads(run("report", job, "--format", "json").stdout)
+    assert any(n.startswith("host=b: clock not known to be synchronised") for n in rep["notes"])
+    assert rep["job"]["problems"] and rep["job"]["checkpoints"][0]["slowest_host"] == "b"
+
+
+def test_export_and_compare_on_a_job(tmp_path):
+    job = make_job(tmp_path / "job")
+    r = run("export", job, "--format", "csv", "-o", tmp_path / "exp")
+    assert r.exit_code == 0, r.output
+    cps = pd.read_csv(tmp_path / "exp" / "checkpoints.csv")
+    assert list(cps.columns[:1]) == ["host"] and sorted(cps["host"]) == ["a", "b", "b"]
+    tl = pd.read_csv(tmp_path / "exp" / "timeline.csv")
+    assert set(tl["host"]) == {"a", "b"}
+    r = run("export", job, "--format", "perfetto", "-o", tmp_path / "t.json")
+    assert r.exit_code == 0, r.output
+    ev = json.load(open(tmp_path / "t.json"))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+    assert sorted(names.values()) == ["host=a", "host=b"]
+    x = {e["pid"]: e["ts"] for e in ev if e.get("ph") == "X" and e.get("cat") == "checkpoint"}
+    pid = {v: k for k, v in names.items()}
+    assert x[pid["host=b"]] - x[pid["host=a"]] == pytest.approx(0.5e6, rel=1e-3)  # on the job's wall clock
+    c = run("compare", job, "--format", "json")
+    assert c.exit_code == 0, c.output
+    cmp = json.loads(c.stdout)
+    assert [p.rsplit("/", 1)[1] for p in cmp["recordings"]] == ["host=a", "host=b"]
+
+
+def test_compare_a_job_of_one_host_says_what_it_needs(tmp_path):
+    job = tmp_path / "job"
+    host(job / "host=x", 0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    r = run("compare", job)
+    assert r.exit_code == 2 and "job directory of two hosts" in r.output and "Traceback" not in r.output
