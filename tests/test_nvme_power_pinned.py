@@ -174,7 +174,7 @@ def reference():
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_same_as_row_by_row_reference(tmp_path, seed):
     bench = reference()
-    rec = ckprof.load(bench.synthetic_recording(str(tmp_path / "rec"), n_ctrl=4, seconds=150, seed=seed,
+    rec = ckprof.load(bench.synthetic_recording(str(tmp_path / "rec"), n_ctrl=4, seconds=150, seed=seed, trace_s=100,
                                                 messy=True))
     new, old = ssd_power(rec), bench.reference_ssd_power(rec)
     assert len(new) > 400 and set(new["power_source"]) == set(old["power_source"])
