@@ -215,20 +215,22 @@ def ssd_power(rec) -> pd.DataFrame:
 
     Vectorised per controller (a day at 1 Hz × 32 controllers is 2.8 M intervals): each column is
     one numpy expression over the controller's polls; benchmarks/ssd_power.py times it."""
-    nv = rec.samples("nvme")
+    nv = rec.samples("nvme", columns=_NVME_COLUMNS)     # the columns used, labels as categoricals
     empty = pd.DataFrame(columns=_EMPTY_COLUMNS)
     empty.attrs["columns"] = COLUMNS
     if nv.empty:
         return empty
     desc = rec.meta.get("collectors", {}).get("nvme", {}).get("describe", {}).get("controllers", {})
-    by_device = _block_by_device(rec.samples("block"))
+    by_device = _block_by_device(rec.samples("block", columns=["device", "io_ticks_ms"]))
     frames = []
     answered = nv["temp_c"].notna() | nv["data_units_written"].notna()  # not the rows of failed polls
-    for ctrl, g in nv[answered].groupby("ctrl"):
-        if len(g) < 2:
+    nv = nv[answered]
+    rows = nv.groupby("ctrl", observed=True, sort=False).indices
+    for ctrl in sorted(rows, key=str):                    # controllers in name order
+        if len(rows[ctrl]) < 2:
             continue
-        g = g.sort_values("t_ns").reset_index(drop=True)
-        frames.append(_controller(ctrl, g, desc.get(ctrl, {}), by_device, rec.samples(f"power_{ctrl}")))
+        g = nv.iloc[rows[ctrl]].sort_values("t_ns").reset_index(drop=True)
+        frames.append(_controller(str(ctrl), g, desc.get(ctrl, {}), by_device, rec.samples(f"power_{ctrl}")))
     if not frames:
         return empty
     out = pd.concat(frames, ignore_index=True)
@@ -259,18 +261,22 @@ def ssd_energy_j(rec, start_ns: int | None = None, end_ns: int | None = None) ->
 def power_state_changes(rec) -> pd.DataFrame:
     """Each change of an NVMe controller's power state seen by the 1 Hz polls: t_ns, ctrl, from, to."""
     cols = ["t_ns", "ctrl", "from_state", "to_state"]
-    nv = rec.samples("nvme")
-    if nv.empty or "power_state" not in nv:
+    nv = rec.samples("nvme", columns=["ctrl", "power_state"])
+    if nv.empty or "power_state" not in nv or "ctrl" not in nv:
         return pd.DataFrame(columns=cols)
-    nv = nv.loc[nv["power_state"].notna() & nv["ctrl"].notna(), ["t_ns", "ctrl", "power_state"]]
-    nv = nv.sort_values("t_ns")
-    nv = nv.iloc[np.argsort(nv["ctrl"].to_numpy(dtype=object), kind="stable")]   # by controller, then time
-    ps = nv["power_state"].to_numpy().astype(int)
-    ctrl = nv["ctrl"].to_numpy(dtype=object)
-    changed = np.zeros(len(nv), bool)
-    changed[1:] = (ctrl[1:] == ctrl[:-1]) & (ps[1:] != ps[:-1])
-    prev = np.roll(ps, 1)
+    nv = nv[nv["power_state"].notna() & nv["ctrl"].notna()].sort_values("t_ns")
+    ctrl = nv["ctrl"].astype("category")
+    names = np.asarray(ctrl.cat.categories, dtype=object)
+    rank = np.argsort(np.argsort(names.astype(str), kind="stable"))   # category → place in name order
+    key = rank[ctrl.cat.codes.to_numpy()]
+    order = np.argsort(key, kind="stable")                  # by controller, then time
+    key = key[order]
+    ps = nv["power_state"].to_numpy()[order].astype(int)
+    changed = np.zeros(len(ps), bool)
+    changed[1:] = (key[1:] == key[:-1]) & (ps[1:] != ps[:-1])
     if not changed.any():
         return pd.DataFrame(columns=cols)
-    return pd.DataFrame({"t_ns": nv["t_ns"].to_numpy(dtype=np.int64)[changed], "ctrl": ctrl[changed],
-                         "from_state": prev[changed], "to_state": ps[changed]}, columns=cols)
+    at = np.flatnonzero(changed)
+    return pd.DataFrame({"t_ns": nv["t_ns"].to_numpy(dtype=np.int64)[order][at],
+                         "ctrl": pd.array(names[ctrl.cat.codes.to_numpy()[order][at]].astype(str), dtype="str"),
+                         "from_state": ps[at - 1], "to_state": ps[at]}, columns=cols)
