@@ -34,6 +34,15 @@ def col(name: str, type_: pa.DataType, unit: str, kind: str = "gauge",
 T_NS = col("t_ns", pa.int64(), "ns", "label", doc="CLOCK_MONOTONIC of the reading")
 
 
+def read_text(path: str) -> str | None:
+    """A small sysfs/procfs file's text, stripped; None when it cannot be read (gone, no access)."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def label_columns(schema: pa.Schema) -> list[str]:
     """The columns that say which entity a row is about (device, gpu, zone), t_ns aside."""
     return [f.name for f in schema if f.name != "t_ns" and f.metadata

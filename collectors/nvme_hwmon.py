@@ -17,7 +17,7 @@ import re
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
+from ckprof.collectors.base import T_NS, Collector, Probe, col, read_text
 
 SCHEMA = pa.schema([
     T_NS,
@@ -27,14 +27,6 @@ SCHEMA = pa.schema([
     col("temp_c", pa.float64(), "degC", doc="hwmon temp*_input (m°C / 1000)"),
     col("alarm", pa.bool_(), "flag", doc="hwmon temp*_alarm: SMART critical_warning temperature bit"),
 ])
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def _milli(text: str | None) -> float | None:
@@ -68,7 +60,7 @@ class NvmeHwmonCollector(Collector):
                 for d in self.hwmon_dirs(ctrl):
                     chans = [m.group(1) for f in os.listdir(d) if (m := re.fullmatch(r"(temp\d+)_input", f))]
                     for ch in sorted(chans, key=lambda c: int(c[4:])):
-                        found.append((d, ch, _read(os.path.join(d, f"{ch}_label")) or ch))
+                        found.append((d, ch, read_text(os.path.join(d, f"{ch}_label")) or ch))
                 if found:
                     self._sensors[ctrl] = found
         return self._sensors
@@ -90,7 +82,7 @@ class NvmeHwmonCollector(Collector):
         out = {}
         for ctrl, chans in self.sensors().items():
             out[ctrl] = {ch: {"label": label, "dir": d,
-                              **{f"{k}_c": _milli(_read(os.path.join(d, f"{ch}_{k}"))) for k in ("max", "min", "crit")}}
+                              **{f"{k}_c": _milli(read_text(os.path.join(d, f"{ch}_{k}"))) for k in ("max", "min", "crit")}}
                          for d, ch, label in chans}
         return {"sensors": out, "unit_note": "sysfs millidegrees Celsius converted to °C"}
 
@@ -98,8 +90,8 @@ class NvmeHwmonCollector(Collector):
         rows = []
         for ctrl, chans in self.sensors().items():
             for d, ch, label in chans:
-                temp = _milli(_read(os.path.join(d, f"{ch}_input")))
-                alarm_txt = _read(os.path.join(d, f"{ch}_alarm"))
+                temp = _milli(read_text(os.path.join(d, f"{ch}_input")))
+                alarm_txt = read_text(os.path.join(d, f"{ch}_alarm"))
                 rows.append({"t_ns": t_ns, "ctrl": ctrl, "sensor": ch, "label": label, "temp_c": temp,
                              "alarm": None if alarm_txt is None else alarm_txt == "1"})
         return rows

@@ -17,7 +17,7 @@ import re
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
+from ckprof.collectors.base import T_NS, Collector, Probe, col, read_text
 
 ZONE_RE = re.compile(r"^(intel-rapl(?:-[a-z]+)?):(\d+)(?::(\d+))?$")
 
@@ -41,8 +41,8 @@ class RaplZone:
         self.path = path
         m = ZONE_RE.match(zone)
         self.parent = f"{m.group(1)}:{m.group(2)}" if m.group(3) is not None else None
-        self.domain = _read(os.path.join(path, "name")) or zone
-        rng = _read(os.path.join(path, "max_energy_range_uj"))
+        self.domain = read_text(os.path.join(path, "name")) or zone
+        rng = read_text(os.path.join(path, "max_energy_range_uj"))
         self.max_energy_range_uj = int(rng) if rng and rng.isdigit() else None
 
     def energy_uj(self) -> int:
@@ -52,14 +52,6 @@ class RaplZone:
     def to_dict(self) -> dict:
         return {"zone": self.zone, "domain": self.domain, "parent": self.parent,
                 "max_energy_range_uj": self.max_energy_range_uj}
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def find_zones(sys_root: str = "/sys") -> list[RaplZone]:
