@@ -7,7 +7,7 @@ import pytest
 from ckprof.errors import CkprofError
 from ckprof.workloads import store
 from ckprof.workloads.comm import launcher_env, launcher_world
-from ckprof.workloads.data import Pool, aligned_buffer, chunk_key
+from ckprof.workloads.data import RING_MIN_BYTES, Pool, aligned_buffer, chunk_key
 from ckprof.workloads.shardio import ChecksumMismatch, FileJob, read_files, write_files
 
 
@@ -34,6 +34,27 @@ def test_pool_chunks_differ_and_are_deterministic():
     assert (out[0] != out[1]).mean() > 0.99
     again = Pool(64 * 1024, seed=7)
     assert (again.words[:1000] == pool.words[:1000]).all()
+
+
+def test_streamed_file_longer_than_the_ring_has_no_equal_blocks_and_does_not_compress(tmp_path):
+    """write_files stamps ring buffers: a file past one ring (its bytes recur there, stamps aside)
+    still has no two equal 4 KiB blocks, and no 1 MiB of it compresses."""
+    import zlib
+
+    chunk = 256 * 1024
+    n = RING_MIN_BYTES + 8 * chunk + 4096 + 100  # past the ring, with a partial last block
+    jobs = [FileJob(str(tmp_path / f"f{i}"), f"f{i}", n, i) for i in range(2)]
+    write_files(jobs, Pool(chunk, 3), seed=5, rank=0, step=1, chunk_bytes=chunk)
+    blocks, total = set(), 0
+    for j in jobs:
+        data = open(j.path, "rb").read()
+        assert len(data) == n
+        for off in (0, RING_MIN_BYTES - 2**19):
+            assert len(zlib.compress(data[off:off + 2**20], 6)) > 0.99 * 2**20
+        for i in range(0, n - n % 4096, 4096):
+            blocks.add(data[i:i + 4096])
+            total += 1
+    assert len(blocks) == total
 
 
 @pytest.mark.parametrize("threads,direct", [(1, False), (3, False), (2, True)])

@@ -1,13 +1,22 @@
 """Checkpoint bytes that neither compress nor deduplicate, made without a shard's worth of RAM.
 
 Before the timed region each rank fills a pool (16 MiB or two chunks, whichever is larger) with
-random bytes. Each chunk written is a window of the pool XORed with a 64-bit key that is unique
-to (run, rank, checkpoint, file, chunk), and the window's start moves with the key too:
-- compression: every byte is random; a repeat of the pool appears XORed with another key, so a
-  compressor finds no match at any distance;
-- deduplication: two 4 KiB blocks are equal only if they come from the same pool offset with the
-  same key, i.e. the same chunk of the same file of the same checkpoint.
-Making a chunk is one pass over memory (numpy releases the GIL), far faster than a device.
+random bytes. `Pool.fill` makes a chunk as a window of the pool XORed with a 64-bit key that is
+unique to (run, rank, checkpoint, file, chunk), the window's start moving with the key: every
+byte is new, so a compressor finds no match at any distance. That is one pass over memory per
+byte written, which on a host with few cores competes with the write(2) copy itself (measured:
+it and the checksum cost 60-85 % of the kernel's copy time on a 2-core VM), so streaming writes
+use a `Ring` instead:
+- a ring of chunk buffers at least RING_MIN_BYTES in all, each filled once per checkpoint with
+  `fill` under its own key (random bytes, different for every buffer, rank and checkpoint);
+- each chunk written takes the next buffer and stamps the first 8 bytes of every 4 KiB block
+  with its chunk's key + the block's index (`Ring.stamp`, 1/512 of the bytes).
+Deduplication: two 4 KiB blocks are equal only with the same stamp, i.e. the same block of the
+same chunk of the same file of the same checkpoint. Compression: bytes are random within any
+stretch shorter than the ring (16 MiB); a buffer's bytes recur, stamps aside, one ring later, so
+only a compressor whose window spans more than 16 MiB (zstd --long, 16 MiB ZFS records) could
+find those repeats; block- and record-level compression (≤ 1 MiB records, 4 KiB blocks) cannot.
+--async staging uses `fill` (it copies the bytes into memory anyway, before the timed writes).
 
 Buffers come from anonymous mmap: page-aligned, as O_DIRECT needs (open(2), "O_DIRECT").
 """
@@ -19,6 +28,8 @@ import numpy as np
 import xxhash
 
 POOL_MIN_BYTES = 16 * 2**20
+RING_MIN_BYTES = 16 * 2**20
+BLOCK = 4096
 PAGE = mmap.PAGESIZE
 
 
@@ -56,6 +67,27 @@ class Pool:
         span = len(self.words) - n
         start = key % (span + 1)
         np.bitwise_xor(self.words[start:start + n], np.uint64(key), out=out[:n])
+
+
+class Ring:
+    """Chunk buffers for streaming writes: primed from the pool once, then stamped per chunk."""
+
+    def __init__(self, chunk_bytes: int, min_buffers: int):
+        self.n = max(min_buffers, -(-RING_MIN_BYTES // chunk_bytes))
+        self.bufs = [aligned_buffer(chunk_bytes) for _ in range(self.n)]
+        self.views = [np.frombuffer(b, dtype=np.uint64) for b in self.bufs]
+        self._index = np.arange(-(-chunk_bytes // BLOCK), dtype=np.uint64)
+
+    def prime(self, pool: Pool, key) -> None:
+        """Fill buffer i with `pool.fill` under key(i): done once per checkpoint."""
+        for i, v in enumerate(self.views):
+            pool.fill(v, key(i), len(self.bufs[i]))
+
+    def stamp(self, i: int, key: int, nbytes: int) -> None:
+        """Make buffer i chunk `key`: the first 8 bytes of each 4 KiB block of its first `nbytes`
+        become key + the block's index (mod 2**64)."""
+        nblocks = -(-nbytes // BLOCK)
+        np.add(self._index[:nblocks], np.uint64(key), out=self.views[i][:nblocks * (BLOCK // 8):BLOCK // 8])
 
 
 def file_digest(chunk_digests: list[int]) -> str:

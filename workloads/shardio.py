@@ -1,9 +1,10 @@
 """One rank's writes and reads of its shard files.
 
-Writes: one producer thread makes chunks (data.Pool.fill, then the chunk's xxh3 digest) into a
-small ring of aligned buffers while `threads` writer threads pwrite(2) them, so making the data
-overlaps the I/O and memory stays at (threads + 2) chunks plus the pool, whatever the shard's
-size. When a file's last chunk is written, a closer thread fsync(2)s it (unless fsync is off)
+Writes: one producer thread makes chunks (data.Ring.stamp, then the chunk's xxh3 digest) in a
+ring of aligned buffers while `threads` writer threads pwrite(2) them, so making the data
+overlaps the I/O and memory stays at the ring (16 MiB or threads + 2 chunks) plus the pool,
+whatever the shard's size. The ring is primed from the pool once per call (data.py says why
+chunks are stamped rather than made whole: a full pass per byte competes with the write). When a file's last chunk is written, a closer thread fsync(2)s it (unless fsync is off)
 and closes it while the writers go on with the next file; the rank is done when every file is.
 With O_DIRECT, offsets, lengths and buffers are 4 KiB-aligned (open(2), "O_DIRECT"); a file
 whose size is not a multiple of 4 KiB gets its last partial block through a second, buffered
@@ -20,9 +21,8 @@ import queue
 import threading
 from dataclasses import dataclass, field
 
-import numpy as np
 
-from ckprof.workloads.data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
+from ckprof.workloads.data import Pool, Ring, aligned_buffer, chunk_digest, chunk_key, file_digest
 
 ALIGN = 4096
 
@@ -74,9 +74,10 @@ def _chunks(nbytes: int, chunk: int):
 def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: int, chunk_bytes: int,
                 threads: int = 1, direct: bool = False, fsync: bool = True, on_bytes=None) -> list[FileResult]:
     """Write every job's file in full; return each file's size and checksum. Raises the first error."""
-    nbuf = threads + 2
-    bufs = [aligned_buffer(chunk_bytes) for _ in range(nbuf)]
-    views = [np.frombuffer(b, dtype=np.uint64) for b in bufs]
+    ring = Ring(chunk_bytes, threads + 2)
+    # Each buffer's random bytes are made under a key of its own (file index -1 - i: no file's).
+    ring.prime(pool, lambda i: chunk_key(seed, rank, step, -1 - i, 0))
+    nbuf, bufs = ring.n, ring.bufs
     free: queue.Queue = queue.Queue()
     for i in range(nbuf):
         free.put(i)
@@ -118,7 +119,7 @@ def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: 
                             b = free.get(timeout=0.5)
                         except queue.Empty:
                             pass
-                    pool.fill(views[b], chunk_key(seed, rank, step, job.index, ci), n)
+                    ring.stamp(b, chunk_key(seed, rank, step, job.index, ci), n)
                     of.digests[ci] = chunk_digest(memoryview(bufs[b])[:n])
                     work.put((of, off, n, b))
         except BaseException as e:  # noqa: BLE001 - handed to the caller
