@@ -6,7 +6,7 @@ import sys
 import click
 
 from ckprof.errors import CkprofError
-from ckprof.units import parse_interval
+from ckprof.units import click_callback, parse_interval
 
 
 class CkprofGroup(click.Group):
@@ -32,11 +32,7 @@ def main():
     """
 
 
-def _interval(ctx, param, value):
-    try:
-        return parse_interval(value)
-    except CkprofError as e:
-        raise click.BadParameter(str(e)) from None
+_interval = click_callback(parse_interval)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

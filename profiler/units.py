@@ -21,6 +21,36 @@ def parse_interval(text: str) -> float:
     return seconds
 
 
+_DURATION_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400,
+               "days": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'3h', '90min', '2d', '3600' (seconds) → seconds: long spans such as an MTBF."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in {"", *_DURATION_S}:
+        raise UsageError(f"bad duration {text!r}: use e.g. 3h, 90min, 2d or seconds")
+    v = float(m.group(1)) * _DURATION_S.get(m.group(2).lower(), 1)
+    if v <= 0:
+        raise UsageError(f"bad duration {text!r}: must be more than 0")
+    return v
+
+
+def click_callback(parse):
+    """A click option callback that parses with `parse` and reports a bad value as click does."""
+    import click
+
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except UsageError as e:
+            raise click.BadParameter(str(e)) from None
+
+    return callback
+
+
 def parse_size(text: str) -> int:
     """'4GiB', '512MB', '1000' → bytes."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))

@@ -3,17 +3,11 @@ from __future__ import annotations
 
 import click
 
-from ckprof.errors import CkprofError, UsageError
-from ckprof.units import parse_interval, parse_size
+from ckprof.errors import UsageError
+from ckprof.units import click_callback, parse_interval, parse_size
 
 
-def _size(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except CkprofError as e:
-        raise click.BadParameter(str(e)) from None
+_size = click_callback(parse_size)
 
 
 def _count(text: str) -> int:

@@ -2,34 +2,14 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import click
 
 from ckprof.errors import CkprofError, RecordingError, UsageError
+from ckprof.units import click_callback, parse_duration
 
-_DUR = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """'3h', '90min', '2d', '3600' (seconds) → seconds."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in {"", *_DUR}:
-        raise UsageError(f"bad duration {text!r}: use e.g. 3h, 90min, 2d or seconds")
-    v = float(m.group(1)) * _DUR.get(m.group(2).lower(), 1)
-    if v <= 0:
-        raise UsageError(f"bad duration {text!r}: must be more than 0")
-    return v
-
-
-def _mtbf(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except CkprofError as e:
-        raise click.BadParameter(str(e)) from None
+_mtbf = click_callback(parse_duration)
 
 
 def analyse_path(path: str, **kw):
