@@ -57,6 +57,23 @@ class Energy:
         return self.joules - self.baseline_w * self.seconds
 
 
+def _window_readings(t_ns, values, start_ns: int, end_ns: int):
+    """Readings in time order without NaNs, and the part [lo, hi] of the window they cover.
+
+    None when fewer than two readings are left or they do not reach into the window.
+    """
+    t = np.asarray(t_ns, dtype=np.int64)
+    v = np.asarray(values, dtype=float)
+    ok = ~np.isnan(v)
+    t, v = t[ok], v[ok]
+    if len(t) < 2 or end_ns <= start_ns:
+        return None
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    lo, hi = max(start_ns, int(t[0])), min(end_ns, int(t[-1]))
+    return None if hi <= lo else (t, v, lo, hi)
+
+
 def integrate_power(t_ns, watts, start_ns: int, end_ns: int) -> tuple[float, float]:
     """(J, coverage) of power readings over [start_ns, end_ns] by the trapezoid rule.
 
@@ -64,17 +81,10 @@ def integrate_power(t_ns, watts, start_ns: int, end_ns: int) -> tuple[float, flo
     the part of the window before the first or after the last reading is not guessed (coverage
     below 1). NaN readings (a lost GPU, an unsupported query) are left out.
     """
-    t = np.asarray(t_ns, dtype=np.int64)
-    w = np.asarray(watts, dtype=float)
-    ok = ~np.isnan(w)
-    t, w = t[ok], w[ok]
-    if len(t) < 2 or end_ns <= start_ns:
+    pts = _window_readings(t_ns, watts, start_ns, end_ns)
+    if pts is None:
         return float("nan"), 0.0
-    order = np.argsort(t, kind="stable")
-    t, w = t[order], w[order]
-    lo, hi = max(start_ns, int(t[0])), min(end_ns, int(t[-1]))
-    if hi <= lo:
-        return float("nan"), 0.0
+    t, w, lo, hi = pts
     inner = (t > lo) & (t < hi)
     tt = np.concatenate(([lo], t[inner], [hi])).astype(float)
     ww = np.concatenate(([np.interp(lo, t, w)], w[inner], [np.interp(hi, t, w)]))
@@ -89,17 +99,10 @@ def counter_energy(t_ns, counter, start_ns: int, end_ns: int, joules_per_unit: f
     Deltas between readings are wrap-safe (`width`: the counter's wrap point, e.g. RAPL's
     max_energy_range_uj + 1); their running sum is interpolated at the window's edges.
     """
-    t = np.asarray(t_ns, dtype=np.int64)
-    c = np.asarray(counter, dtype=float)
-    ok = ~np.isnan(c)
-    t, c = t[ok], c[ok]
-    if len(t) < 2 or end_ns <= start_ns:
+    pts = _window_readings(t_ns, counter, start_ns, end_ns)
+    if pts is None:
         return float("nan"), 0.0
-    order = np.argsort(t, kind="stable")
-    t, c = t[order], c[order]
-    lo, hi = max(start_ns, int(t[0])), min(end_ns, int(t[-1]))
-    if hi <= lo:
-        return float("nan"), 0.0
+    t, c, lo, hi = pts
     cum = np.concatenate(([0.0], np.cumsum(counter_delta(c[:-1], c[1:], width=width))))
     rise = np.interp(hi, t, cum) - np.interp(lo, t, cum)
     return float(rise * joules_per_unit), (hi - lo) / (end_ns - start_ns)
