@@ -176,24 +176,20 @@ class GpuCollector(Collector):
 
     # -- static facts ------------------------------------------------------------------------
     def _static(self, g: _Gpu) -> dict:
+        """Once per run: what the GPU is. A fact the driver cannot give is left out."""
+        queries = {
+            "name": lambda h: _text(pynvml.nvmlDeviceGetName(h)),
+            "uuid": lambda h: _text(pynvml.nvmlDeviceGetUUID(h)),
+            "pci_bus_id": lambda h: _text(pynvml.nvmlDeviceGetPciInfo(h).busId),
+            "power_limit_w": lambda h: pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000,  # mW → W
+            "mem_total_bytes": lambda h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+        }
         info: dict = {}
-        for key, fn in (("name", pynvml.nvmlDeviceGetName), ("uuid", pynvml.nvmlDeviceGetUUID)):
+        for key, query in queries.items():
             try:
-                info[key] = _text(fn(g.handle))
+                info[key] = query(g.handle)
             except pynvml.NVMLError:
                 pass
-        try:
-            info["pci_bus_id"] = _text(pynvml.nvmlDeviceGetPciInfo(g.handle).busId)
-        except pynvml.NVMLError:
-            pass
-        try:
-            info["power_limit_w"] = pynvml.nvmlDeviceGetPowerManagementLimit(g.handle) / 1000
-        except pynvml.NVMLError:
-            pass
-        try:
-            info["mem_total_bytes"] = int(pynvml.nvmlDeviceGetMemoryInfo(g.handle).total)
-        except pynvml.NVMLError:
-            pass
         try:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(g.handle)
             info["energy_counter"] = True
