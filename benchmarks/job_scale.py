@@ -11,7 +11,6 @@ With `--report`, also times `ckprof report JOB` (the HTML job report: every host
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from ckprof.errors import UsageError
+
+if TYPE_CHECKING:  # pandas is imported only when a job is read
+    import pandas as pd
 
 HOST_PREFIX = "host="
 # Where launchers put the job's identity and the node's index (first one found wins).

@@ -11,7 +11,6 @@ Nothing is computed at sample time: a scrape reads the recorder's latest rows.
 from __future__ import annotations
 
 import json
-import os
 import threading
 
 import pyarrow as pa

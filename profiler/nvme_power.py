@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from ckprof.counters import counter_delta
-from ckprof.energy import integrate_power
 
 EXTERNAL_MIN_COVERAGE = 0.9  # an imported trace stands for an interval it spans at least this much of
 
