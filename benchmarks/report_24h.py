@@ -33,7 +33,7 @@ from ckprof.collectors.rapl import RAPL_SCHEMA  # noqa: E402
 from ckprof.collectors.base import schema_units  # noqa: E402
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA  # noqa: E402
 from ckprof.collectors.host import HOST_SCHEMA  # noqa: E402
-from ckprof.recording import RecordingWriter, part_name  # noqa: E402
+from ckprof.recording.writer import RecordingWriter, part_name  # noqa: E402
 
 START_NS = 10**12
 CKPT_EVERY_S, CKPT_LEN_S, FIRST_S = 1800, 60, 600  # every 30 min from 10 min in, writing for 60 s

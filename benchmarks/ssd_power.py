@@ -1,4 +1,4 @@
-"""Benchmark: ckprof.nvme_power.ssd_power on a day-long recording, against the row-by-row version
+"""Benchmark: ckprof.power.ssd.ssd_power on a day-long recording, against the row-by-row version
 it replaced (kept here, and only here, as `reference_ssd_power`, for this comparison and for
 tests/test_nvme_power_pinned.py, which checks both give the same frame).
 
@@ -30,11 +30,11 @@ import ckprof
 from ckprof.collectors.base import schema_units
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
-from ckprof.counters import counter_delta
-from ckprof.energy import integrate_power
-from ckprof.import_power import POWER_SCHEMA
-from ckprof.nvme_power import COLUMNS, EXTERNAL_MIN_COVERAGE, power_state_changes, ssd_power
-from ckprof.recording import RecordingWriter, part_name
+from ckprof.recording.counters import counter_delta
+from ckprof.power.energy import integrate_power
+from ckprof.recording.import_power import POWER_SCHEMA
+from ckprof.power.ssd import COLUMNS, EXTERNAL_MIN_COVERAGE, power_state_changes, ssd_power
+from ckprof.recording.writer import RecordingWriter, part_name
 
 S = 1_000_000_000
 START_NS = 10**12
@@ -47,7 +47,7 @@ POWER_STATES = [{"max_power_w": 8.25, "idle_power_w": 3.0, "active_power_w": 7.0
                 {"max_power_w": 0.005, "idle_power_w": None, "active_power_w": None}]
 
 
-# --- the row-by-row implementation that ckprof.nvme_power replaced (commit e066529) ------------
+# --- the row-by-row implementation that ckprof.power.ssd replaced (commit e066529) ------------
 
 def _ref_util_at(block: pd.DataFrame, devices: list[str], t_ns: np.ndarray) -> np.ndarray:
     out = np.full(len(t_ns), np.nan)

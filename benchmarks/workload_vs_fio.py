@@ -25,7 +25,7 @@ import tempfile
 
 import ckprof
 from ckprof.units import fmt_bytes, parse_size
-from ckprof.workloads.cli import build_plan
+from ckprof.cli.workload import build_plan
 
 GIB = 2**30
 

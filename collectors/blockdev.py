@@ -2,7 +2,7 @@
 
 Stores what the kernel says: the cumulative counters of iostats.rst as counters, and the two
 in-flight gauges. Rates (bytes/s, IOPS, await, aqu-sz, %util) are derived when a recording is
-read (ckprof.rates). One read of /proc/diskstats serves every device; where it is unreadable,
+read (ckprof.recording.rates). One read of /proc/diskstats serves every device; where it is unreadable,
 /sys/block/<dev>/stat is read per device instead.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
-from ckprof.collectors.diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
+from .base import T_NS, Collector, Probe, col
+from .diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
 
 _UNITS = {
     "read_ios": "ios", "read_merges": "ios", "read_sectors": "sectors(512B)", "read_ticks_ms": "ms",

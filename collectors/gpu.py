@@ -22,7 +22,7 @@ from typing import Callable
 import psutil
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
+from .base import T_NS, Collector, Probe, col
 from ckprof.errors import CollectorUnavailable
 
 try:  # optional dependency: without it the probe says how to install it

@@ -11,7 +11,7 @@ import os
 import psutil
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
+from .base import T_NS, Collector, Probe, col
 
 HOST_SCHEMA = pa.schema([
     T_NS,

@@ -18,7 +18,7 @@ import subprocess
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
+from .base import T_NS, Collector, Probe, col
 from ckprof.errors import CollectorUnavailable
 
 IPMI_SCHEMA = pa.schema([

@@ -6,7 +6,7 @@ cumulative counters as counters in the drive's own units (data units of 512,000 
 seconds), temperatures converted from Kelvin to °C, critical_warning raw and bit by bit. Power is
 stored only where the drive measures it (TP4199, "NVMe 2.1" in the issue: the SMART log's Interval
 Power Measurement, and the Power Measurement log page 25h where the controller has it); estimates
-from the power-state table are made on the reading side (ckprof.nvme_power), with the utilisation
+from the power-state table are made on the reading side (ckprof.power.ssd), with the utilisation
 of the block devices behind the controller.
 
 Field meanings: NVMe Base Specification 2.0, SMART / Health Information (Log 02h, Fig. 207);
@@ -19,10 +19,10 @@ import re
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col
-from ckprof.collectors.nvme_hwmon import NvmeHwmonCollector
-from ckprof.collectors.nvme_cli import INSTALL_HINT, NvmeCli, NvmeCliError
-from ckprof.collectors.nvme_parse import (CRITICAL_WARNING_BITS, DATA_UNIT_BYTES, POWER_MEAS_FID,
+from .base import T_NS, Collector, Probe, col
+from .nvme_hwmon import NvmeHwmonCollector
+from .nvme_cli import INSTALL_HINT, NvmeCli, NvmeCliError
+from .nvme_parse import (CRITICAL_WARNING_BITS, DATA_UNIT_BYTES, POWER_MEAS_FID,
                                           POWER_MEAS_HEADER_LEN, POWER_MEAS_LID, ParseError,
                                           critical_warning_bits, decode_ipm, decode_power_meas_feature,
                                           kelvin_to_c, parse_feature_dword0, parse_id_ctrl,

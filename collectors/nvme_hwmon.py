@@ -17,7 +17,7 @@ import re
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col, read_text
+from .base import T_NS, Collector, Probe, col, read_text
 
 SCHEMA = pa.schema([
     T_NS,

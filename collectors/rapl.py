@@ -3,7 +3,7 @@
 Documentation/power/powercap/powercap.rst: each zone /sys/class/powercap/<control>:<n>[:<m>]/
 has `name` (package-N, core, uncore, dram, psys), `energy_uj` (a counter in µJ) and
 `max_energy_range_uj` (the counter wraps to 0 after it; so a delta uses width = range + 1, on
-the reading side, via ckprof.counters.counter_delta). Sub-zones (intel-rapl:0:1) are children
+the reading side, via ckprof.recording.counters.counter_delta). Sub-zones (intel-rapl:0:1) are children
 of a package zone; every zone is also listed flat in /sys/class/powercap. The control types are
 intel-rapl (MSR; AMD Zen too since Linux 5.8), intel-rapl-mmio (the same package over MMIO on
 newer Intel clients: it double-counts intel-rapl:N package-N, so readers use one of them) and
@@ -17,7 +17,7 @@ import re
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe, col, read_text
+from .base import T_NS, Collector, Probe, col, read_text
 
 ZONE_RE = re.compile(r"^(intel-rapl(?:-[a-z]+)?):(\d+)(?::(\d+))?$")
 

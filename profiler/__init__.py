@@ -8,8 +8,8 @@
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from ckprof.errors import CkprofError, RecordingError, UsageError
-from ckprof.markers import checkpoint, mark
+from .errors import CkprofError, RecordingError, UsageError
+from ckprof.record.markers import checkpoint, mark
 
 try:
     __version__ = _version("ckprof")
@@ -19,7 +19,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 def load(path: str):
     """Read a recording directory (see docs/recording-format.md) into a Recording."""
-    from ckprof.reader import load as _load
+    from ckprof.recording.reader import load as _load
 
     return _load(path)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ckprof.errors import UsageError
+from .errors import UsageError
 
 _SIZE = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
          "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ckprof.collectors.base import schema_units
-from ckprof.recording import RecordingWriter
+from ckprof.recording.writer import RecordingWriter
 
 WALL0_NS = 1_795_000_000_000_000_000  # 2026-11-18T…Z: the recording's wall-clock anchor
 MONO0_NS = 5_000_000_000              # its monotonic start

@@ -13,7 +13,7 @@ import pyarrow as pa
 from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.host import HOST_SCHEMA
-from ckprof.recording import RecordingWriter
+from ckprof.recording.writer import RecordingWriter
 
 START_NS = 5_000_000_000_000
 WALL_NS = 1_790_000_000_000_000_000

@@ -5,7 +5,7 @@ from synth import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, Synth
 
 import ckprof
 from ckprof.analysis import analyze
-from ckprof.analysis.joules import counter_energy_j, power_integral_j, unwrap_counter
+from ckprof.power.integrate import counter_energy_j, power_integral_j, unwrap_counter
 
 MiB = 2**20
 

@@ -1,6 +1,6 @@
 import numpy as np
 
-from ckprof.counters import counter_delta
+from ckprof.recording.counters import counter_delta
 
 
 def test_plain_delta():

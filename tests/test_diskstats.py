@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from ckprof.collectors.diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
-from ckprof.rates import block_rates
+from ckprof.recording.rates import block_rates
 from conftest import FIXTURES
 
 # One line per layout the kernel has printed (Documentation/admin-guide/iostats.rst).

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 import ckprof
-from ckprof.clock import FakeClock
+from ckprof.record.clock import FakeClock
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.rapl import RaplCollector
-from ckprof.energy import components, counter_energy, energy_j, gpu_idle, integrate_power
+from ckprof.power.energy import components, counter_energy, energy_j, gpu_idle, integrate_power
 from ckprof.errors import UsageError
-from ckprof.recorder import Recorder
-from ckprof.recording import RecordingWriter
+from ckprof.record.recorder import Recorder
+from ckprof.recording.writer import RecordingWriter
 
 from powerrec import MONO0_NS, POWER_SCHEMA, make_recording, t
 from test_rapl import PKG_RANGE, make_powercap, set_energy

@@ -19,11 +19,11 @@ import pytest
 pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py not installed (pip install 'ckprof[gpu]')")
 
 import ckprof  # noqa: E402
-from ckprof.clock import FakeClock  # noqa: E402
+from ckprof.record.clock import FakeClock  # noqa: E402
 from ckprof.collectors import gpu as gpu_mod  # noqa: E402
 from ckprof.collectors.gpu import GpuCollector, visible_gpus  # noqa: E402
-from ckprof.recorder import Recorder  # noqa: E402
-from ckprof.recording import RecordingWriter  # noqa: E402
+from ckprof.record.recorder import Recorder  # noqa: E402
+from ckprof.recording.writer import RecordingWriter  # noqa: E402
 
 IDLE = 0x1
 SW_POWER_CAP = 0x4
@@ -270,7 +270,7 @@ def test_record_a_command_on_fake_gpus(tmp_path):
 
     import psutil
 
-    from ckprof.record import record
+    from ckprof.record.session import record
 
     def our_children():
         return [c.pid for c in psutil.Process().children(recursive=True)]

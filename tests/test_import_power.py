@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import pytest
 
 import ckprof
-from ckprof.energy import energy_j
-from ckprof.import_power import parse_time_ns, read_trace
+from ckprof.power.energy import energy_j
+from ckprof.recording.import_power import parse_time_ns, read_trace
 from ckprof.errors import UsageError
 
 from powerrec import MONO0_NS, WALL0_NS, make_recording, t, POWER_SCHEMA

@@ -9,7 +9,7 @@ import pytest
 
 import ckprof
 from ckprof.analysis import analyze
-from ckprof.instrument import pythonpath_with_site, site_dir
+from ckprof.record.instrument import pythonpath_with_site, site_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "train_checkpoint.py")

@@ -9,7 +9,7 @@ import pytest
 
 import ckprof
 from ckprof.errors import RecordingError
-from ckprof.job import Job, job_identity
+from ckprof.recording.job import Job, job_identity
 from conftest import CKPROF, ckprof_cmd
 
 # Two ranks per node; every rank writes its shard inside a checkpoint window.

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import CKPROF, ckprof_cmd
-from ckprof.live import metric_name
+from ckprof.record.live import metric_name
 
 CHILD = """
 import ckprof, os, time
@@ -86,7 +86,7 @@ def test_grafana_example_uses_only_metrics_ckprof_serves():
     dash = json.loads((REPO / "examples" / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     names = set(re.findall(r"\b(ckprof_[a-z_]+)", " ".join(exprs)))
-    from ckprof.live import _DISK_COUNTERS
+    from ckprof.record.live import _DISK_COUNTERS
     served = {"ckprof_disk_bytes_per_second", "ckprof_disk_queue_depth", "ckprof_checkpoint_in_progress",
               "ckprof_checkpoint_last_duration_seconds", "ckprof_host_dirty_bytes", "ckprof_host_writeback_bytes",
               *(n for n, _, _ in _DISK_COUNTERS.values())}

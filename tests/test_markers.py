@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import ckprof
-from ckprof import markers
+from ckprof.record import markers
 
 
 def test_no_op_outside_a_recording(tmp_path, monkeypatch):

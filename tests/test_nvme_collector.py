@@ -6,14 +6,14 @@ import psutil
 import pytest
 
 import ckprof
-from ckprof.clock import FakeClock
+from ckprof.record.clock import FakeClock
 from ckprof.collectors.nvme import NvmeSmartCollector, controllers_behind
 from ckprof.collectors.nvme_cli import NvmeCli, NvmeCliError
 from ckprof.collectors.nvme_hwmon import NvmeHwmonCollector
 from ckprof.collectors.topology import Topology
-from ckprof.recorder import Recorder
-from ckprof.recording import RecordingWriter
-from ckprof.sources import SourceOptions, build_sources
+from ckprof.record.recorder import Recorder
+from ckprof.recording.writer import RecordingWriter
+from ckprof.record.sources import SourceOptions, build_sources
 from nvme_fakes import fake_nvme, sysfs_nvme_tree
 from test_nvme_parse import ocp_c0_bytes
 

@@ -9,8 +9,8 @@ import ckprof
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
-from ckprof.nvme_power import ssd_energy_j, ssd_power
-from ckprof.recording import RecordingWriter
+from ckprof.power.ssd import ssd_energy_j, ssd_power
+from ckprof.recording.writer import RecordingWriter
 from test_nvme_parse import read
 
 S = 1_000_000_000
@@ -82,7 +82,7 @@ def test_no_nvme_samples_is_empty_not_an_error(tmp_path):
 
 
 def test_power_state_changes(tmp_path):
-    from ckprof.nvme_power import power_state_changes
+    from ckprof.power.ssd import power_state_changes
 
     rec = recording(tmp_path, [nvme_row(0, 0), nvme_row(1, 0), nvme_row(2, 3), nvme_row(3, 0)], [],
                     read("spec", "id-ctrl.nvmecli2-scales.json"))
@@ -92,7 +92,7 @@ def test_power_state_changes(tmp_path):
 
 
 def test_imported_external_trace_beats_everything(tmp_path):
-    from ckprof.import_power import POWER_SCHEMA
+    from ckprof.recording.import_power import POWER_SCHEMA
 
     rec = recording(tmp_path, [nvme_row(0, 0, 6.0), nvme_row(1, 0, 6.5), nvme_row(2, 0, 6.5)],
                     [], read("spec", "id-ctrl.nvmecli2-scales.json"))
@@ -139,7 +139,7 @@ def test_power_measurement_log_estimated_flag_and_ipm_first(tmp_path):
 
 
 def test_energy_j_falls_back_to_ssd_power_without_a_trace(tmp_path):
-    from ckprof.energy import components, energy_j
+    from ckprof.power.energy import components, energy_j
 
     rec = pm_recording(tmp_path)
     assert "nvme0" in components(rec)
@@ -154,8 +154,8 @@ def test_energy_j_falls_back_to_ssd_power_without_a_trace(tmp_path):
 
 
 def test_energy_j_prefers_an_imported_trace(tmp_path):
-    from ckprof.energy import energy_j
-    from ckprof.import_power import POWER_SCHEMA
+    from ckprof.power.energy import energy_j
+    from ckprof.recording.import_power import POWER_SCHEMA
 
     rec = pm_recording(tmp_path)
     w = RecordingWriter(rec.path)

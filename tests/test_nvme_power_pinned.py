@@ -14,9 +14,9 @@ import ckprof
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
-from ckprof.import_power import POWER_SCHEMA
-from ckprof.nvme_power import power_state_changes, ssd_energy_j, ssd_power
-from ckprof.recording import RecordingWriter
+from ckprof.recording.import_power import POWER_SCHEMA
+from ckprof.power.ssd import power_state_changes, ssd_energy_j, ssd_power
+from ckprof.recording.writer import RecordingWriter
 from test_nvme_parse import read
 
 S = 1_000_000_000

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from ckprof.collectors import gpu as gpu_mod
-from ckprof.sources import SourceOptions, build_sources
+from ckprof.record.sources import SourceOptions, build_sources
 
 from test_rapl import XEON, make_powercap
 

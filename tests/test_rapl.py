@@ -14,7 +14,7 @@ import tempfile
 
 
 from ckprof.collectors.rapl import RaplCollector, find_zones
-from ckprof.counters import counter_delta
+from ckprof.recording.counters import counter_delta
 
 PKG_RANGE = 262143328850
 DRAM_RANGE = 65712999613

@@ -4,11 +4,11 @@ import os
 import pyarrow as pa
 
 import ckprof
-from ckprof.clock import FakeClock
+from ckprof.record.clock import FakeClock
 from ckprof.collectors.base import T_NS, Collector, col
 from ckprof.collectors.blockdev import BlockCollector
-from ckprof.recorder import Recorder
-from ckprof.recording import RecordingWriter
+from ckprof.record.recorder import Recorder
+from ckprof.recording.writer import RecordingWriter
 
 
 def fake_block_tree(root, dev="sda", iostats=1):

@@ -12,17 +12,17 @@ import secrets
 import socket
 import sys
 
-from ckprof import markers
+from ckprof.record import markers
 from ckprof.errors import CkprofError, UsageError
-from ckprof.workloads import store
-from ckprof.workloads.comm import from_launcher
-from ckprof.workloads.rank import Setup, run_load, run_rank
+from . import store
+from .comm import from_launcher
+from .rank import Setup, run_load, run_rank
 
 
 def run(plan, cfg, which: str) -> int:
-    from ckprof.workloads.launch import preflight
-    from ckprof.workloads.recorded import events_env, recording
-    from ckprof.workloads.summary import render
+    from .launch import preflight
+    from .recorded import events_env, recording
+    from .summary import render
 
     comm = from_launcher(which)
     try:

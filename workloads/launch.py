@@ -16,11 +16,11 @@ import sys
 
 from ckprof.errors import CkprofError, UsageError
 from ckprof.units import fmt_bytes
-from ckprof.workloads import store
-from ckprof.workloads.comm import launcher_env
-from ckprof.workloads.local import spawn_ranks
-from ckprof.workloads.recorded import events_env, recording
-from ckprof.workloads.rank import Setup
+from . import store
+from .comm import launcher_env
+from .local import spawn_ranks
+from .recorded import events_env, recording
+from .rank import Setup
 
 FREE_MARGIN_MIN = 64 * 2**20
 RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
@@ -96,7 +96,7 @@ def main(plan, cfg) -> int:
     """`ckprof workload` (saves, optional load). Returns the exit status."""
     which = launcher_env()
     if which:
-        from ckprof.workloads.distributed import run as run_distributed
+        from .distributed import run as run_distributed
 
         return run_distributed(plan, cfg, which)
     target = preflight(plan, cfg, local_ranks=plan.nranks)
@@ -107,7 +107,7 @@ def main(plan, cfg) -> int:
 
 
 def _run_local(plan, cfg, setup, path, total, nranks) -> int:
-    from ckprof.workloads.summary import render
+    from .summary import render
 
     results, error = None, None
     with recording(cfg, path if os.path.isdir(path) else os.path.dirname(path), list(sys.argv)) as (out_dir, info):
@@ -143,7 +143,7 @@ def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
     cfg.count, cfg.target, cfg.fsync = 0, path, True
     setup = Setup(run_id="load", seed=0, first_step=0)
     if launcher_env():
-        from ckprof.workloads.distributed import run as run_distributed
+        from .distributed import run as run_distributed
 
         return run_distributed(plan, cfg, launcher_env())
     return _run_local(plan, cfg, setup, path, int(manifest.get("bytes") or 0), n)
@@ -151,8 +151,8 @@ def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
 
 def _plan_from_manifest(manifest: dict):
     """Enough of a plan for the summary of a load."""
-    from ckprof.workloads.model import Parallelism, Preset, Shape
-    from ckprof.workloads.plan import Plan
+    from .model import Parallelism, Preset, Shape
+    from .plan import Plan
 
     p = manifest.get("plan") or {}
     preset = Preset(p.get("preset", "checkpoint"), Shape(layers=1), Parallelism())

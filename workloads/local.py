@@ -15,8 +15,8 @@ import sys
 import time
 
 from ckprof.errors import CkprofError
-from ckprof.workloads.comm import Aborted, HubComm
-from ckprof.workloads.rank import Progress, Setup, run_load, run_rank
+from .comm import Aborted, HubComm
+from .rank import Progress, Setup, run_load, run_rank
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from ckprof.errors import UsageError
 from ckprof.units import fmt_bytes
-from ckprof.workloads.model import SUBSET_RANKS, Preset, RankPlan, ShardFile, rank_plan, validate
+from .model import SUBSET_RANKS, Preset, RankPlan, ShardFile, rank_plan, validate
 
 ALIGN = 4096  # scaled files are whole 4 KiB blocks (O_DIRECT alignment; the page size)
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ckprof import markers
-from ckprof.workloads import store
-from ckprof.workloads.data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
-from ckprof.workloads.shardio import ALIGN, FileJob, FileResult, read_files, write_files
+from ckprof.record import markers
+from . import store
+from .data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
+from .shardio import ALIGN, FileJob, FileResult, read_files, write_files
 
 GIB = 2**30
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from ckprof import markers
+from ckprof.record import markers
 
 
 @contextmanager
@@ -19,8 +19,8 @@ def recording(cfg, path: str, argv: list[str]):
     if not cfg.record or markers.active():
         yield None, None
         return
-    from ckprof.record import close_session, default_output_dir, open_session, prepare_output
-    from ckprof.sources import SourceOptions, build_sources
+    from ckprof.record.session import close_session, default_output_dir, open_session, prepare_output
+    from ckprof.record.sources import SourceOptions, build_sources
 
     sources = build_sources(SourceOptions(paths=[path], devices=[], interval_s=cfg.sample_interval_s))
     out_dir = prepare_output(cfg.output or default_output_dir(), cfg.force)
@@ -39,7 +39,7 @@ def recording(cfg, path: str, argv: list[str]):
 def events_env(out_dir: str | None) -> dict:
     env = {markers.ENV_SOURCE: "workload"}
     if out_dir:
-        from ckprof.recording import EVENTS
+        from ckprof.recording.writer import EVENTS
 
         env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
         env[markers.ENV_RECORDING] = out_dir

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 
-from ckprof.workloads.data import Pool, Ring, aligned_buffer, chunk_digest, chunk_key, file_digest
+from .data import Pool, Ring, aligned_buffer, chunk_digest, chunk_key, file_digest
 
 ALIGN = 4096
 

@@ -2,9 +2,9 @@
 durable end, bytes, bandwidth, queue depth, energy, temperature, throttling; run-level cost.
 
     import ckprof
-    from ckprof.analysis import analyze
+    from . import analyze
     report = analyze(ckprof.load("ckprof-20261121-120000")).report   # docs/report-format.md
 """
-from ckprof.analysis.analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, analyze
+from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, analyze
 
 __all__ = ["analyze", "Analysis", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION"]

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ckprof
-from ckprof.analysis import scale, thermal as T, timeline, windows as W
-from ckprof.analysis.checkpoints import _f, checkpoint_row
-from ckprof.analysis.fields import FIELDS
-from ckprof.analysis.power import energy_sources, idle_baseline, power_by_component
+from . import scale, thermal as T, timeline, windows as W
+from .checkpoints import _f, checkpoint_row
+from .fields import FIELDS
+from ckprof.power.sources import energy_sources, idle_baseline, power_by_component
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -131,7 +131,7 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         "idle_power_w_by_component": {c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
                                       for c in sorted({x.component for x in sources if x.name in idle_w})},
     }
-    from ckprof.analysis.throttle import throttling
+    from .throttle import throttling
 
     thr, plot_tb = throttling(tl, ctx, rows)
     meta = rec.meta

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ckprof.analysis import thermal as T
-from ckprof.analysis.power import GIB, window_energy
-from ckprof.analysis.timeline import in_window
+from . import thermal as T
+from ckprof.power.sources import GIB, window_energy
+from .timeline import in_window
 
 
 def _f(x):

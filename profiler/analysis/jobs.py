@@ -3,7 +3,7 @@
 Nothing here re-reads samples: each host's own analysis (its timeline, energy sources and idle
 baselines) is asked for the figures of that node's window of one checkpoint with the same
 functions the per-recording report uses (checkpoints.device_stats, power.window_energy).
-Times are put on the wall clock through each host's anchor (ckprof.job.Job), as the job reader does.
+Times are put on the wall clock through each host's anchor (ckprof.recording.job.Job), as the job reader does.
 
 Rules (docs/report-format.md, `job`):
 - a checkpoint is (kind, step); windows without a step (inferred ones) are matched by their order
@@ -22,10 +22,10 @@ import os
 from dataclasses import dataclass, field
 
 import ckprof
-from ckprof.analysis.analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
-from ckprof.analysis.checkpoints import _f, device_stats
-from ckprof.analysis.fields import FIELDS
-from ckprof.analysis.power import GIB, window_energy
+from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
+from .checkpoints import _f, device_stats
+from .fields import FIELDS
+from ckprof.power.sources import GIB, window_energy
 from ckprof.errors import CkprofError, RecordingError
 
 SLOW_DEVICE_MIN_SHARE = 0.10
@@ -139,7 +139,7 @@ def _analyse_host(name, rec, kw):
 
 
 def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
-    """`job`: a ckprof.job.Job; `kw` as analysis.analyze takes (mtbf_s, gpus, windows_from).
+    """`job`: a ckprof.recording.job.Job; `kw` as analysis.analyze takes (mtbf_s, gpus, windows_from).
 
     Hosts are analysed one at a time; only the first `keep_analyses` keep their whole Analysis
     (timelines, for the HTML's plots), so memory follows one host, not the job.
@@ -213,7 +213,7 @@ def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
 
 def _left_out_dirs(job) -> list[str]:
     """Host directories the job reader could not read (it names each in its problems)."""
-    from ckprof.job import HOST_PREFIX
+    from ckprof.recording.job import HOST_PREFIX
 
     names = sorted(n[len(HOST_PREFIX):] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
     return [n for n in names if n not in job.hosts]

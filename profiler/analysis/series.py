@@ -117,7 +117,7 @@ def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
     Reduced to the timeline's resolution with `agg` (last | mean | max | or: binning.py) when
     that is coarser than the sampling.
     """
-    from ckprof.analysis.binning import bin_reduce, split_codes
+    from .binning import bin_reduce, split_codes
 
     labels = list(col.labels or ([col.label] if col.label else []))
     df = rec.samples(col.collector, columns=[col.name, *labels])

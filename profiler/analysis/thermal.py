@@ -15,8 +15,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ckprof.analysis import series as S
-from ckprof.counters import counter_delta
+from . import series as S
+from ckprof.recording.counters import counter_delta
 
 CRITICAL_WARNING_TEMPERATURE = 0x02
 GPU_THERMAL_REASONS = 0x20 | 0x40

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ckprof.analysis import thermal as T
-from ckprof.analysis.power import GIB
+from . import thermal as T
+from ckprof.power.sources import GIB
 
 SIMILAR_QD = 0.3  # queue depths within ±30 % count as similar
 

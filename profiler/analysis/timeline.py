@@ -2,7 +2,7 @@
 
 A day's recording of 32 devices at 10 Hz is ~28 million block rows; reading it whole as
 float64 would take gigabytes. Each device is read alone (a pyarrow filter on `device`, only the
-columns the analysis uses), turned into rates (ckprof.rates, iostat's formulas) at the
+columns the analysis uses), turned into rates (ckprof.recording.rates, iostat's formulas) at the
 analysis resolution, and kept; the sum over devices goes on a common time grid.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ckprof.analysis import series as S
-from ckprof.analysis import binning as B
-from ckprof.rates import BLOCK_COUNTERS, block_rates
+from . import series as S
+from . import binning as B
+from ckprof.recording.rates import BLOCK_COUNTERS, block_rates
 
 BATCH_ROWS = 1 << 20
 NEEDED = [c for c in BLOCK_COUNTERS if not c.startswith(("discard", "flush"))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ckprof.report import tables as T
+from . import tables as T
 
 # (label, unit, provenance, function of a report → value)
 METRICS = [

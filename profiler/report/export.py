@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ckprof.report.render import _clean
+from .render import _clean
 
 GIB = 1024**3
 MAX_COUNTER_POINTS = 20000

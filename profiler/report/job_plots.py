@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ckprof.report.plots import _mpl, _png
+from .plots import _mpl, _png
 
 MAX_LEGEND_NODES = 10
 

@@ -5,8 +5,8 @@ then each host's own report. Every string from a recording goes through html.esc
 """
 from __future__ import annotations
 
-from ckprof.report import render as R
-from ckprof.report.tables import b, num, pct
+from . import render as R
+from .tables import b, num, pct
 
 MAX_NODE_COLUMNS = 40  # checkpoints as columns of the per-node table; JSON has them all
 MAX_HOST_PLOTS = 4  # hosts whose timeline plots go in the HTML (64 timelines would be slow and huge)

@@ -10,7 +10,7 @@ import html
 import json
 import math
 
-from ckprof.report import tables as T
+from . import tables as T
 
 
 def _clean(o):

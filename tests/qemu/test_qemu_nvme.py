@@ -101,7 +101,7 @@ def test_power_state_tracked(rec):
 
 
 def test_ssd_power_estimated_from_qemus_power_state_table(rec):
-    from ckprof.nvme_power import ssd_energy_j, ssd_power
+    from ckprof.power.ssd import ssd_energy_j, ssd_power
 
     p = ssd_power(rec)
     # QEMU's one power state gives Max Power 25.00 W and no idle/active power: an upper bound

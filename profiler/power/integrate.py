@@ -3,16 +3,16 @@
 design.md: energy counters (NVML total energy in mJ, RAPL energy_uj, NVMe 2.1 power
 measurement) beat integrated power readings, because a counter sees every microsecond and a
 power gauge only the instants it was read. Counter wrap-around is handled once, in
-ckprof.counters.counter_delta (RAPL wraps at max_energy_range_uj: Documentation/power/powercap).
+ckprof.recording.counters.counter_delta (RAPL wraps at max_energy_range_uj: Documentation/power/powercap).
 
-This is the report's own integration; the power collector's `ckprof.energy.energy_j` (when
+This is the report's own integration; the power collector's `ckprof.power.energy.energy_j` (when
 merged) answers the same question for the live recording, and the lead reconciles the two.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ckprof.counters import counter_delta
+from ckprof.recording.counters import counter_delta
 
 
 def _clip_series(t: np.ndarray, v: np.ndarray, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:

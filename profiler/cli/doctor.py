@@ -1,14 +1,16 @@
 """`ckprof doctor`: each collector, whether it can run here and, if not, why and the fix."""
 from __future__ import annotations
 
+import click
+
 import os
 
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
-from ckprof.sources import SourceOptions, build_sources
+from ckprof.record.sources import SourceOptions, build_sources
 
 
-def doctor(paths: list[str]) -> str:
+def diagnose(paths: list[str]) -> str:
     paths = paths or [os.getcwd()]
     lines = ["Collectors:"]
     sources = build_sources(SourceOptions(paths=paths, devices=[]))
@@ -32,3 +34,10 @@ def doctor(paths: list[str]) -> str:
     lines.append("")
     lines.append("Disks here: " + (", ".join(topo.disks()) or "none"))
     return "\n".join(lines)
+
+
+@click.command()
+@click.option("--path", "paths", multiple=True, metavar="PATH", help="Show the devices behind PATH [default: working directory].")
+def doctor(paths):
+    """Say which collectors can run here, why not, and how to fix it; show the device topology."""
+    click.echo(diagnose(list(paths)))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ckprof.collectors.diskstats import SECTOR_BYTES
-from ckprof.counters import counter_delta
+from .counters import counter_delta
 
 BLOCK_COUNTERS = ("read_ios", "read_merges", "read_sectors", "read_ticks_ms",
                   "write_ios", "write_merges", "write_sectors", "write_ticks_ms",

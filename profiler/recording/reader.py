@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
-from ckprof.rates import block_rates, counter_rates
-from ckprof.recording import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
+from .rates import block_rates, counter_rates
+from .writer import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
 
 
 def _live_parts(directory: str) -> list[str]:
@@ -126,7 +126,7 @@ class Recording:
         return df
 
     def block(self, resample_s: float | None = None) -> pd.DataFrame:
-        """Per-device rates (bytes/s, IOPS, await, aqu-sz, %util, in-flight); see ckprof.rates."""
+        """Per-device rates (bytes/s, IOPS, await, aqu-sz, %util, in-flight); see ckprof.recording.rates."""
         df = block_rates(self.samples("block"), resample_s=resample_s, t0_ns=self.start_ns)
         if not df.empty:
             df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
@@ -213,7 +213,7 @@ def read_meta(path: str) -> dict:
 
 def load(path: str):
     """A Recording, or a Job when `path` is a job directory of host=<name>/ recordings."""
-    from ckprof.job import Job, is_job_dir
+    from .job import Job, is_job_dir
 
     path = os.path.abspath(path)
     if is_job_dir(path):

@@ -1,41 +1,14 @@
-"""The `ckprof` command line (click). Each command's logic lives in its own module."""
+"""`ckprof record -- CMD`: run a command and record telemetry while it runs."""
 from __future__ import annotations
-
-import sys
 
 import click
 
-from ckprof.errors import CkprofError
 from ckprof.units import click_callback, parse_interval
-
-
-class CkprofGroup(click.Group):
-    """Turns ckprof's own errors into one line on stderr and exit status 2 (usage) or 1."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except CkprofError as e:
-            click.echo(f"ckprof: error: {e.one_line()}", err=True)
-            sys.exit(2 if type(e).__name__ == "UsageError" else 1)
-
-
-@click.group(cls=CkprofGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="ckprof", prog_name="ckprof")
-def main():
-    """ckprof: storage telemetry and power profiler for checkpoint workloads.
-
-    \b
-    Record any command:      ckprof record -- python train.py
-    Check what can be read:  ckprof doctor
-    Read a recording:        python -c "import ckprof; print(ckprof.load('ckprof-...').block())"
-    """
-
 
 _interval = click_callback(parse_interval)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-o", "--output", metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
 @click.option("--interval", default="100ms", show_default=True, callback=_interval,
               help="Block-device and host sampling interval (e.g. 100ms, 10ms, 10Hz).")
@@ -76,8 +49,8 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     safetensors saves are marked automatically (--no-patch turns that off). At the end the
     recording's path and a one-line summary go to stderr.
     """
-    from ckprof import child
-    from ckprof.record import record as do_record
+    from ckprof.record import child
+    from ckprof.record.session import record as do_record
 
     if command and command[0] == "--":
         command = command[1:]
@@ -90,24 +63,3 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     child.exit_like(result)
 
 
-@main.command()
-@click.option("--path", "paths", multiple=True, metavar="PATH", help="Show the devices behind PATH [default: working directory].")
-def doctor(paths):
-    """Say which collectors can run here, why not, and how to fix it; show the device topology."""
-    from ckprof.doctor import doctor as do_doctor
-
-    click.echo(do_doctor(list(paths)))
-
-
-from ckprof import import_power as _import_power  # noqa: E402
-from ckprof.report.commands import compare, export, report  # noqa: E402  (analysis and reports)
-from ckprof.workloads import cli as _workload_cli  # noqa: E402
-
-main.add_command(_import_power.command)
-main.add_command(_workload_cli.workload)
-main.add_command(report)
-main.add_command(compare)
-main.add_command(export)
-
-if __name__ == "__main__":
-    main()

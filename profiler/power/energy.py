@@ -5,14 +5,14 @@
 
 Energy counters beat integrated power (design.md, "Energy"): where a component has one (NVML
 total energy, RAPL energy_uj) the energy is the counter's rise over the window, interpolated
-linearly at the window's edges and wrap-safe (ckprof.counters.counter_delta); otherwise the
+linearly at the window's edges and wrap-safe (ckprof.recording.counters.counter_delta); otherwise the
 power readings are integrated with the trapezoid rule. Provenance of the result:
   measured   every part came from an energy counter
   derived    some part was integrated from measured power readings
   estimated  some part came from an estimate (e.g. NVMe power from the power-state table)
 Components: 'gpu' (all GPUs) or 'gpu0', 'gpu1'…; 'cpu' (RAPL packages), 'dram', 'core',
 'uncore', 'psys'; 'node' (IPMI); any NAME with an imported series samples/power_NAME; an NVMe
-controller 'nvme0'… without one: ckprof.nvme_power's per-interval SSD power (drive-measured where
+controller 'nvme0'… without one: ckprof.power.ssd's per-interval SSD power (drive-measured where
 the drive measures, else estimated from its power-state table).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ckprof.counters import counter_delta
+from ckprof.recording.counters import counter_delta
 from ckprof.errors import UsageError
 
 RANK = {"measured": 0, "derived": 1, "estimated": 2}
@@ -183,9 +183,9 @@ def _series_parts(rec, collector: str, start_ns, end_ns) -> list:
 
 
 def _ssd_parts(rec, ctrl: str, start_ns, end_ns) -> list:
-    """An NVMe controller without an imported trace: ckprof.nvme_power's intervals (constant power
+    """An NVMe controller without an imported trace: ckprof.power.ssd's intervals (constant power
     over each poll interval), clipped to the window; provenance the weakest of those used."""
-    from ckprof.nvme_power import ssd_power  # nvme_power imports this module
+    from .ssd import ssd_power  # nvme_power imports this module
     p = ssd_power(rec)
     p = p[(p["ctrl"] == ctrl) & p["provenance"].isin(list(RANK)) & p["power_w"].notna()] if not p.empty else p
     if p.empty:

@@ -1,4 +1,4 @@
-"""The `report`, `compare` and `export` commands (registered in ckprof/cli.py)."""
+"""`ckprof report`, `compare` and `export`: one recording or a job directory of many hosts."""
 from __future__ import annotations
 
 import os
@@ -63,7 +63,8 @@ def report(recording, fmt, output, mtbf, gpus, windows):
     ckprof report run1 --format json > run1.json           # schema: docs/report-format.md
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
     """
-    from ckprof.report import job_commands, plots, render
+    from ckprof.report import plots, render
+    from . import job_report as job_commands
 
     job = job_commands.load_job(recording)
     if job is not None:  # host=<name>/ recordings of one job: read as one
@@ -88,7 +89,9 @@ def compare(recordings, fmt, output):
     \b
     ckprof compare nvme-run xfs-run lustre-run
     """
-    from ckprof.report import compare as C, job_commands, render
+    from ckprof.report import compare as C, render
+
+    from . import job_report as job_commands
 
     recordings = job_commands.expand(recordings)  # a job directory: its hosts side by side
     if len(recordings) < 2:
@@ -110,7 +113,7 @@ def compare(recordings, fmt, output):
 def export(recording, fmt, output):
     """Export checkpoint windows and metrics: a Perfetto/Chrome trace (open it in ui.perfetto.dev),
     or checkpoints and timeline tables as CSV or Parquet."""
-    from ckprof.report import job_commands
+    from . import job_report as job_commands
     from ckprof.report.export import export as do_export
 
     job = job_commands.load_job(recording)

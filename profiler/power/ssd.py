@@ -4,7 +4,7 @@ it, otherwise estimated from its power-state table. Nothing here touches hardwar
 Per interval between two NVMe SMART samples, in order of preference:
   0. measured  `external:power_<ctrl>`: a lab power analyzer's trace imported with
      `ckprof import-power REC trace.csv --device nvme0` (samples/power_nvme0), integrated over
-     the interval (ckprof.energy.integrate_power) where it covers it;
+     the interval (ckprof.power.energy.integrate_power) where it covers it;
   1. measured  `nvme:interval_power_measurement`: the drive's own Interval Power Measurement
      (TP4199, "NVMe 2.1" in the issue; SMART log bytes 243:240, its last 1 s), stored as `ipm_w`;
   1b. derived  `nvme:power_measurement_log`: the drive's Power Measurement log (LID 25h) gives the
@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ckprof.counters import counter_delta
+from ckprof.recording.counters import counter_delta
 
 EXTERNAL_MIN_COVERAGE = 0.9  # an imported trace stands for an interval it spans at least this much of
 
@@ -60,7 +60,7 @@ def _float(df: pd.DataFrame, name: str, n: int) -> np.ndarray:
 def _util_at(by_device: dict, devices: list[str], t_ns: np.ndarray) -> np.ndarray:
     """%util of the busiest of `devices` over each interval t_ns[i-1]..t_ns[i] (NaN for the first).
     The busy-time counter is interpolated linearly at the SMART poll times (the block collector
-    polls on its own clock), its deltas are wrap-safe (ckprof.counters)."""
+    polls on its own clock), its deltas are wrap-safe (ckprof.recording.counters)."""
     out = np.full(len(t_ns), np.nan)
     if len(t_ns) < 2:
         return out
@@ -105,7 +105,7 @@ def _pm_intervals(g: pd.DataFrame, n: int) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def _integrate_intervals(trace: pd.DataFrame, lo_ns: np.ndarray, hi_ns: np.ndarray):
-    """ckprof.energy.integrate_power over many windows [lo_ns[i], hi_ns[i]] at once: (J, coverage)
+    """ckprof.power.energy.integrate_power over many windows [lo_ns[i], hi_ns[i]] at once: (J, coverage)
     arrays. Each window's pieces (cut at its edges by interpolation, joined by straight lines) are
     built as integrate_power builds them and summed in the same order, so the figures are the same
     to the last bit."""

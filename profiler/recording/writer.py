@@ -21,7 +21,7 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ckprof.markers import append_event
+from ckprof.record.markers import append_event
 
 SCHEMA_VERSION = 1
 FORMAT_NAME = "ckprof-recording"

@@ -22,14 +22,13 @@ import shutil
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 
-import click
 import numpy as np
 import pyarrow as pa
 
 from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.errors import CkprofError, UsageError
-from ckprof.reader import read_meta
-from ckprof.recording import SAMPLES, RecordingWriter
+from .reader import read_meta
+from .writer import SAMPLES, RecordingWriter
 
 POWER_SCHEMA = pa.schema([
     T_NS,
@@ -136,7 +135,7 @@ def recording_range_ns(path: str, meta: dict) -> tuple[int, int]:
     start = int(meta["start"]["monotonic_ns"])
     if meta.get("end"):
         return start, int(meta["end"]["monotonic_ns"])
-    from ckprof.reader import Recording
+    from .reader import Recording
 
     ev = Recording(path, meta).events
     return start, int(ev["t_ns"].max()) if not ev.empty else start
@@ -200,26 +199,3 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
     }
     writer.write_meta(collectors=collectors)
     return summary
-
-
-@click.command("import-power")
-@click.argument("recording", metavar="RECORDING")
-@click.argument("trace", metavar="TRACE.csv")
-@click.option("--device", required=True, metavar="NAME",
-              help="What the analyzer measured (e.g. nvme0); the series is samples/power_NAME.")
-@click.option("--clock-offset", default=0.0, show_default=True, type=float, metavar="SECONDS",
-              help="Seconds added to every trace time (the analyzer's clock runs that far behind).")
-@click.option("--replace", is_flag=True, help="Replace a series imported before for the same device.")
-def command(recording, trace, device, clock_offset, replace):
-    """Add a lab power analyzer's readings (timestamp, watts) to RECORDING as a measured series.
-
-    \b
-    ckprof import-power ckprof-20261121-120000 wt310.csv --device nvme0
-    ckprof import-power run1 trace.csv --device nvme0 --clock-offset -1.5
-
-    TRACE.csv: one reading a line, ISO 8601 times (UTC unless a zone is given) or Unix seconds,
-    then watts; a header line naming the columns is optional.
-    """
-    s = import_power(recording, trace, device, clock_offset, replace)
-    click.echo(f"ckprof: imported {s['rows']} readings ({s['rows_in_recording']} inside the recording, "
-               f"mean {s['mean_w']:.2f} W there, measured) as {s['series']}", err=True)

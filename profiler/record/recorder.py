@@ -11,9 +11,9 @@ import threading
 import time
 import traceback
 
-from ckprof.clock import MonotonicClock
+from .clock import MonotonicClock
 from ckprof.collectors.base import Collector, label_columns, schema_units
-from ckprof.recording import RecordingWriter
+from ckprof.recording.writer import RecordingWriter
 
 
 class CollectorStats:

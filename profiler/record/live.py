@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ckprof.collectors.base import label_columns
 from ckprof.collectors.diskstats import SECTOR_BYTES
-from ckprof.counters import counter_delta
+from ckprof.recording.counters import counter_delta
 from ckprof.errors import UsageError
 
 # column suffix → (metric suffix, scale to base unit)

@@ -1,4 +1,4 @@
-"""`ckprof report|compare|export` on a job directory (host=<name>/ recordings, ckprof.job)."""
+"""`ckprof report|compare|export` on a job directory (host=<name>/ recordings, ckprof.recording.job)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from ckprof.errors import CkprofError, RecordingError
 
 def load_job(path: str):
     """The Job at `path`, or None when `path` is one recording."""
-    from ckprof.job import Job, is_job_dir
+    from ckprof.recording.job import Job, is_job_dir
 
     return Job(path) if is_job_dir(path) else None
 

@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ckprof.analysis import joules as J
+from . import integrate as J
 from ckprof.analysis import series as S
 
 GIB = 1024**3
@@ -79,7 +79,7 @@ def _width(col: S.Column, entity: str) -> int | None:
 
 
 # Power gauges, best first, when a collector has several (NVML's instant reading over its 1 s
-# average; IPMI's reading over its min/max/avg of the BMC's period), as ckprof.energy does.
+# average; IPMI's reading over its min/max/avg of the BMC's period), as ckprof.power.energy does.
 POWER_PREFERENCE = ("power_instant_w", "power_w")
 
 
@@ -122,13 +122,13 @@ def _rapl_zones(rec, collector: str) -> dict[str, tuple[str, int | None]] | None
 
 
 def _integrated(prov: str) -> str:
-    """Integrating measured power readings gives a derived figure (ckprof.energy's rule)."""
+    """Integrating measured power readings gives a derived figure (ckprof.power.energy's rule)."""
     return worst([prov, "derived"])
 
 
 class _WithBlock:
     """A recording whose block samples are the analysis' binned busy-time counters (so that
-    ckprof.nvme_power's %util does not read a day of raw block rows again)."""
+    ckprof.power.ssd's %util does not read a day of raw block rows again)."""
 
     def __init__(self, rec, busy: pd.DataFrame | None):
         self._rec, self._busy = rec, busy
@@ -143,13 +143,13 @@ class _WithBlock:
 
 
 def ssd_sources(rec, tl, notes: list[str]) -> list[EnergySource] | None:
-    """SSD power per NVMe controller from ckprof.nvme_power (an imported trace, the drive's own
+    """SSD power per NVMe controller from ckprof.power.ssd (an imported trace, the drive's own
     NVMe 2.1 measurement, else its power-state table × utilisation): None without the NVMe
     collector. Each interval's power holds over it, so the energy is a running sum."""
     desc = ((rec.meta.get("collectors") or {}).get("nvme") or {}).get("describe") or {}
     if "nvme" not in rec.collectors or "controllers" not in desc:
         return None
-    from ckprof.nvme_power import ssd_power
+    from .ssd import ssd_power
 
     try:
         p = ssd_power(_WithBlock(rec, tl.busy))
@@ -196,7 +196,7 @@ def energy_sources(rec, tl, notes: list[str] | None = None) -> list[EnergySource
         gauges.setdefault(col.collector, []).append(col)
     for coll, cols in gauges.items():
         if coll == "nvme" and ssd is not None:
-            continue  # its ipm_w is in ckprof.nvme_power's answer already
+            continue  # its ipm_w is in ckprof.power.ssd's answer already
         col = _power_column(cols)
         for ent, df in S.load_column(rec, col, tl, "mean").items():
             if (col.collector, ent) in have_counter:

@@ -82,7 +82,7 @@ class Job:
 
     def __init__(self, path: str):
         from ckprof.errors import RecordingError
-        from ckprof.reader import load as load_one
+        from .reader import load as load_one
 
         self.path = os.path.abspath(path)
         self.hosts: dict = {}

@@ -12,14 +12,17 @@ from dataclasses import dataclass
 import psutil
 
 import ckprof
-from ckprof import child, clocksync, job, markers
-from ckprof.clock import MonotonicClock, wall_anchor
-from ckprof.counters import counter_delta
+from . import child
+from . import clocksync
+from ckprof.recording import job
+from . import markers
+from .clock import MonotonicClock, wall_anchor
+from ckprof.recording.counters import counter_delta
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
-from ckprof.recorder import Recorder
-from ckprof.recording import EVENTS, META, SAMPLES, RecordingWriter
-from ckprof.sources import SourceOptions, Sources, build_sources
+from .recorder import Recorder
+from ckprof.recording.writer import EVENTS, META, SAMPLES, RecordingWriter
+from .sources import SourceOptions, Sources, build_sources
 from ckprof.units import fmt_bytes, fmt_seconds
 
 
@@ -66,7 +69,7 @@ def child_env(out_dir: str, host: str | None = None, patch: bool = True) -> dict
     """The parent's environment plus CKPROF_* variables; nothing of the user's is overwritten.
 
     With `patch`, ckprof's sitecustomize directory goes first on PYTHONPATH (kept after it), so
-    a Python child's torch.save / DCP / safetensors saves are marked (ckprof.instrument).
+    a Python child's torch.save / DCP / safetensors saves are marked (ckprof.record.instrument).
     """
     env = dict(os.environ)
     env[markers.ENV_RECORDING] = out_dir
@@ -74,7 +77,7 @@ def child_env(out_dir: str, host: str | None = None, patch: bool = True) -> dict
     if host:
         env[markers.ENV_HOST] = host
     if patch:
-        from ckprof.instrument import pythonpath_with_site
+        from ckprof.record.instrument import pythonpath_with_site
 
         env["PYTHONPATH"] = pythonpath_with_site(env.get("PYTHONPATH"))
     return env
@@ -182,7 +185,7 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     child.block_signals()  # before any thread starts, so every thread inherits the block
     live = None
     if prometheus_port is not None:
-        from ckprof import live as live_mod
+        from . import live as live_mod
 
         live, port = live_mod.serve(os.path.join(out_dir, EVENTS), prometheus_port, prometheus_addr)
         if not quiet:
