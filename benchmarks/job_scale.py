@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.host import HOST_SCHEMA
-from ckprof.recording.writer import FORMAT_NAME, SCHEMA_VERSION, part_name
+from ckprof.recording.format import FORMAT_NAME, SCHEMA_VERSION, part_name
 
 DEVICES = 4
 RANKS = 8

@@ -8,7 +8,8 @@ import pytest
 import ckprof
 from ckprof.collectors.base import T_NS, col
 from ckprof.errors import RecordingError
-from ckprof.recording.writer import META, RecordingWriter, parse_part_name
+from ckprof.recording.format import META, parse_part_name
+from ckprof.recording.writer import RecordingWriter
 
 SCHEMA = pa.schema([T_NS, col("device", pa.string(), "", "label"), col("x", pa.int64(), "B", "counter")])
 START = {"wall_ns": 1_700_000_000_000_000_000, "monotonic_ns": 1_000_000_000, "uncertainty_ns": 10}

@@ -39,7 +39,7 @@ def recording(cfg, path: str, argv: list[str]):
 def events_env(out_dir: str | None) -> dict:
     env = {markers.ENV_SOURCE: "workload"}
     if out_dir:
-        from ckprof.recording.writer import EVENTS
+        from ckprof.recording.format import EVENTS
 
         env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
         env[markers.ENV_RECORDING] = out_dir

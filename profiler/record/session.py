@@ -21,7 +21,8 @@ from ckprof.recording.counters import counter_delta
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
 from .recorder import Recorder
-from ckprof.recording.writer import EVENTS, META, SAMPLES, RecordingWriter
+from ckprof.recording.format import EVENTS, META, SAMPLES
+from ckprof.recording.writer import RecordingWriter
 from .sources import SourceOptions, Sources, build_sources
 from ckprof.units import fmt_bytes, fmt_seconds
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
 from .rates import block_rates, counter_rates
-from .writer import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
+from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
 
 
 def _live_parts(directory: str) -> list[str]:

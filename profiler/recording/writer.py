@@ -23,26 +23,7 @@ import pyarrow.parquet as pq
 
 from ckprof.record.markers import append_event
 
-SCHEMA_VERSION = 1
-FORMAT_NAME = "ckprof-recording"
-META = "meta.json"
-EVENTS = "events.jsonl"
-SAMPLES = "samples"
-PART_PREFIX = "part-"
-
-
-def part_name(first: int, last: int) -> str:
-    return f"{PART_PREFIX}{first:06d}-{last:06d}.parquet"
-
-
-def parse_part_name(name: str) -> tuple[int, int] | None:
-    if not (name.startswith(PART_PREFIX) and name.endswith(".parquet")):
-        return None
-    try:
-        a, b = name[len(PART_PREFIX):-len(".parquet")].split("-")
-        return int(a), int(b)
-    except ValueError:
-        return None
+from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, part_name, parse_part_name
 
 
 def write_json_atomic(path: str, obj) -> None:
