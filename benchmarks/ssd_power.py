@@ -31,7 +31,6 @@ from ckprof.collectors.base import schema_units
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.recording.counters import counter_delta
-from ckprof.power.energy import integrate_power
 from ckprof.recording.import_power import POWER_SCHEMA
 from ckprof.power.ssd import COLUMNS, EXTERNAL_MIN_COVERAGE, power_state_changes, ssd_power
 from ckprof.recording.writer import RecordingWriter, part_name
@@ -77,6 +76,26 @@ def _ref_pm_interval(g: pd.DataFrame, i: int):
     w = (float(a1) * float(n1) - float(a0) * float(n0)) / (float(n1) - float(n0))
     est = g.at[i, "pm_estimated"] if "pm_estimated" in g else None
     return w, "estimated" if (pd.notna(est) and bool(est)) else "derived"
+
+
+def integrate_power(t_ns, watts, start_ns: int, end_ns: int) -> tuple[float, float]:
+    """The trapezoid rule written out for one window, as ckprof.power.integrate did before it was
+    vectorised (power_j_windows): the reference the package is compared with, to the last bit."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    w = np.asarray(watts, dtype=float)
+    ok = ~np.isnan(w)
+    t, w = t[ok], w[ok]
+    if len(t) < 2 or end_ns <= start_ns:
+        return float("nan"), 0.0
+    order = np.argsort(t, kind="stable")
+    t, w = t[order], w[order]
+    lo, hi = max(start_ns, int(t[0])), min(end_ns, int(t[-1]))
+    if hi <= lo:
+        return float("nan"), 0.0
+    inner = (t > lo) & (t < hi)
+    tt = np.concatenate(([lo], t[inner], [hi])).astype(float)
+    ww = np.concatenate(([np.interp(lo, t, w)], w[inner], [np.interp(hi, t, w)]))
+    return float(np.sum((ww[1:] + ww[:-1]) / 2 * np.diff(tt)) / 1e9), (hi - lo) / (end_ns - start_ns)
 
 
 def reference_ssd_power(rec) -> pd.DataFrame:

@@ -26,7 +26,8 @@ class Probe:
 
 def col(name: str, type_: pa.DataType, unit: str, kind: str = "gauge",
         provenance: str = "measured", doc: str = "") -> pa.Field:
-    """One column: `kind` is 'counter' (cumulative, rates derived on read), 'gauge' or 'label'."""
+    """One column: `kind` is 'counter' (cumulative, rates derived on read), 'gauge', 'label' (names an
+    entity: device, gpu, zone) or 'time' (a timestamp other than t_ns, e.g. an imported trace's own)."""
     return pa.field(name, type_, nullable=True, metadata={
         "unit": unit, "kind": kind, "provenance": provenance, "doc": doc})
 

@@ -5,6 +5,8 @@ import re
 
 from .errors import UsageError
 
+GIB = 1024**3  # bytes in a GiB: every GiB/s and J/GiB ckprof prints
+
 _SIZE = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
          "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 

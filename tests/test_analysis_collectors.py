@@ -53,11 +53,13 @@ def test_real_collector_schemas(tmp_path):
     assert e["gpu"]["energy_j"] == pytest.approx(2 * (200 + 100))  # counter + instant power, 2 s
     assert e["gpu"]["provenance"] == "derived"  # GPU 1's part is integrated power
     assert sorted(e["gpu"]["sources"]) == ["gpu/0.energy_mj", "gpu/1.power_instant_w"]
-    assert e["cpu_dram"]["energy_j"] == pytest.approx(2 * (50 + 10))
-    assert sorted(e["cpu_dram"]["sources"]) == ["rapl/intel-rapl:0.energy_uj", "rapl/intel-rapl:0:1.energy_uj"]
+    assert e["cpu"]["energy_j"] == pytest.approx(2 * 50)  # package-0; its core domain is inside it
+    assert e["dram"]["energy_j"] == pytest.approx(2 * 10)
+    assert e["cpu"]["sources"] == ["rapl/intel-rapl:0.energy_uj"] and e["dram"]["sources"] == ["rapl/intel-rapl:0:1.energy_uj"]
+    assert "core" not in e  # answered by energy_j(rec, "core", ...), never added to a total
     assert e["node"]["energy_j"] == pytest.approx(1000.0)
     assert e["node"]["sources"] == ["ipmi.power_w"]
-    assert cp["gpu_idle_s_by_gpu"] == {"gpu/0.util_gpu_pct": pytest.approx(2.0), "gpu/1.util_gpu_pct": 0.0}
+    assert cp["gpu_idle_s_by_gpu"] == {"gpu0": pytest.approx(2.0), "gpu1": 0.0}
     assert cp["throttle_events"] == 1 and cp["throttle_s"] == pytest.approx(2.0, abs=0.11)
     assert cp["peak_temp_c"] == 60.0
 

@@ -11,7 +11,18 @@ import ckprof
 from ckprof.record.clock import FakeClock
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.rapl import RaplCollector
-from ckprof.power.energy import components, counter_energy, energy_j, gpu_idle, integrate_power
+from ckprof.analysis.gpu_idle import idle_flags as gpu_idle
+from ckprof.power.energy import components, energy_j
+from ckprof.power.integrate import coverage, cumulative_j, power_j, unwrap_counter
+
+
+def integrate_power(t_ns, watts, a, b):
+    t_ns, watts = np.asarray(t_ns, dtype=float), np.asarray(watts, dtype=float)
+    return power_j(t_ns, watts, a, b), coverage(t_ns, a, b)
+
+
+def counter_energy(t_ns, raw, a, b, joules_per_unit, width=None):
+    return cumulative_j(t_ns, unwrap_counter(raw, width) * joules_per_unit, a, b), coverage(t_ns, a, b)
 from ckprof.errors import UsageError
 from ckprof.record.recorder import Recorder
 from ckprof.recording.writer import RecordingWriter
@@ -29,8 +40,8 @@ def test_constant_10w_over_3s_is_30j(tmp_path):
     rec = ckprof.load(make_recording(tmp_path / "r", {"power_nvme0": (POWER_SCHEMA, power_rows(lambda s: 10.0, step_s=0.5))}))
     e = energy_j(rec, "nvme0", t(1.0), t(4.0))
     assert e.joules == pytest.approx(30.0) and e.watts == pytest.approx(10.0)
-    assert (e.provenance, e.method, e.coverage) == ("derived", "trapezoid", 1.0)
-    assert e.sources == ("power_nvme0 power_w",)
+    assert (e.provenance, e.method, e.coverage) == ("derived", "integrated power", 1.0)
+    assert e.sources == ("power_nvme0.power_w",)
     outside = energy_j(rec, "nvme0", t(20), t(30))
     assert math.isnan(outside.joules) and outside.coverage == 0 and outside.method == "none"
 
@@ -76,8 +87,8 @@ def test_rapl_counter_wrap_in_a_recording(tmp_path):
     assert raw[raw["zone"] == "intel-rapl:0"]["energy_uj"].is_monotonic_increasing is False  # it did wrap
     cpu = energy_j(rec, "cpu", t(0.5), t(4.5))
     assert cpu.joules == pytest.approx(80.0)  # 20 W × 4 s; mmio's copy of package-0 not added
-    assert (cpu.provenance, cpu.method) == ("measured", "counter")
-    assert cpu.sources == ("intel-rapl:0 (package-0) energy_uj",)
+    assert (cpu.provenance, cpu.method) == ("measured", "energy counter")
+    assert cpu.sources == ("rapl/intel-rapl:0.energy_uj",)
     assert energy_j(rec, "dram", t(0), t(5)).joules == pytest.approx(15.0)
     assert components(rec) == ["cpu", "dram"]
 
@@ -107,12 +118,12 @@ def test_gpu_prefers_the_energy_counter_and_combines_provenance(tmp_path):
     rows = gpu_rows(0, power_w=250.0, energy_w=300.0) + gpu_rows(1, power_w=80.0)
     rec = ckprof.load(make_recording(tmp_path / "r", {"gpu": (GPU_SCHEMA, rows)}))
     g0 = energy_j(rec, "gpu0", t(1), t(4))
-    assert g0.joules == pytest.approx(900.0) and (g0.provenance, g0.method) == ("measured", "counter")
+    assert g0.joules == pytest.approx(900.0) and (g0.provenance, g0.method) == ("measured", "energy counter")
     g1 = energy_j(rec, "gpu1", t(1), t(4))
-    assert g1.joules == pytest.approx(240.0) and (g1.provenance, g1.method) == ("derived", "trapezoid")
+    assert g1.joules == pytest.approx(240.0) and (g1.provenance, g1.method) == ("derived", "integrated power")
     both = energy_j(rec, "gpu", t(1), t(4))
-    assert both.joules == pytest.approx(1140.0) and (both.provenance, both.method) == ("derived", "mixed")
-    assert components(rec) == ["gpu", "gpu0", "gpu1"]
+    assert both.joules == pytest.approx(1140.0) and (both.provenance, both.method) == ("derived", "energy counter, integrated power")
+    assert components(rec) == ["gpu"]
 
 
 def test_lost_gpu_counts_until_it_was_lost(tmp_path):

@@ -9,7 +9,8 @@ import ckprof
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
-from ckprof.power.ssd import ssd_energy_j, ssd_power
+from ckprof.power.energy import components, energy_j
+from ckprof.power.ssd import ssd_power
 from ckprof.recording.writer import RecordingWriter
 from test_nvme_parse import read
 
@@ -26,6 +27,12 @@ def recording(tmp_path, nvme_rows, block_rows, id_ctrl):
     info = {"devices": ["nvme0n1"], **parse_id_ctrl(id_ctrl)}
     w.finish(collectors={"nvme": {"describe": {"controllers": {"nvme0": info}}}})
     return ckprof.load(str(tmp_path / "rec"))
+
+
+def ssd_j(rec, start_s=0, end_s=None):
+    """nvme0's energy over [start_s, end_s] (default: every poll) through the one engine."""
+    t = rec.samples("nvme")["t_ns"]
+    return energy_j(rec, "nvme0", start_s * S, t.max() if end_s is None else end_s * S)
 
 
 def nvme_row(t_s, ps, ipm=None):
@@ -49,8 +56,8 @@ def test_idle_active_weighted_by_utilisation(tmp_path):
     assert p["util_pct"].tolist() == pytest.approx([50.0, 0.0])
     assert p["power_w"].tolist() == pytest.approx([3.5 + (7.2 - 3.5) * 0.5, 3.5])
     assert (p["power_upper_w"] == 8.5).all()
-    e = ssd_energy_j(rec)
-    assert e["energy_j"].iloc[0] == pytest.approx(5.35 + 3.5) and e["provenance"].iloc[0] == "estimated"
+    e = ssd_j(rec)
+    assert e.joules == pytest.approx(5.35 + 3.5) and e.provenance == "estimated"
     assert p.attrs["columns"]["power_w"]["unit"] == "W"
 
 
@@ -62,7 +69,7 @@ def test_max_power_upper_bound_when_no_idle_active(tmp_path):
     assert p["power_w"].tolist() == pytest.approx([3.5, 0.0035])
     assert set(p["power_source"]) == {"power_state_table:max_power"}
     assert p["power_state"].tolist() == [1, 4]
-    assert ssd_energy_j(rec)["energy_j"].iloc[0] == pytest.approx(3.5 + 0.0035 * 2)
+    assert ssd_j(rec).joules == pytest.approx(3.5 + 0.0035 * 2)
 
 
 def test_measured_ipm_wins_and_mixed_energy_says_so(tmp_path):
@@ -71,14 +78,15 @@ def test_measured_ipm_wins_and_mixed_energy_says_so(tmp_path):
     p = ssd_power(rec)
     assert p["provenance"].tolist() == ["measured", "estimated"]
     assert p["power_source"].iloc[0] == "nvme:interval_power_measurement" and p["power_w"].iloc[0] == 6.5
-    e = ssd_energy_j(rec)
-    assert e["provenance"].iloc[0] == "mixed"
-    assert ssd_energy_j(rec, end_ns=1 * S)["provenance"].iloc[0] == "measured"
+    assert ssd_j(rec).provenance == "estimated"  # the weakest of the intervals it used
+    # the drive's measured power over its interval, × the interval: derived (the engine's rule for
+    # every integrated power reading)
+    assert ssd_j(rec, end_s=1).provenance == "derived"
 
 
 def test_no_nvme_samples_is_empty_not_an_error(tmp_path):
     rec = recording(tmp_path, [], [], read("qemu", "id-ctrl.json"))
-    assert ssd_power(rec).empty and ssd_energy_j(rec).empty
+    assert ssd_power(rec).empty and components(rec) == []
 
 
 def test_power_state_changes(tmp_path):
@@ -142,9 +150,9 @@ def test_energy_j_falls_back_to_ssd_power_without_a_trace(tmp_path):
     from ckprof.power.energy import components, energy_j
 
     rec = pm_recording(tmp_path)
-    assert "nvme0" in components(rec)
+    assert "ssd" in components(rec)
     e = energy_j(rec, "nvme0", 0, 2 * S)
-    assert e.joules == pytest.approx(13.0) and e.provenance == "derived" and e.method == "interval"
+    assert e.joules == pytest.approx(13.0) and e.provenance == "derived" and e.method == "SSD power per interval"
     assert e.coverage == pytest.approx(1.0) and "nvme:power_measurement_log" in e.sources[0]
     half = energy_j(rec, "nvme0", S // 2, 3 * S // 2)       # half of each of the first two intervals
     assert half.joules == pytest.approx(0.5 * 6 + 0.5 * 7)
@@ -163,4 +171,5 @@ def test_energy_j_prefers_an_imported_trace(tmp_path):
     w.append("power_nvme0", [{"t_ns": x * S, "power_w": 4.0, "wall_ns": 0} for x in range(0, 5)])
     w.flush()
     e = energy_j(ckprof.load(rec.path), "nvme0", 0, 2 * S)
-    assert e.joules == pytest.approx(8.0) and e.method == "trapezoid" and e.sources == ("power_nvme0 power_w",)
+    assert e.joules == pytest.approx(8.0) and e.method == "SSD power per interval"
+    assert e.sources == ("nvme/nvme0.power (external:power_nvme0)",) and e.provenance == "derived"

@@ -15,7 +15,8 @@ from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.recording.import_power import POWER_SCHEMA
-from ckprof.power.ssd import power_state_changes, ssd_energy_j, ssd_power
+from ckprof.power.energy import energy_j
+from ckprof.power.ssd import power_state_changes, ssd_power
 from ckprof.recording.writer import RecordingWriter
 from test_nvme_parse import read
 
@@ -137,9 +138,10 @@ def test_every_branch_pinned(tmp_path):
                                "energy_j", "provenance", "power_source", "t_s"]
     assert p.attrs["columns"]["energy_j"]["unit"] == "J"
 
-    e = ssd_energy_j(rec).set_index("ctrl")
-    assert e.loc["nvme1", "energy_j"] == pytest.approx(3.5 + 0.0035 * 2)
-    assert e.loc["nvme0", "provenance"] == "mixed" and e.loc["nvme3", "provenance"] == "estimated"
+    whole = (int(p["t_ns"].min() - 10 * S), int(p["t_ns"].max()))
+    assert energy_j(rec, "nvme1", *whole).joules == pytest.approx(3.5 + 0.0035 * 2)
+    assert energy_j(rec, "nvme0", *whole).provenance == "estimated"  # measured, derived and estimated parts
+    assert energy_j(rec, "nvme3", *whole).provenance == "estimated"
 
 
 def test_power_state_changes_pinned(tmp_path):
@@ -156,7 +158,6 @@ def test_nothing_answered_and_no_nvme(tmp_path):
                 {"nvme0": {"devices": [], **parse_id_ctrl(read(*SPEC))}})
     p = ssd_power(rec)
     assert p.empty and "power_w" in p.columns and p.attrs["columns"]["power_w"]["unit"] == "W"
-    assert ssd_energy_j(rec).empty
 
 
 # --- against the row-by-row reference --------------------------------------------------------

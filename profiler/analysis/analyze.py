@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ckprof
-from . import scale, thermal as T, timeline, windows as W
+from . import gpu_idle, scale, thermal as T, timeline, windows as W
 from .checkpoints import _f, checkpoint_row
 from .fields import FIELDS
-from ckprof.power.sources import energy_sources, idle_baseline, power_by_component
+from ckprof.power.energy import idle_baseline, in_total, power_by_component
+from ckprof.power.sources import energy_sources
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -21,7 +22,7 @@ class Context:
     idle_w: dict
     temps: list
     signals: list
-    gpu_util: dict
+    gpu_idle: dict  # gpu name → (t_ns, idle fraction): ckprof.analysis.gpu_idle
 
 
 @dataclass
@@ -75,7 +76,7 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         notes.append("no host Dirty/Writeback samples: whether a checkpoint was durable when it returned "
                      "could not be checked (only device write rates were used)")
 
-    sources = energy_sources(rec, tl, notes)
+    sources = [s for s in energy_sources(rec, grid=tl, busy=tl.busy, notes=notes) if in_total(s.component)]
     first = min((w["start_ns"] for w in wins), default=None)
     idle_w, idle_note = idle_baseline(sources, tl.start_ns, first)
     if idle_note:
@@ -87,8 +88,7 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     sigs = T.signals(rec, tl)
     if not temps:
         notes.append("temperature not measured: no temperature series in this recording (NVMe/GPU collectors)")
-    gutil = T.gpu_util(rec, tl)
-    ctx = Context(sources, idle_w, temps, sigs, gutil)
+    ctx = Context(sources, idle_w, temps, sigs, gpu_idle.idle_series(rec, grid=tl))
 
     no_durability = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
                      "durable_basis": ["a load: nothing to make durable"]}

@@ -4,8 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import thermal as T
-from ckprof.power.sources import GIB, window_energy
+from ckprof.power.energy import total_j, window_energy
+
+from .gpu_idle import idle_seconds
 from .timeline import in_window
+from ckprof.units import GIB
 
 
 def _f(x):
@@ -76,7 +79,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
             by_src[sig.name] = {"events": ev, "seconds": sec, "what": sig.what}
         thr_events += ev
         thr_s = max(thr_s, sec)  # sources overlap (an SSD's two counters, GPUs): the longest one
-    gpu_idle = {name: _f(T.idle_seconds(t, u, a, end_used)) for name, (t, u) in ctx.gpu_util.items()}
+    gpu_idle = {name: _f(idle_seconds(t, f, a, end_used)) for name, (t, f) in ctx.gpu_idle.items()}
     gpu_vals = [v for v in gpu_idle.values() if v is not None]
     return {
         "id": w["id"], "source": w["source"], "kind": w["kind"], "step": w["step"], "rank": w["rank"],
@@ -96,7 +99,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         "device_span_s": span_s,
         "devices": devs,
         "energy": energy,
-        "energy_total_j": _f(sum(e["energy_j"] for e in energy.values())) if energy else None,
+        "energy_total_j": _f(total_j(energy)),
         "peak_temp_c": max(temps.values()) if temps else None,
         "peak_temp_by_sensor_c": temps,
         "throttle_events": thr_events if ctx.signals else None,

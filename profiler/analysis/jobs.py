@@ -25,8 +25,9 @@ import ckprof
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
 from .checkpoints import _f, device_stats
 from .fields import FIELDS
-from ckprof.power.sources import GIB, window_energy
+from ckprof.power.energy import total_j, window_energy
 from ckprof.errors import CkprofError, RecordingError
+from ckprof.units import GIB
 
 SLOW_DEVICE_MIN_SHARE = 0.10
 
@@ -87,7 +88,7 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
         "bytes_app": _f(bytes_app), "bytes_device": _f(dev_bytes),
         "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s) else None,
         "app_gib_per_s": _f(bytes_app / GIB / seconds) if (bytes_app and seconds) else None,
-        "energy_j": _f(sum(e["energy_j"] for e in energy.values())) if energy else None,
+        "energy_j": _f(total_j(energy)),
         "energy_by_component_j": {c: _f(e["energy_j"]) for c, e in energy.items()},
         "energy_provenance": sorted({e["provenance"] for e in energy.values()}),
         "slowest_device": slow_dev,

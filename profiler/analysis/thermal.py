@@ -15,12 +15,11 @@ from functools import cached_property
 
 import numpy as np
 
-from . import series as S
+from ckprof.recording import columns as S
 from ckprof.recording.counters import counter_delta
 
 CRITICAL_WARNING_TEMPERATURE = 0x02
 GPU_THERMAL_REASONS = 0x20 | 0x40
-GPU_IDLE_UTIL_PCT = 5.0  # below this a GPU is counted idle
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "minutes": 60.0, "h": 3600.0}
 
 
@@ -154,24 +153,3 @@ def peak_in_window(temp: Temperature, a: float, b: float) -> float:
         i = min(int(np.searchsorted(temp.t_ns, a)), len(temp.t_ns) - 1)
         return float(temp.values[i])
     return float(np.nanmax(temp.values[m]))
-
-
-def gpu_util(rec, tl) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    cols = S.gpu_utilisation(tl.columns)
-    if not cols:
-        return {}
-    return {S.series_name(cols[0], ent): (df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy())
-            for ent, df in S.load_column(rec, cols[0], tl, "mean").items() if len(df)}
-
-
-def idle_seconds(t: np.ndarray, util: np.ndarray, a: float, b: float,
-                 threshold: float = GPU_IDLE_UTIL_PCT) -> float:
-    """Seconds of [a, b] when the GPU's utilisation (each reading held back to the previous) < threshold.
-
-    NVML's utilisation.gpu is the percentage of the last sample period in which a kernel ran.
-    """
-    if len(t) == 0:
-        return float("nan")
-    t0 = np.concatenate([[t[0]], t[:-1]])
-    ov = np.clip(np.minimum(t, b) - np.maximum(t0, a), 0, None)
-    return float(np.sum(ov[util < threshold]) / 1e9)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import thermal as T
-from ckprof.power.sources import GIB
+from ckprof.units import GIB
 
 SIMILAR_QD = 0.3  # queue depths within ±30 % count as similar
 

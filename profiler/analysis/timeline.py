@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import series as S
-from . import binning as B
+from ckprof.recording import columns as S
+from ckprof.recording import binning as B
 from ckprof.recording.rates import BLOCK_COUNTERS, block_rates
 
 BATCH_ROWS = 1 << 20

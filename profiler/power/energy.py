@@ -1,46 +1,154 @@
-"""Energy over a time window, from a recording (docs/power.md): joules with their provenance.
+"""The energy engine: joules per component over any window, whole and above idle, with provenance.
 
-    e = energy_j(rec, "gpu", start_ns, end_ns, baseline_w=idle.watts)
-    e.joules, e.above_baseline_j, e.provenance, e.method, e.sources
+Every energy figure ckprof shows comes from here: per-checkpoint joules, SSD window energy, a
+job's per-node joules, imported traces, compare, exports and the public API:
 
-Energy counters beat integrated power (design.md, "Energy"): where a component has one (NVML
-total energy, RAPL energy_uj) the energy is the counter's rise over the window, interpolated
-linearly at the window's edges and wrap-safe (ckprof.recording.counters.counter_delta); otherwise the
-power readings are integrated with the trapezoid rule. Provenance of the result:
-  measured   every part came from an energy counter
+    e = ckprof.power.energy.energy_j(rec, "gpu", start_ns, end_ns, baseline_w=2.5)
+    e.joules, e.above_baseline_j, e.provenance, e.method, e.sources, e.coverage
+
+A recording's power is a list of EnergySource (ckprof.power.sources finds them): one per device
+and reading, each an energy counter (NVML total energy, RAPL energy_uj), a power gauge
+(NVML/IPMI/imported watts) or the SSD model's running sum. Counters beat integrated power
+(design.md, "Energy"). Provenance of a result, the weakest of its parts:
+  measured   every part came from an energy counter or a measured running sum
   derived    some part was integrated from measured power readings
-  estimated  some part came from an estimate (e.g. NVMe power from the power-state table)
-Components: 'gpu' (all GPUs) or 'gpu0', 'gpu1'…; 'cpu' (RAPL packages), 'dram', 'core',
-'uncore', 'psys'; 'node' (IPMI); any NAME with an imported series samples/power_NAME; an NVMe
-controller 'nvme0'… without one: ckprof.power.ssd's per-interval SSD power (drive-measured where
-the drive measures, else estimated from its power-state table).
+  estimated  some part came from a model (e.g. NVMe power from the power-state table)
+
+Components, one vocabulary (docs/power.md): gpu, cpu (RAPL packages), dram, ssd, node (a BMC's
+whole-node reading), external:<name> (an imported trace), and core, uncore, psys (RAPL domains
+inside or around a package: answered when asked for, never added to a total).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
-from ckprof.recording.counters import counter_delta
 from ckprof.errors import UsageError
 
+from . import integrate as I
+
 RANK = {"measured": 0, "derived": 1, "estimated": 2}
-RAPL_COMPONENTS = {"cpu": "package", "dram": "dram", "core": "core", "uncore": "uncore", "psys": "psys"}
+# Answered when asked for, never added to a total: RAPL's core and uncore are inside its package,
+# psys holds the whole platform (Documentation/power/powercap/powercap.rst).
+PARTS_OF_OTHERS = ("core", "uncore", "psys")
+RAPL_DOMAIN_COMPONENT = {"package": "cpu", "dram": "dram", "core": "core", "uncore": "uncore", "psys": "psys"}
+
+
+def worst(provs) -> str:
+    """The weakest provenance of several (measured < derived < estimated)."""
+    provs = list(provs) or ["measured"]
+    return max(provs, key=lambda p: RANK.get(p, 3))
+
+
+def integrated(prov: str) -> str:
+    """Integrating measured power readings gives a derived figure."""
+    return worst([prov, "derived"])
+
+
+def in_total(component: str) -> bool:
+    return component not in PARTS_OF_OTHERS
+
+
+def component_of(collector: str, info: dict | None = None, domain: str | None = None) -> str:
+    """The component a collector's readings belong to: its own `component` in meta.json, else
+    from its name (gpu*, rapl*/cpu* by RAPL domain, nvme*, ipmi*, power_<name> from import-power:
+    an NVMe controller's name is that SSD, any other name is external:<name>)."""
+    info = info or {}
+    comp = (info.get("describe") or {}).get("component") or info.get("component")
+    if comp:
+        return str(comp)
+    n = collector.lower()
+    if n.startswith("gpu") or "nvml" in n:
+        return "gpu"
+    if n.startswith(("rapl", "cpu")):
+        d = (domain or "package").split("-")[0]
+        return RAPL_DOMAIN_COMPONENT.get(d, "cpu")
+    if n.startswith(("nvme", "ssd", "smart")):
+        return "ssd"
+    if n.startswith("power_"):
+        name = collector[len("power_"):]
+        return "ssd" if re.fullmatch(r"nvme\d+", name) else f"external:{name}"
+    if n.startswith(("ipmi", "node", "bmc", "pdu")):
+        return "node"
+    return "other"
+
+
+@dataclass
+class EnergySource:
+    """One device's energy readings: a counter, a power gauge, or a running sum of joules."""
+
+    component: str       # gpu | cpu | dram | ssd | node | external:<name> | core | uncore | psys
+    device: str          # what a user names it by: gpu0, intel-rapl:0, nvme0, node, psu
+    name: str            # where it came from, e.g. "gpu/0.energy_mj"
+    provenance: str      # of the figures it gives (integrated power is already 'derived')
+    method: str          # "energy counter" | "integrated power" | "SSD power per interval"
+    t_ns: np.ndarray     # reading times, in order
+    values: np.ndarray   # raw counter, power, or running joules
+    scale: float         # raw units → J (counters, running sums) or W (power)
+    width: int | None = None      # a counter's wrap point
+    cumulative: bool = False      # values are already a running sum of joules (no wrap)
+    interval_provenance: np.ndarray | None = None  # per interval t[i-1]..t[i] (len t - 1), where it varies
+
+    @property
+    def is_power(self) -> bool:
+        return self.method == "integrated power"
+
+    @cached_property
+    def running_j(self) -> np.ndarray:
+        """Joules since the first reading (a counter unwrapped once, for every window to read)."""
+        if self.cumulative:
+            return np.asarray(self.values, dtype=float) * self.scale
+        return I.unwrap_counter(self.values, self.width) * self.scale
+
+    def energy_j(self, a: float, b: float) -> float:
+        if self.is_power:
+            return I.power_j(self.t_ns, np.asarray(self.values, dtype=float) * self.scale, a, b)
+        return I.cumulative_j(self.t_ns, self.running_j, a, b)
+
+    def coverage(self, a: float, b: float) -> float:
+        return I.coverage(self.t_ns, a, b)
+
+    def provenance_in(self, a: float, b: float) -> str:
+        """The provenance of this source's figure for [a, b]: the weakest interval it used."""
+        if self.interval_provenance is None:
+            return self.provenance
+        t = np.asarray(self.t_ns, dtype=float)
+        used = (t[1:] > a) & (t[:-1] < b)
+        return worst(self.interval_provenance[used]) if used.any() else self.provenance
+
+    def mean_w(self, a: float, b: float) -> float:
+        """Mean power over the covered part of [a, b] (W)."""
+        s = I.span(self.t_ns, a, b)
+        return float("nan") if s is None else self.energy_j(*s) / ((s[1] - s[0]) / 1e9)
+
+    def power_series(self) -> tuple[np.ndarray, np.ndarray]:
+        """(t_ns, W): power readings, or the counter's rate between readings."""
+        if self.is_power:
+            return self.t_ns, np.asarray(self.values, dtype=float) * self.scale
+        dt = np.diff(self.t_ns) / 1e9
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = np.where(dt > 0, np.diff(self.running_j) / np.where(dt > 0, dt, 1), np.nan)
+        return self.t_ns[1:], w
 
 
 @dataclass(frozen=True)
 class Energy:
+    """Energy of one component over one window."""
+
     component: str
-    start_ns: int
-    end_ns: int
-    joules: float            # J over the window, whole (NaN when nothing covers the window)
-    provenance: str          # measured | derived | estimated (see the module docstring)
-    method: str              # counter | trapezoid | mixed
-    sources: tuple           # what it came from, e.g. ('gpu0 energy_mj',)
-    coverage: float          # the fraction of the window the readings span (1.0: all of it)
-    baseline_w: float = 0.0  # W subtracted for above_baseline_j
+    start_ns: float
+    end_ns: float
+    joules: float            # J over the covered part of the window, whole (NaN: nothing covers it)
+    provenance: str
+    method: str
+    sources: tuple           # the sources' names
+    coverage: float          # the fraction of the window the readings span (the least of the sources)
+    above_idle_j: float | None   # J above each source's idle power over its covered part; None: no baseline
+    baseline_w: float = 0.0  # the idle power subtracted (W, sum over sources)
 
     @property
     def seconds(self) -> float:
@@ -48,214 +156,141 @@ class Energy:
 
     @property
     def watts(self) -> float:
-        """Mean power over the window (W, derived)."""
-        return self.joules / self.seconds if self.seconds > 0 else float("nan")
+        """Mean power over the covered part of the window (W, derived)."""
+        covered_s = self.seconds * self.coverage
+        return self.joules / covered_s if covered_s > 0 else float("nan")
 
     @property
-    def above_baseline_j(self) -> float:
-        """J above the baseline power over the window (derived)."""
-        return self.joules - self.baseline_w * self.seconds
+    def above_baseline_j(self) -> float | None:
+        return self.above_idle_j
 
 
-def _window_readings(t_ns, values, start_ns: int, end_ns: int):
-    """Readings in time order without NaNs, and the part [lo, hi] of the window they cover.
+def combine(component: str, sources: list[EnergySource], a: float, b: float,
+            idle_w: dict[str, float] | None = None) -> Energy | None:
+    """One component's Energy over [a, b] from its sources (None when none reaches the window).
 
-    None when fewer than two readings are left or they do not reach into the window.
-    """
-    t = np.asarray(t_ns, dtype=np.int64)
-    v = np.asarray(values, dtype=float)
-    ok = ~np.isnan(v)
-    t, v = t[ok], v[ok]
-    if len(t) < 2 or end_ns <= start_ns:
+    Above idle: each source's joules less its idle power × the seconds its readings cover (the
+    rule in one place: the baseline is not charged for time nothing was measured)."""
+    idle_w = idle_w or {}
+    whole, above, covs, used, base = 0.0, 0.0, [], [], 0.0
+    above_ok = True
+    for s in sources:
+        e = s.energy_j(a, b)
+        if np.isnan(e):
+            continue
+        c = s.coverage(a, b)
+        whole += e
+        covs.append(c)
+        used.append(s)
+        w = idle_w.get(s.name)
+        if w is None or np.isnan(w):
+            above_ok = False
+        else:
+            above += e - w * (b - a) / 1e9 * c
+            base += w
+    if not used:
         return None
-    order = np.argsort(t, kind="stable")
-    t, v = t[order], v[order]
-    lo, hi = max(start_ns, int(t[0])), min(end_ns, int(t[-1]))
-    return None if hi <= lo else (t, v, lo, hi)
+    methods = sorted({s.method for s in used})
+    return Energy(component, a, b, whole, worst(s.provenance_in(a, b) for s in used), ", ".join(methods),
+                  tuple(s.name for s in used), float(min(covs)), above if above_ok else None, base)
 
 
-def integrate_power(t_ns, watts, start_ns: int, end_ns: int) -> tuple[float, float]:
-    """(J, coverage) of power readings over [start_ns, end_ns] by the trapezoid rule.
-
-    The readings are joined by straight lines and cut at the window's edges by interpolation;
-    the part of the window before the first or after the last reading is not guessed (coverage
-    below 1). NaN readings (a lost GPU, an unsupported query) are left out.
-    """
-    pts = _window_readings(t_ns, watts, start_ns, end_ns)
-    if pts is None:
-        return float("nan"), 0.0
-    t, w, lo, hi = pts
-    inner = (t > lo) & (t < hi)
-    tt = np.concatenate(([lo], t[inner], [hi])).astype(float)
-    ww = np.concatenate(([np.interp(lo, t, w)], w[inner], [np.interp(hi, t, w)]))
-    joules = float(np.sum((ww[1:] + ww[:-1]) / 2 * np.diff(tt)) / 1e9)
-    return joules, (hi - lo) / (end_ns - start_ns)
-
-
-def counter_energy(t_ns, counter, start_ns: int, end_ns: int, joules_per_unit: float,
-                   width: int | None = None) -> tuple[float, float]:
-    """(J, coverage) from a cumulative energy counter over [start_ns, end_ns].
-
-    Deltas between readings are wrap-safe (`width`: the counter's wrap point, e.g. RAPL's
-    max_energy_range_uj + 1); their running sum is interpolated at the window's edges.
-    """
-    pts = _window_readings(t_ns, counter, start_ns, end_ns)
-    if pts is None:
-        return float("nan"), 0.0
-    t, c, lo, hi = pts
-    cum = np.concatenate(([0.0], np.cumsum(counter_delta(c[:-1], c[1:], width=width))))
-    rise = np.interp(hi, t, cum) - np.interp(lo, t, cum)
-    return float(rise * joules_per_unit), (hi - lo) / (end_ns - start_ns)
-
-
-def _provenance(recording, collector: str, column: str) -> str:
-    return recording.units(collector).get(column, {}).get("provenance", "measured")
-
-
-def _combine(component, start_ns, end_ns, parts, baseline_w) -> Energy:
-    """Sum per-device parts [(J, coverage, provenance, method, source)] into one Energy."""
-    covered = [p for p in parts if not np.isnan(p[0])]
-    if not covered:  # readings exist, none inside the window: say what they would have been
-        return Energy(component, start_ns, end_ns, float("nan"), max((p[2] for p in parts), key=RANK.__getitem__),
-                      "none", tuple(p[4] for p in parts), 0.0, baseline_w)
-    parts = covered
-    methods = {p[3] for p in parts}
-    return Energy(component, start_ns, end_ns, float(sum(p[0] for p in parts)),
-                  max((p[2] for p in parts), key=RANK.__getitem__),
-                  methods.pop() if len(methods) == 1 else "mixed",
-                  tuple(p[4] for p in parts), float(min(p[1] for p in parts)), baseline_w)
-
-
-def _gpu_parts(rec, which: int | None, start_ns, end_ns) -> list:
-    df = rec.samples("gpu")
-    if df.empty:
-        return []
-    parts = []
-    for gpu, g in df.groupby("gpu", sort=True):
-        if which is not None and gpu != which:
+def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float],
+                  gib: float | None) -> dict:
+    """The report's per-component energy of a window (docs/report-format.md `energy`):
+    {component: {energy_j, above_idle_j, j_per_gib, above_idle_j_per_gib, provenance, method,
+    sources, coverage}}."""
+    out = {}
+    for comp in sorted({s.component for s in sources}):
+        e = combine(comp, [s for s in sources if s.component == comp], a, b, idle_w)
+        if e is None:
             continue
-        counter = g["energy_mj"] if "energy_mj" in g else pd.Series(dtype=float)
-        if counter.notna().sum() >= 2:
-            j, cov = counter_energy(g["t_ns"], counter, start_ns, end_ns, 1e-3)
-            if not np.isnan(j):
-                parts.append((j, cov, _provenance(rec, "gpu", "energy_mj"), "counter", f"gpu{gpu} energy_mj"))
-                continue
-        for colname in ("power_instant_w", "power_w"):
-            if colname in g and g[colname].notna().sum() >= 2:
-                j, cov = integrate_power(g["t_ns"], g[colname], start_ns, end_ns)
-                prov = max(_provenance(rec, "gpu", colname), "derived", key=RANK.__getitem__)
-                parts.append((j, cov, prov, "trapezoid", f"gpu{gpu} {colname}"))
-                break
-    return parts
-
-
-def _rapl_parts(rec, domain_prefix: str, start_ns, end_ns) -> list:
-    df = rec.samples("rapl")
-    if df.empty:
-        return []
-    zones = df[df["domain"].astype(str).str.startswith(domain_prefix)].copy()
-    zones["control"] = zones["zone"].str.split(":").str[0]
-    zones["socket"] = zones["zone"].str.split(":").str[1]
-    zones["not_msr"] = zones["control"] != "intel-rapl"
-    # intel-rapl-mmio:0 repeats intel-rapl:0's package-0: each (socket, domain) is taken from
-    # one control type, the MSR one (intel-rapl) where it is there.
-    parts, seen = [], set()
-    for (_, zone), g in zones.groupby(["not_msr", "zone"], sort=True):
-        domain = str(g["domain"].iloc[0])
-        key = (g["socket"].iloc[0], domain)
-        if key in seen:
-            continue
-        seen.add(key)
-        rng = g["max_energy_range_uj"].dropna()
-        width = int(rng.iloc[-1]) + 1 if len(rng) else None
-        j, cov = counter_energy(g["t_ns"], g["energy_uj"], start_ns, end_ns, 1e-6, width=width)
-        parts.append((j, cov, _provenance(rec, "rapl", "energy_uj"), "counter", f"{zone} ({domain}) energy_uj"))
-    return parts
-
-
-def _series_parts(rec, collector: str, start_ns, end_ns) -> list:
-    df = rec.samples(collector)
-    if df.empty or "power_w" not in df:
-        return []
-    j, cov = integrate_power(df["t_ns"], df["power_w"], start_ns, end_ns)
-    prov = max(_provenance(rec, collector, "power_w"), "derived", key=RANK.__getitem__)
-    return [(j, cov, prov, "trapezoid", f"{collector} power_w")]
-
-
-def _ssd_parts(rec, ctrl: str, start_ns, end_ns) -> list:
-    """An NVMe controller without an imported trace: ckprof.power.ssd's intervals (constant power
-    over each poll interval), clipped to the window; provenance the weakest of those used."""
-    from .ssd import ssd_power  # nvme_power imports this module
-    p = ssd_power(rec)
-    p = p[(p["ctrl"] == ctrl) & p["provenance"].isin(list(RANK)) & p["power_w"].notna()] if not p.empty else p
-    if p.empty:
-        return []
-    hi = p["t_ns"].to_numpy(dtype=float)
-    lo = hi - p["dt_s"].to_numpy(dtype=float) * 1e9
-    overlap_s = np.clip(np.minimum(hi, end_ns) - np.maximum(lo, start_ns), 0, None) / 1e9
-    used = overlap_s > 0
-    if end_ns <= start_ns or not used.any():
-        return [(float("nan"), 0.0, max(p["provenance"], key=RANK.__getitem__), "interval",
-                 f"{ctrl} ssd_power")]
-    provs, srcs = p["provenance"][used], sorted(set(p["power_source"][used]))
-    j = float((p["power_w"].to_numpy(dtype=float) * overlap_s)[used].sum())
-    return [(j, float(overlap_s.sum() * 1e9 / (end_ns - start_ns)), max(provs, key=RANK.__getitem__),
-             "interval", f"{ctrl} ssd_power ({', '.join(srcs)})")]
-
-
-def components(rec) -> list[str]:
-    """The components energy_j can answer for in this recording."""
-    out = []
-    names = rec.collectors
-    if "gpu" in names:
-        gpus = sorted(rec.samples("gpu")["gpu"].unique())
-        out += ["gpu"] + [f"gpu{g}" for g in gpus]
-    if "rapl" in names:
-        domains = rec.samples("rapl")["domain"].astype(str)
-        out += [c for c, prefix in RAPL_COMPONENTS.items() if domains.str.startswith(prefix).any()]
-    if "ipmi" in names:
-        out.append("node")
-    out += [n[len("power_"):] for n in names if n.startswith("power_")]
-    if "nvme" in names:
-        out += [c for c in sorted(rec.samples("nvme")["ctrl"].dropna().unique()) if c not in out]
+        out[comp] = {
+            "energy_j": e.joules,
+            "above_idle_j": e.above_idle_j,
+            "j_per_gib": e.joules / gib if gib else None,
+            "above_idle_j_per_gib": e.above_idle_j / gib if (gib and e.above_idle_j is not None) else None,
+            "provenance": e.provenance, "method": e.method, "sources": list(e.sources), "coverage": e.coverage,
+        }
     return out
 
 
-def energy_j(rec, component: str, start_ns: int, end_ns: int, baseline_w: float = 0.0) -> Energy:
-    """Joules `component` used over [start_ns, end_ns] (monotonic ns), with provenance.
+def total_j(energy: dict) -> float | None:
+    """The sum over the components a total adds up (window_energy's dict); None when none."""
+    parts = [e["energy_j"] for c, e in energy.items() if in_total(c)]
+    return float(sum(parts)) if parts else None
 
-    `baseline_w` (e.g. the idle power measured before the first checkpoint, itself
-    `energy_j(...).watts` over that stretch) only sets `above_baseline_j`; `joules` stays whole.
-    """
-    if component == "gpu" or (component.startswith("gpu") and component[3:].isdigit()):
-        parts = _gpu_parts(rec, None if component == "gpu" else int(component[3:]), start_ns, end_ns)
-    elif component in RAPL_COMPONENTS:
-        parts = _rapl_parts(rec, RAPL_COMPONENTS[component], start_ns, end_ns)
-    elif component == "node":
-        parts = _series_parts(rec, "ipmi", start_ns, end_ns)
-    else:
-        parts = _series_parts(rec, f"power_{component}", start_ns, end_ns)
-        if not parts and re.fullmatch(r"nvme\d+", component):
-            parts = _ssd_parts(rec, component, start_ns, end_ns)
-    if not parts:
+
+def idle_baseline(sources: list[EnergySource], start_ns: float, first_window_ns: float | None,
+                  min_s: float = 1.0) -> tuple[dict[str, float], str | None]:
+    """Each source's mean power (W) before the first window (the idle baseline); a note naming
+    the sources with less than `min_s` of readings there."""
+    end = float("inf") if first_window_ns is None else first_window_ns
+    out, short = {}, []
+    for s in sources:
+        a, b = max(start_ns, float(s.t_ns[0])), min(end, float(s.t_ns[-1]))
+        if (b - a) / 1e9 < min_s:
+            short.append(s.name)
+            continue
+        out[s.name] = s.mean_w(a, b)
+    note = None
+    if short:
+        note = (f"no idle baseline for {', '.join(short)}: less than {min_s:g} s of readings before "
+                "the first checkpoint; energy above idle not computed for them")
+    return out, note
+
+
+def power_by_component(sources: list[EnergySource], start_ns: float, res_s: float, n_bins: int) -> pd.DataFrame:
+    """Power per component on the analysis grid (for the timeline plot and export): t_s, <comp>_w.
+    Each source's readings (or its counter's rate) are interpolated to the grid and summed."""
+    t_s = (np.arange(n_bins) + 0.5) * res_s
+    grid = start_ns + t_s * 1e9
+    out = {"t_s": t_s}
+    for comp in sorted({s.component for s in sources}):
+        acc, seen = np.zeros(n_bins), np.zeros(n_bins, dtype=bool)
+        for s in (x for x in sources if x.component == comp):
+            t, w = s.power_series()
+            ok = ~np.isnan(w)
+            if ok.sum() < 2:
+                continue
+            v = np.interp(grid, t[ok], w[ok], left=np.nan, right=np.nan)
+            acc += np.nan_to_num(v)
+            seen |= ~np.isnan(v)
+        out[f"{comp}_w"] = np.where(seen, acc, np.nan)
+    return pd.DataFrame(out)
+
+
+def _select(sources: list[EnergySource], what: str) -> list[EnergySource]:
+    """Sources for a component ('gpu', 'ssd', 'external:psu') or a device ('gpu1', 'nvme0', 'psu')."""
+    by_comp = [s for s in sources if s.component == what]
+    return by_comp or [s for s in sources if s.device == what or s.component == f"external:{what}"]
+
+
+def components(rec) -> list[str]:
+    """The components energy_j can answer for in this recording (it also takes a device's name:
+    gpu0, nvme0, intel-rapl:0)."""
+    from .sources import energy_sources
+
+    return sorted({s.component for s in energy_sources(rec)})
+
+
+def energy_j(rec, component: str, start_ns: int, end_ns: int, baseline_w: float | None = None) -> Energy:
+    """Joules `component` (or one device: 'gpu0', 'nvme0') used over [start_ns, end_ns]
+    (monotonic ns), with provenance. Above idle uses `baseline_w` (W, for the whole component)
+    when given, else nothing (above_idle_j None)."""
+    from .sources import energy_sources
+
+    srcs = energy_sources(rec)
+    chosen = _select(srcs, component)
+    if not chosen:
+        names = sorted({s.component for s in srcs} | {s.device for s in srcs})
         raise UsageError(f"no power or energy readings for {component!r} in {rec.path}",
-                         hint=f"components here: {', '.join(components(rec)) or 'none'}")
-    return _combine(component, start_ns, end_ns, parts, baseline_w)
-
-
-def gpu_idle(samples: pd.DataFrame, idle_margin_w: float = 10.0) -> pd.Series:
-    """Per GPU sample: True where the GPU was idle (docs/power.md, "GPU idle").
-
-    Idle = no kernel ran and memory was not touched (util_gpu_pct == 0 and util_mem_pct == 0)
-    AND the driver says so (the GpuIdle clock-event reason); where the reason is not reported,
-    power within `idle_margin_w` of that GPU's lowest reading in the recording stands in for it.
-    """
-    if samples.empty:
-        return pd.Series(dtype=bool)
-    quiet = (samples["util_gpu_pct"] == 0) & (samples["util_mem_pct"] == 0)
-    power = samples["power_instant_w"].fillna(samples["power_w"]) if "power_instant_w" in samples else samples["power_w"]
-    floor = power.groupby(samples["gpu"]).transform("min")
-    near_floor = power <= floor + idle_margin_w
-    reason = samples["reason_idle"]
-    said = reason.where(reason.notna(), near_floor).astype(bool)
-    return (quiet & said & ~samples["lost"].fillna(False).astype(bool)).rename("idle")
+                         hint=f"components here: {', '.join(names) or 'none'}")
+    idle = None
+    if baseline_w is not None:  # split evenly over the sources: the component's baseline is baseline_w
+        idle = {s.name: baseline_w / len(chosen) for s in chosen}
+    e = combine(component, chosen, start_ns, end_ns, idle)
+    if e is None:  # readings exist, none inside the window
+        return Energy(component, start_ns, end_ns, float("nan"), worst(s.provenance for s in chosen), "none",
+                      tuple(s.name for s in chosen), 0.0, None, baseline_w or 0.0)
+    return e

@@ -4,7 +4,7 @@ it, otherwise estimated from its power-state table. Nothing here touches hardwar
 Per interval between two NVMe SMART samples, in order of preference:
   0. measured  `external:power_<ctrl>`: a lab power analyzer's trace imported with
      `ckprof import-power REC trace.csv --device nvme0` (samples/power_nvme0), integrated over
-     the interval (ckprof.power.energy.integrate_power) where it covers it;
+     the interval (ckprof.power.integrate.power_j_windows) where it covers it;
   1. measured  `nvme:interval_power_measurement`: the drive's own Interval Power Measurement
      (TP4199, "NVMe 2.1" in the issue; SMART log bytes 243:240, its last 1 s), stored as `ipm_w`;
   1b. derived  `nvme:power_measurement_log`: the drive's Power Measurement log (LID 25h) gives the
@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from ckprof.recording.counters import counter_delta
+
+from .integrate import power_j_windows
 
 EXTERNAL_MIN_COVERAGE = 0.9  # an imported trace stands for an interval it spans at least this much of
 
@@ -104,59 +106,6 @@ def _pm_intervals(g: pd.DataFrame, n: int) -> tuple[np.ndarray, np.ndarray, np.n
     return ok, w, est
 
 
-def _integrate_intervals(trace: pd.DataFrame, lo_ns: np.ndarray, hi_ns: np.ndarray):
-    """ckprof.power.energy.integrate_power over many windows [lo_ns[i], hi_ns[i]] at once: (J, coverage)
-    arrays. Each window's pieces (cut at its edges by interpolation, joined by straight lines) are
-    built as integrate_power builds them and summed in the same order, so the figures are the same
-    to the last bit."""
-    m = len(lo_ns)
-    joules, cover = np.full(m, np.nan), np.zeros(m)
-    if trace.empty or m == 0:
-        return joules, cover
-    t = trace["t_ns"].to_numpy(dtype=np.int64)
-    w = trace["power_w"].to_numpy(dtype=float, na_value=np.nan)
-    keep = ~np.isnan(w)
-    t, w = t[keep], w[keep]
-    if len(t) < 2:
-        return joules, cover
-    order = np.argsort(t, kind="stable")
-    t, w = t[order], w[order]
-    lo, hi = np.maximum(lo_ns, t[0]), np.minimum(hi_ns, t[-1])
-    use = (hi > lo) & (hi_ns > lo_ns)
-    if not use.any():
-        return joules, cover
-    lo, hi, start, end = lo[use], hi[use], lo_ns[use], hi_ns[use]
-    a = np.searchsorted(t, lo, side="right")              # the readings strictly inside: t[a:b]
-    b = np.searchsorted(t, hi, side="left")
-    inner = b > a
-    tf, lof, hif = t.astype(float), lo.astype(float), hi.astype(float)
-    w_lo, w_hi = np.interp(lof, t, w), np.interp(hif, t, w)
-    n_full = np.where(inner, b - a - 1, 0)               # whole segments t[k]..t[k+1] inside
-    n_pieces = np.where(inner, n_full + 2, 1)
-    first = np.concatenate(([0], np.cumsum(n_pieces)[:-1]))
-    pieces = np.empty(int(n_pieces.sum()))
-    a_in = np.minimum(a, len(t) - 1)
-    b_in = np.maximum(b - 1, 0)
-    pieces[first] = np.where(inner, (w[a_in] + w_lo) / 2 * (tf[a_in] - lof), (w_hi + w_lo) / 2 * (hif - lof))
-    last = first + n_pieces - 1
-    pieces[last[inner]] = ((w_hi + w[b_in]) / 2 * (hif - tf[b_in]))[inner]
-    if n_full.sum():
-        seg = (w[1:] + w[:-1]) / 2 * np.diff(tf)
-        k = np.repeat(a - np.cumsum(np.concatenate(([0], n_full[:-1]))), n_full) + np.arange(n_full.sum())
-        pos = np.repeat(first + 1 - np.cumsum(np.concatenate(([0], n_full[:-1]))), n_full) + np.arange(n_full.sum())
-        pieces[pos] = seg[k]
-    # np.sum over each window's pieces as integrate_power does it (pairwise summation): windows
-    # with the same number of pieces as the rows of one array, summed along them (np.add.reduceat
-    # would add them in another order, off in the last bit)
-    sums = np.empty(len(first))
-    for count in np.unique(n_pieces):
-        rows = np.flatnonzero(n_pieces == count)
-        sums[rows] = pieces[first[rows, None] + np.arange(count)].sum(axis=1)
-    joules[use] = sums / 1e9
-    cover[use] = (hi - lo) / (end - start)
-    return joules, cover
-
-
 def _table_arrays(table: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max, Idle and Active Power (W, NaN where the descriptor has none) by power state."""
     def col(key):
@@ -183,7 +132,8 @@ def _controller(ctrl: str, g: pd.DataFrame, info: dict, by_device: dict, ext: pd
     upper = np.where(has_psd, max_w, np.nan)
     ipm = _float(g, "ipm_w", n)[1:]
     pm_ok, pm_w, pm_est = _pm_intervals(g, n)
-    ext_j, cover = _integrate_intervals(ext, t[:-1], t[1:])
+    ext_j, cover = (power_j_windows(ext["t_ns"].to_numpy(dtype=np.int64), ext["power_w"].to_numpy(dtype=float, na_value=np.nan),
+                                    t[:-1], t[1:]) if not ext.empty else (np.full(n - 1, np.nan), np.zeros(n - 1)))
 
     use_ext = cover >= EXTERNAL_MIN_COVERAGE
     use_ipm = ~use_ext & ~np.isnan(ipm)
@@ -208,9 +158,12 @@ def _controller(ctrl: str, g: pd.DataFrame, info: dict, by_device: dict, ext: pd
                          "provenance": pd.array(prov, dtype="str"), "power_source": pd.array(src, dtype="str")})
 
 
-def ssd_power(rec) -> pd.DataFrame:
+def ssd_power(rec, block: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per interval between NVMe samples per controller: power_w with its provenance and
-    source, power_upper_w, util_pct, energy_j. Column units in `.attrs["columns"]`.
+    source, power_upper_w, util_pct, energy_j. Column units in `.attrs["columns"]`. `block`: the
+    block devices' busy time (t_ns, device, io_ticks_ms) when the caller has read it already
+    (the analysis' binned counters), else read from the recording. Energy over a window is the
+    engine's (ckprof.power.energy.energy_j(rec, "nvme0", start_ns, end_ns)).
 
     Vectorised per controller (a day at 1 Hz × 32 controllers is 2.8 M intervals): each column is
     one numpy expression over the controller's polls; benchmarks/ssd_power.py times it."""
@@ -220,7 +173,9 @@ def ssd_power(rec) -> pd.DataFrame:
     if nv.empty:
         return empty
     desc = rec.meta.get("collectors", {}).get("nvme", {}).get("describe", {}).get("controllers", {})
-    by_device = _block_by_device(rec.samples("block", columns=["device", "io_ticks_ms"]))
+    if block is None:
+        block = rec.samples("block", columns=["device", "io_ticks_ms"])
+    by_device = _block_by_device(block)
     frames = []
     answered = nv["temp_c"].notna() | nv["data_units_written"].notna()  # not the rows of failed polls
     nv = nv[answered]
@@ -236,25 +191,6 @@ def ssd_power(rec) -> pd.DataFrame:
     out["t_s"] = (out["t_ns"] - rec.start_ns) / 1e9
     out.attrs["columns"] = COLUMNS
     return out
-
-
-def ssd_energy_j(rec, start_ns: int | None = None, end_ns: int | None = None) -> pd.DataFrame:
-    """Energy per controller between two times (whole intervals whose end falls inside), with the
-    provenance of every interval that went into it ('measured', 'derived', 'estimated' or 'mixed')."""
-    p = ssd_power(rec)
-    if p.empty:
-        return pd.DataFrame(columns=["ctrl", "energy_j", "seconds", "provenance", "power_source"])
-    if start_ns is not None:
-        p = p[p["t_ns"] > start_ns]
-    if end_ns is not None:
-        p = p[p["t_ns"] <= end_ns]
-    rows = []
-    for ctrl, g in p.groupby("ctrl"):
-        provs = sorted(set(g["provenance"]))
-        rows.append({"ctrl": ctrl, "energy_j": g["energy_j"].sum(), "seconds": g["dt_s"].sum(),
-                     "provenance": provs[0] if len(provs) == 1 else "mixed",
-                     "power_source": ", ".join(sorted(set(g["power_source"])))})
-    return pd.DataFrame(rows)
 
 
 def power_state_changes(rec) -> pd.DataFrame:

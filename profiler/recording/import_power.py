@@ -33,7 +33,7 @@ from .writer import SAMPLES, RecordingWriter
 POWER_SCHEMA = pa.schema([
     T_NS,
     col("power_w", pa.float64(), "W", doc="external power analyzer reading (import-power)"),
-    col("wall_ns", pa.int64(), "ns", "label", doc="the trace's own timestamp, Unix ns, before --clock-offset"),
+    col("wall_ns", pa.int64(), "ns", "time", doc="the trace's own timestamp, Unix ns, before --clock-offset"),
 ])
 
 _TIME_NAMES = re.compile(r"^(t|ts|time.*|timestamp.*|date.*|.*time|unix.*|epoch.*)$", re.I)

@@ -13,8 +13,6 @@ import numpy as np
 import pandas as pd
 
 from .render import _clean
-
-GIB = 1024**3
 MAX_COUNTER_POINTS = 20000
 
 
@@ -39,8 +37,8 @@ def timeline_frame(an) -> pd.DataFrame:
         t, w = s.power_series()
         if len(t):
             out[f"{s.name}.power_w"] = np.interp(t_end, t, w, left=np.nan, right=np.nan)
-    for name, (t, u) in an.ctx.gpu_util.items():
-        out[name] = np.interp(t_end, t, u, left=np.nan, right=np.nan)
+    for name, (t, f) in an.ctx.gpu_idle.items():
+        out[f"{name}.idle_pct"] = np.interp(t_end, t, f * 100, left=np.nan, right=np.nan)
     return pd.DataFrame(out)
 
 

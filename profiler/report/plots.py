@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 
 import numpy as np
+from ckprof.units import GIB
 
 MAX_POINTS = 4000
-GIB = 1024**3
 
 
 def _mpl():
@@ -61,8 +61,8 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
         panels.append(("temp", "temperature, °C (measured)"))
     if "power" in an.plot:
         panels.append(("power", "power, W (measured or estimated: see legend)"))
-    if an.ctx.gpu_util:
-        panels.append(("gpu", "GPU utilisation, % (measured)"))
+    if an.ctx.gpu_idle:
+        panels.append(("gpu", "GPU idle, % of time (derived: docs/power.md)"))
     if not panels:
         return None
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.1 * len(panels) + 0.6), sharex=True, squeeze=False)
@@ -92,8 +92,8 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
                 ax.plot(*_thin(p["t_s"].to_numpy(), p[c].to_numpy()), lw=0.9,
                         label=f"{comp} ({'/'.join(sorted(provs.get(comp, [])))})")
         elif kind == "gpu":
-            for name, (t, u) in list(an.ctx.gpu_util.items())[:max_devices]:
-                ax.plot(*_thin((t - t0) / 1e9, u), lw=0.9, label=name)
+            for name, (t, f) in list(an.ctx.gpu_idle.items())[:max_devices]:
+                ax.plot(*_thin((t - t0) / 1e9, f * 100), lw=0.9, label=name)
         _shade(ax, rows)
         ax.set_title(label, fontsize=8, loc="left")
         ax.set_ylabel(label.split(" (")[0].split(" ")[-1], fontsize=8)

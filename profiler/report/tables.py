@@ -5,8 +5,6 @@ Each header names its unit and provenance: [m] measured, [d] derived, [e] estima
 from __future__ import annotations
 
 from ckprof.units import fmt_bytes
-
-GIB = 1024**3
 TAG = {"measured": "m", "derived": "d", "estimated": "e"}
 
 

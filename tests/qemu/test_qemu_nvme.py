@@ -101,15 +101,18 @@ def test_power_state_tracked(rec):
 
 
 def test_ssd_power_estimated_from_qemus_power_state_table(rec):
-    from ckprof.power.ssd import ssd_energy_j, ssd_power
+    from ckprof.power.energy import energy_j
+    from ckprof.power.ssd import ssd_power
 
     p = ssd_power(rec)
     # QEMU's one power state gives Max Power 25.00 W and no idle/active power: an upper bound
     assert set(p["provenance"]) == {"estimated"}
     assert set(p["power_source"]) == {"power_state_table:max_power"}
     assert (p["power_w"] == 25.0).all()
-    e = ssd_energy_j(rec)
-    assert e["energy_j"].iloc[0] == pytest.approx(25.0 * e["seconds"].iloc[0])
+    ctrl = p["ctrl"].iloc[0]
+    first, last = int(p["t_ns"].min() - p["dt_s"].iloc[0] * 1e9), int(p["t_ns"].max())
+    e = energy_j(rec, ctrl, first, last)
+    assert e.joules == pytest.approx(25.0 * (last - first) / 1e9) and e.provenance == "estimated"
 
 
 def test_nvme_cli_not_permitted_is_a_note_and_hwmon_goes_on(qemu_recording):

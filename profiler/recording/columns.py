@@ -1,5 +1,7 @@
 """Finding a recording's power, energy, temperature, utilisation and throttle series by what
 meta.json says about each column (unit, kind, provenance), not by which collector wrote it.
+A column's component (gpu, cpu, ssd...) is named by the energy engine's one vocabulary
+(ckprof.power.energy.component_of).
 
 The analysis reads whatever the recording has: the GPU collector's `energy_mj` counter and
 `power_w`, RAPL's `energy_uj` per domain, NVMe `temp_c` and SMART `thm_*` counters, or any
@@ -7,7 +9,7 @@ later collector that declares its columns the same way (collectors/base.py `col`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -16,29 +18,6 @@ import pandas as pd
 ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
 POWER_UNITS = {"W": 1.0, "mW": 1e-3, "uW": 1e-6, "µW": 1e-6, "kW": 1e3}
 TEMP_UNITS = {"C", "°C", "degC", "celsius"}
-
-# Components a joule belongs to (design.md, Energy): SSD, GPU, CPU/DRAM, node.
-COMPONENTS = ("ssd", "gpu", "cpu_dram", "node", "other")
-
-
-def component_of(collector: str, info: dict) -> str:
-    """A collector's component: its own `component` in meta.json, else guessed from its name."""
-    comp = (info.get("describe") or {}).get("component") or info.get("component")
-    if comp:
-        return str(comp)
-    n = collector.lower()
-    if n.startswith("gpu") or "nvml" in n:
-        return "gpu"
-    if n.startswith("rapl") or n.startswith("cpu"):
-        return "cpu_dram"
-    if n.startswith("nvme") or n.startswith("ssd") or n.startswith("smart"):
-        return "ssd"
-    if n.startswith("power_") and n[len("power_"):] in COMPONENTS:  # ckprof import-power NAME
-        return n[len("power_"):]
-    if n.startswith(("ipmi", "node", "bmc", "pdu", "power")):
-        return "node"
-    return "other"
-
 
 @dataclass(frozen=True)
 class Column:
@@ -50,13 +29,25 @@ class Column:
     kind: str
     provenance: str
     label: str | None  # the collector's first label column (device, gpu, zone, ctrl), if it has one
-    component: str
     info: dict
     labels: tuple = ()  # all its label columns but `error`: an entity may need more than the first
+    collector_info: dict = field(default_factory=dict, compare=False)  # meta.json's entry for the collector
+
+    @property
+    def component(self) -> str:
+        from ckprof.power.energy import component_of  # the one vocabulary (read side only)
+
+        return component_of(self.collector, self.collector_info)
 
     @property
     def key(self) -> str:
         return f"{self.collector}.{self.name}"
+
+
+def is_label(name: str, info: dict) -> bool:
+    """A column that names an entity (device, gpu, zone, ctrl). A timestamp is not one, even where
+    an older import-power declared its `wall_ns` a label: every reading would be its own entity."""
+    return info.get("kind") == "label" and name not in ("t_ns", "error") and info.get("unit") != "ns"
 
 
 def columns(rec) -> list[Column]:
@@ -67,14 +58,13 @@ def columns(rec) -> list[Column]:
         if coll not in present:
             continue
         cols = info.get("columns") or {}
-        labels = [n for n, c in cols.items() if c.get("kind") == "label" and n not in ("t_ns", "error")]
+        labels = [n for n, c in cols.items() if is_label(n, c)]
         label = labels[0] if labels else None
-        comp = component_of(coll, info)
         for name, c in cols.items():
-            if name == "t_ns" or c.get("kind") == "label":
+            if name == "t_ns" or c.get("kind") in ("label", "time"):
                 continue
             out.append(Column(coll, name, c.get("unit", ""), c.get("kind", "gauge"),
-                              c.get("provenance", "measured"), label, comp, c, tuple(labels)))
+                              c.get("provenance", "measured"), label, c, tuple(labels), info))
     return out
 
 
@@ -111,11 +101,12 @@ def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
     return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons, "levels": levels}
 
 
-def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
+def load_column(rec, col: Column, grid, agg: str) -> dict[str, pd.DataFrame]:
     """{entity: DataFrame(t_ns, value)} for one column; entity is the label value or ''.
 
-    Reduced to the timeline's resolution with `agg` (last | mean | max | or: binning.py) when
-    that is coarser than the sampling.
+    With a `grid` (start_ns, bin_ns: the analysis timeline), reduced to that resolution with
+    `agg` (last | mean | max | or: binning.py) when it is coarser than the sampling; without one,
+    every reading in time order.
     """
     from .binning import bin_reduce, split_codes
 
@@ -136,9 +127,15 @@ def load_column(rec, col: Column, tl, agg: str) -> dict[str, pd.DataFrame]:
     for ent, idx in groups:
         tt, vv = t[idx], v[idx]
         ok = ~np.isnan(vv)
-        tt, vals = bin_reduce(tt[ok], {"value": (vv[ok], agg)}, tl.start_ns, tl.bin_ns)
+        tt, vals = bin_reduce(tt[ok], {"value": (vv[ok], agg)}, grid.start_ns, grid.bin_ns) if grid is not None \
+            else _in_order(tt[ok], vv[ok])
         out[ent] = pd.DataFrame({"t_ns": tt, "value": vals["value"].astype(float)})
     return out
+
+
+def _in_order(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, dict]:
+    order = np.argsort(t, kind="stable")
+    return t[order], {"value": v[order]}
 
 
 def entity_key(df: pd.DataFrame, labels: list[str]) -> pd.Series | None:
