@@ -15,8 +15,6 @@ from ckprof.recording import columns as S
 
 from .energy import EnergySource, component_of, integrated, worst
 
-ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
-POWER_UNITS = {"W": 1.0, "mW": 1e-3, "uW": 1e-6, "µW": 1e-6, "kW": 1e3}
 # Power gauges, best first, when a collector has several (NVML's instant reading over its 1 s
 # average; IPMI's reading over its min/max/avg of the BMC's period).
 POWER_PREFERENCE = ("power_instant_w", "power_w")
@@ -120,7 +118,7 @@ def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
     ssd_ctrls = {s.device for s in ssd or []}
     out += ssd or []
     cols = S.columns(rec)
-    for col in (c for c in cols if c.kind == "counter" and c.unit in ENERGY_UNITS):
+    for col in S.energy_counters(cols):
         zones = _rapl_zones(rec, col.collector)
         for ent, df in S.load_column(rec, col, grid, "last").items():
             width = _width(col, ent)
@@ -134,10 +132,10 @@ def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
                 continue
             out.append(EnergySource(comp, _device(col, ent), S.series_name(col, ent), col.provenance,
                                     "energy counter", df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(),
-                                    ENERGY_UNITS[col.unit], width))
+                                    S.ENERGY_UNITS[col.unit], width))
             have_counter.add((col.collector, ent))
     gauges: dict[str, list[S.Column]] = {}
-    for col in (c for c in cols if c.kind != "counter" and c.unit in POWER_UNITS):
+    for col in S.power_gauges(cols):
         gauges.setdefault(col.collector, []).append(col)
     for coll, cs in gauges.items():
         if coll == "nvme" and ssd is not None:
@@ -152,5 +150,5 @@ def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
                 done.add(ent)
                 out.append(EnergySource(col.component, _device(col, ent), S.series_name(col, ent),
                                         integrated(col.provenance), "integrated power",
-                                        df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), POWER_UNITS[col.unit]))
+                                        df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), S.POWER_UNITS[col.unit]))
     return [s for s in out if len(s.t_ns) >= 2]
