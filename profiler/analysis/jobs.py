@@ -3,7 +3,7 @@
 Nothing here re-reads samples: each host's own analysis (its timeline, energy sources and idle
 baselines) is asked for the figures of that node's window of one checkpoint with the same
 functions the per-recording report uses (checkpoints.device_stats, power.window_energy).
-Times are put on the wall clock through each host's anchor (ckprof.recording.job.Job), as the job reader does.
+Times are put on the wall clock through each host's anchor (ckprof.recording.timebase).
 
 Rules (docs/report-format.md, `job`):
 - a checkpoint is (kind, step); windows without a step (inferred ones) are matched by their order
@@ -40,10 +40,7 @@ class JobAnalysis:
 
 def _wall_ns(rec, tl, t_s: float | None) -> float | None:
     """Seconds since a host's analysis start → wall-clock ns through that host's anchor."""
-    if t_s is None:
-        return None
-    a = rec.meta["start"]
-    return tl.start_ns + t_s * 1e9 - int(a["monotonic_ns"]) + int(a["wall_ns"])
+    return None if t_s is None else rec.timebase.to_wall_ns(tl.start_ns + t_s * 1e9)
 
 
 def _groups(rows: list[dict]) -> dict[tuple, list[dict]]:
@@ -113,7 +110,7 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
         "kind": kind, "step": step, "hosts": len(per_host),
         "missing_hosts": [h for h in all_hosts if h not in per_host],
         "unfinished_hosts": [h for h in per_host if h not in timed],
-        "ranks": sum(n["windows"] for n in per_host.values()),  # one window per rank (as Job.checkpoint_summary)
+        "ranks": sum(n["windows"] for n in per_host.values()),  # one window per rank
         "start_wall_ns": min(starts), "stall_s": stall,
         "slowest_host": slowest, "slowest_host_s": timed[slowest]["seconds"] if slowest else None,
         "fastest_host_s": fastest_s,

@@ -17,9 +17,11 @@ def analyse_path(path: str, **kw):
     import ckprof
     from ckprof.analysis import analyze
 
+    from ckprof.recording.job import Job
+
     rec = ckprof.load(path)
-    hosts = getattr(rec, "hosts", None)
-    if hosts is not None:  # a job directory: report and export read it whole (job_commands.py)
+    if isinstance(rec, Job):  # a job directory: report and export read it whole (job_report.py)
+        hosts = rec.hosts
         first = next(iter(hosts.values())).path
         raise UsageError(f"{path} is a job of {len(hosts)} host(s) ({', '.join(hosts)}), not one recording",
                          hint=f"give one host, e.g. {first}")

@@ -28,6 +28,7 @@ import pyarrow as pa
 from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.errors import CkprofError, UsageError
 from .reader import read_meta
+from .timebase import Timebase
 from .writer import SAMPLES, RecordingWriter
 
 POWER_SCHEMA = pa.schema([
@@ -154,13 +155,13 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
         raise UsageError(f"{recording} already has a {name} series (imported from {src})",
                          hint="pass --replace to import it again")
     wall_ns, watts = read_trace(trace)
-    anchor = meta["start"]
+    clock = Timebase.from_meta(meta)
     offset_ns = round(clock_offset_s * 1e9)
-    t_ns = wall_ns + offset_ns - int(anchor["wall_ns"]) + int(anchor["monotonic_ns"])
+    t_ns = clock.to_monotonic_ns(wall_ns + offset_ns)
     rec_start, rec_end = recording_range_ns(recording, meta)
     inside = (t_ns >= rec_start) & (t_ns <= rec_end)
     if not inside.any():
-        to_wall = int(anchor["wall_ns"]) - int(anchor["monotonic_ns"])
+        to_wall = clock.offset_ns
         shifted = f" after --clock-offset {clock_offset_s:g} s" if offset_ns else ""
         raise UsageError(
             f"{trace}: no reading falls inside the recording: the trace covers {_fmt(t_ns[0] + to_wall)} to "

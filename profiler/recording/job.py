@@ -11,7 +11,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from ckprof.errors import UsageError
+from ckprof.errors import RecordingError, UsageError
 
 if TYPE_CHECKING:  # pandas is imported only when a job is read
     import pandas as pd
@@ -71,9 +71,12 @@ def _concat(frames: list) -> "pd.DataFrame":
 class Job:
     """Every host's recording of one job, read as one; times lined up on the wall clock.
 
-    Each frame gains `host` and `t_wall_ns` (the host's monotonic time moved onto the wall clock
-    through its own anchor). A host directory that cannot be read is named in `problems` and left
-    out; the rest of the job is still read.
+    The same methods and frames as a Recording (ckprof.recording.reader): each frame gains a
+    `host` column and `t_wall_ns` (each host's monotonic time moved onto the wall clock through
+    its own anchor, ckprof.recording.timebase), `start_wall_ns`/`end_wall_ns` beside `start_ns`/
+    `end_ns`. A host directory that cannot be read is named in `problems` and left out; the rest
+    of the job is still read. Per-checkpoint job figures (stall, slowest node) are the analysis'
+    (ckprof.analysis.jobs), not the reader's.
     """
 
     # A host whose kernel says its clock is unsynchronised, or whose error bound exceeds this,
@@ -81,8 +84,7 @@ class Job:
     CLOCK_WARN_US = 100_000
 
     def __init__(self, path: str):
-        from ckprof.errors import RecordingError
-        from .reader import load as load_one
+        from .reader import Recording, read_meta
 
         self.path = os.path.abspath(path)
         self.hosts: dict = {}
@@ -91,7 +93,8 @@ class Job:
             if not name.startswith(HOST_PREFIX):
                 continue
             try:
-                rec = load_one(os.path.join(self.path, name))
+                rec = Recording(os.path.join(self.path, name), read_meta(os.path.join(self.path, name)))
+                rec.timebase  # a host without a usable clock anchor cannot be lined up
             except RecordingError as e:
                 self.problems.append(f"{name}: left out: {e}")
                 continue
@@ -112,10 +115,20 @@ class Job:
 
     @property
     def start_wall_ns(self) -> int:
-        return min(int(r.meta["start"]["wall_ns"]) for r in self.hosts.values())
+        return min(r.start_wall_ns for r in self.hosts.values())
+
+    @property
+    def collectors(self) -> list[str]:
+        return sorted({c for r in self.hosts.values() for c in r.collectors})
+
+    def units(self, collector: str) -> dict:
+        for r in self.hosts.values():
+            if r.units(collector):
+                return r.units(collector)
+        return {}
 
     def _check_clocks(self) -> None:
-        starts = {h: int(r.meta["start"]["wall_ns"]) for h, r in self.hosts.items()}
+        starts = {h: r.start_wall_ns for h, r in self.hosts.items()}
         if max(starts.values()) - min(starts.values()) > 600e9:
             self.problems.append("hosts started more than 10 minutes apart: clocks far apart, "
                                  "or recordings of different runs in one job directory")
@@ -126,11 +139,6 @@ class Job:
                     f"host={h}: clock not known to be synchronised (kernel NTP state, max error "
                     f"{(k.get('maxerror_us') or 0) / 1e6:g} s): its timeline may not line up with the others'")
 
-    @staticmethod
-    def _wall(rec, t_ns):
-        a = rec.meta["start"]
-        return t_ns - int(a["monotonic_ns"]) + int(a["wall_ns"])
-
     def _per_host(self, frame_of) -> "pd.DataFrame":
         frames = []
         for h, rec in self.hosts.items():
@@ -139,11 +147,12 @@ class Job:
                 continue
             df = df.drop(columns=["host"], errors="ignore")  # events name their host too
             df.insert(0, "host", h)
+            clock = rec.timebase
             if "t_ns" in df:
-                df["t_wall_ns"] = self._wall(rec, df["t_ns"])
+                df["t_wall_ns"] = clock.to_wall_ns(df["t_ns"])
             for c in ("start_ns", "end_ns"):
                 if c in df:
-                    df[c.replace("_ns", "_wall_ns")] = self._wall(rec, df[c].astype(float))
+                    df[c.replace("_ns", "_wall_ns")] = clock.to_wall_ns(df[c].astype(float))
             frames.append(df)
         return _concat(frames)
 
@@ -151,45 +160,17 @@ class Job:
     def events(self):
         return self._per_host(lambda r: r.events)
 
-    def samples(self, collector: str):
-        return self._per_host(lambda r: r.samples(collector))
+    def samples(self, collector: str, columns: list[str] | None = None):
+        return self._per_host(lambda r: r.samples(collector, columns))
 
     def block(self, resample_s: float | None = None):
         return self._per_host(lambda r: r.block(resample_s))
 
+    def host(self):
+        return self._per_host(lambda r: r.host())
+
+    def proc(self):
+        return self._per_host(lambda r: r.proc())
+
     def checkpoints(self):
         return self._per_host(lambda r: r.checkpoints())
-
-    def checkpoint_summary(self):
-        """Per checkpoint (kind, step) across hosts: the job's stall, the slowest node, the spread.
-
-        A host's time for a checkpoint runs from its first rank's start to its last rank's end;
-        the job's stall from the first start anywhere to the last end anywhere (MLPerf's rule:
-        the slowest rank sets the time). Bytes are what the ranks' markers declared.
-        """
-        import pandas as pd
-
-        cps = self.checkpoints()
-        if cps.empty:
-            return pd.DataFrame()
-        cps = cps.dropna(subset=["end_wall_ns"]).copy()
-        cps["step"] = cps["step"].fillna(-1)
-        rows = []
-        for (kind, step), g in cps.groupby(["kind", "step"], sort=True):
-            per_host = g.groupby("host").agg(start=("start_wall_ns", "min"), end=("end_wall_ns", "max"),
-                                             bytes=("bytes", "sum"), ranks=("id", "count"))
-            per_host["seconds"] = (per_host["end"] - per_host["start"]) / 1e9
-            slowest = per_host["seconds"].idxmax()
-            stall_s = (per_host["end"].max() - per_host["start"].min()) / 1e9
-            total_bytes = float(per_host["bytes"].sum())
-            rows.append({
-                "kind": kind, "step": None if step == -1 else step, "hosts": len(per_host),
-                "ranks": int(per_host["ranks"].sum()), "stall_s": stall_s,
-                "slowest_host": slowest, "slowest_host_s": per_host.loc[slowest, "seconds"],
-                "fastest_host_s": per_host["seconds"].min(),
-                "spread_s": per_host["seconds"].max() - per_host["seconds"].min(),
-                "bytes": total_bytes,
-                "gib_per_s": total_bytes / 2**30 / stall_s if stall_s > 0 and total_bytes else None,
-                "per_host_s": per_host["seconds"].round(6).to_dict(),
-            })
-        return pd.DataFrame(rows)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
 from .rates import block_rates, counter_rates
+from .timebase import Timebase
 from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
 
 
@@ -32,7 +33,11 @@ def _live_parts(directory: str) -> list[str]:
 
 
 class Recording:
-    """One host's recording: meta, events and per-collector samples as DataFrames."""
+    """One host's recording: meta, events and per-collector samples as DataFrames.
+
+    A Job (ckprof.recording.job) of many hosts has the same methods and frames, with a `host`
+    and a `t_wall_ns` column added; code that takes either iterates `.hosts`.
+    """
 
     def __init__(self, path: str, meta: dict):
         self.path = path
@@ -45,10 +50,27 @@ class Recording:
     def __repr__(self) -> str:
         return f"<Recording {self.path} collectors={self.collectors}>"
 
+    @property
+    def host_name(self) -> str:
+        return str((self.meta.get("host") or {}).get("hostname") or os.path.basename(self.path))
+
+    @property
+    def hosts(self) -> dict[str, "Recording"]:
+        """{host name: recording}: this one alone (a Job has one per host)."""
+        return {self.host_name: self}
+
     # -- time --------------------------------------------------------------------------------
+    @cached_property
+    def timebase(self) -> Timebase:
+        return Timebase.from_meta(self.meta, os.path.join(self.path, META))
+
     @property
     def start_ns(self) -> int:
-        return int(self.meta["start"]["monotonic_ns"])
+        return self.timebase.monotonic_ns
+
+    @property
+    def start_wall_ns(self) -> int:
+        return self.timebase.wall_ns
 
     @property
     def end_ns(self) -> int | None:
@@ -57,8 +79,7 @@ class Recording:
 
     def to_wall(self, t_ns) -> pd.Series:
         """Monotonic ns → UTC timestamps through the wall-clock anchor in meta.json."""
-        a = self.meta["start"]
-        return pd.to_datetime(pd.Series(t_ns) - a["monotonic_ns"] + a["wall_ns"], unit="ns", utc=True)
+        return pd.to_datetime(self.timebase.to_wall_ns(pd.Series(t_ns)), unit="ns", utc=True)
 
     # -- contents ----------------------------------------------------------------------------
     @property
