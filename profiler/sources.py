@@ -16,7 +16,7 @@ from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.collectors.ipmi import IpmiCollector
 from ckprof.collectors.nvme import nvme_collectors
 from ckprof.collectors.rapl import RaplCollector
-from ckprof.collectors.topology import Topology
+from ckprof.collectors.topology import BlockNode, Topology
 from ckprof.errors import UsageError
 
 
@@ -68,13 +68,25 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
 
 
 def _has_size(topo: Topology, dev: str) -> bool:
-    size = topo._read(topo._cls(dev, "size"))
+    size = topo.tree.read(dev, "size")
     return bool(size and size.isdigit() and int(size) > 0)
+
+
+def _nodes(topo: Topology, devices: list[str]) -> list[BlockNode]:
+    return [topo.node(d) for d in devices if topo.exists(d)]
+
+
+def disk_identities(topo: Topology, devices: list[str]) -> dict:
+    """{disk: model, serial, wwn, firmware_rev, source} for the physical disks recorded."""
+    disks = [d for n in _nodes(topo, devices) for d in n.physical()]
+    return {d: topo.identity(d) for d in dict.fromkeys(disks)}
 
 
 def build_sources(opts: SourceOptions) -> Sources:
     topo = Topology(sys_root=opts.sys_root, proc_root=opts.proc_root)
     devices, topology, notes = select_devices(opts, topo)
+    topology["walk"] = topo.tree.source  # libudev (the real /sys) or sysfs (files under a root)
+    topology["identity"] = disk_identities(topo, devices)
     block = BlockCollector(devices, period_s=opts.interval_s, proc_root=opts.proc_root,
                            sys_root=opts.sys_root)
     proc = ProcTreeCollector(period_s=opts.proc_interval_s)
