@@ -6,7 +6,7 @@ import pytest
 
 from ckprof.collectors.topology import SysfsTree, Topology, parse_mountinfo
 from ckprof.collectors.udev import UdevTree
-from ckprof.sources import disk_identities
+from ckprof.sources import disk_identities, watched_devices
 from conftest import need_binary, run
 
 MOUNTINFO = """\
@@ -164,9 +164,11 @@ def test_identity_prefers_the_udev_database_field_by_field(tmp_path):
     assert ident["firmware_rev"] == "5B2QGXA7"
 
 
-def test_meta_identity_follows_the_chain(tmp_path):
+def test_meta_identity_and_watched_names_follow_the_chain(tmp_path):
     topo = build_sys(tmp_path)
     assert list(disk_identities(topo, ["nvme0n1p1", "dm-0"])) == ["nvme0n1", "sda", "sdc"]
+    assert watched_devices(topo, ["nvme0n1p1", "dm-0"]) == {
+        "nvme0n1p1", "nvme0n1", "nvme0", "dm-0", "md0", "sda", "sdc"}
 
 
 def test_custom_root_reads_files_real_sys_reads_libudev(tmp_path):
