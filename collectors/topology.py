@@ -1,8 +1,10 @@
 """Which block devices sit behind a path: mount → partition/dm/md → disks → controller.
 
-Read from /proc/self/mountinfo (proc(5)) and sysfs (Documentation/ABI/stable/sysfs-block), both
-under roots a test can point at a tree in tmp_path. Used by the block collector to choose its
-devices and by `ckprof doctor` to show the chain.
+Read from /proc/self/mountinfo (proc(5)) and the block devices' sysfs entries
+(Documentation/ABI/stable/sysfs-block): through libudev (pyudev, collectors/udev.py) for the real
+/sys, and as plain files under any other root, so a test can point it at a tree in tmp_path.
+Used by the block collector to choose its devices, by `ckprof doctor` to show the chain, and for
+each physical disk's identity (model, serial, WWN, firmware) in meta.json.
 
   - a partition's disk is its parent in sysfs (/sys/class/block/sda1/partition exists);
   - device-mapper and md devices list what they are built on in /sys/class/block/<dev>/slaves/;
@@ -98,13 +100,97 @@ def parse_mountinfo(text: str) -> list[Mount]:
     return mounts
 
 
-class Topology:
-    def __init__(self, sys_root: str = "/sys", proc_root: str = "/proc"):
-        self.sys_root = sys_root
-        self.proc_root = proc_root
+class SysfsTree:
+    """Block devices as sysfs files under `root`: /sys, or a test's tree in tmp_path.
+
+    The reads the walk needs, one method each; collectors/udev.py's UdevTree answers the same
+    calls through libudev for the real /sys.
+    """
+
+    source = "sysfs"
+
+    def __init__(self, root: str = "/sys"):
+        self.root = root
 
     def _cls(self, *parts: str) -> str:
-        return os.path.join(self.sys_root, "class", "block", *parts)
+        return os.path.join(self.root, "class", "block", *parts)
+
+    def names(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self._cls()))
+        except OSError:
+            return []
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self._cls(name))
+
+    def is_partition(self, name: str) -> bool:
+        # /sys/class/block/<part>/partition holds the partition number (sysfs-block ABI)
+        return os.path.exists(self._cls(name, "partition"))
+
+    def parent(self, name: str) -> str | None:
+        """A partition's disk (the directory it sits in); a whole disk's device (its `device`
+        link, which the driver core points at the disk's parent: nvme0n1 → nvme0)."""
+        if self.is_partition(name):
+            return os.path.basename(os.path.dirname(os.path.realpath(self._cls(name))))
+        dev = self._cls(name, "device")
+        return os.path.basename(os.path.realpath(dev)) if os.path.exists(dev) else None
+
+    def read(self, name: str, attr: str) -> str | None:
+        """The attribute file /sys/class/block/<name>/<attr>, stripped; None when absent."""
+        try:
+            with open(self._cls(name, attr)) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+
+    def slaves(self, name: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self._cls(name, "slaves")))
+        except OSError:
+            return []
+
+    def name_of(self, major_minor: str) -> str | None:
+        link = os.path.join(self.root, "dev", "block", major_minor)
+        try:
+            return os.path.basename(os.path.realpath(link)) if os.path.exists(link) else None
+        except OSError:
+            return None
+
+    def properties(self, name: str) -> dict:
+        return {}  # no udev database belongs to a tree in tmp_path
+
+
+def block_tree(sys_root: str):
+    """libudev for the real /sys (pyudev cannot be pointed anywhere else), else sysfs files."""
+    if os.path.realpath(sys_root) == "/sys":
+        from ckprof.collectors.udev import UdevTree
+
+        tree = UdevTree.open()
+        if tree is not None:
+            return tree
+    return SysfsTree(sys_root)
+
+
+# Identity of a physical disk: the udev property, else the sysfs files (relative to
+# /sys/class/block/<disk>/) it is made from. systemd's persistent-storage rules
+# (rules.d/60-persistent-storage.rules) set ID_MODEL, ID_SERIAL_SHORT, ID_WWN and ID_REVISION for
+# NVMe from ATTRS{model}, {serial}, {wwid}, {firmware_rev} (on the controller, the disk's
+# `device`, except wwid on the namespace), and for SCSI/ATA from the disk's inquiry data, which the
+# kernel also shows as device/model, device/wwid and device/rev. virtio-blk has its own `serial`.
+IDENTITY = {
+    "model": ("ID_MODEL", ("device/model",)),
+    "serial": ("ID_SERIAL_SHORT", ("device/serial", "serial")),
+    "wwn": ("ID_WWN", ("wwid", "device/wwid")),
+    "firmware_rev": ("ID_REVISION", ("device/firmware_rev", "device/rev")),
+}
+
+
+class Topology:
+    def __init__(self, sys_root: str = "/sys", proc_root: str = "/proc", tree=None):
+        self.sys_root = sys_root
+        self.proc_root = proc_root
+        self.tree = tree if tree is not None else block_tree(sys_root)
 
     def _read(self, path: str) -> str | None:
         try:
@@ -114,56 +200,61 @@ class Topology:
             return None
 
     def all_block_devices(self) -> list[str]:
-        try:
-            return sorted(os.listdir(self._cls()))
-        except OSError:
-            return []
+        return self.tree.names()
 
     def disks(self) -> list[str]:
         """Whole block devices (not partitions), e.g. for `--device all`."""
-        return [d for d in self.all_block_devices() if not os.path.exists(self._cls(d, "partition"))]
+        return [d for d in self.all_block_devices() if not self.tree.is_partition(d)]
 
     def exists(self, name: str) -> bool:
-        return os.path.exists(self._cls(name))
+        return self.tree.exists(name)
 
     def name_of(self, major_minor: str) -> str | None:
-        link = os.path.join(self.sys_root, "dev", "block", major_minor)
-        try:
-            return os.path.basename(os.path.realpath(link)) if os.path.exists(link) else None
-        except OSError:
-            return None
+        return self.tree.name_of(major_minor)
 
     def controller_of(self, disk: str) -> str | None:
         """nvme0n1 → nvme0 (the namespace's parent in sysfs); None where there is no such parent."""
-        dev = self._cls(disk, "device")
-        if not os.path.exists(dev):
-            return None
-        target = os.path.basename(os.path.realpath(dev))
-        if disk.startswith("nvme") and target.startswith("nvme"):
-            return target
+        parent = self.tree.parent(disk)
+        if disk.startswith("nvme") and parent and parent.startswith("nvme"):
+            return parent
         return None
 
+    def identity(self, disk: str) -> dict:
+        """model, serial, wwn, firmware_rev of a physical disk (None where neither udev nor sysfs
+        has it) and `source`: which of them each value came from ("udev" or "sysfs")."""
+        props = self.tree.properties(disk)
+        out: dict = {}
+        sources: dict = {}
+        for key, (udev_key, files) in IDENTITY.items():
+            value = (props.get(udev_key) or "").strip() or None
+            if value:
+                sources[key] = "udev"
+            else:
+                value = next((v for f in files if (v := self.tree.read(disk, f))), None)
+                if value:
+                    sources[key] = "sysfs"
+            out[key] = value
+        out["source"] = sources
+        return out
+
     def node(self, name: str, _depth: int = 0) -> BlockNode:
-        base = self._cls(name)
-        if os.path.exists(os.path.join(base, "partition")):
-            disk = os.path.basename(os.path.dirname(os.path.realpath(base)))
-            return BlockNode(name, "part", parent_disk=disk, controller=self.controller_of(disk))
+        if self.tree.is_partition(name):
+            disk = self.tree.parent(name)
+            return BlockNode(name, "part", parent_disk=disk, controller=disk and self.controller_of(disk))
         kind = "disk"
         detail = ""
         if name.startswith("dm-"):
             kind = "dm"
-            detail = self._read(os.path.join(base, "dm", "name")) or ""
+            detail = self.tree.read(name, "dm/name") or ""
         elif name.startswith("md"):
             kind = "md"
         elif name.startswith("loop"):
             kind = "loop"
-            backing = self._read(os.path.join(base, "loop", "backing_file"))
+            backing = self.tree.read(name, "loop/backing_file")
             detail = f"backing file {backing}" if backing else ""
         node = BlockNode(name, kind, controller=self.controller_of(name), detail=detail)
-        slaves_dir = os.path.join(base, "slaves")
-        if _depth < 16 and os.path.isdir(slaves_dir):
-            for s in sorted(os.listdir(slaves_dir)):
-                node.slaves.append(self.node(s, _depth + 1))
+        if _depth < 16:
+            node.slaves = [self.node(s, _depth + 1) for s in self.tree.slaves(name)]
         return node
 
     def mounts(self) -> list[Mount]:

@@ -4,7 +4,9 @@ import subprocess
 
 import pytest
 
-from ckprof.collectors.topology import Topology, parse_mountinfo
+from ckprof.collectors.topology import SysfsTree, Topology, parse_mountinfo
+from ckprof.collectors.udev import UdevTree
+from ckprof.sources import disk_identities, watched_devices
 from conftest import need_binary, run
 
 MOUNTINFO = """\
@@ -37,6 +39,11 @@ def build_sys(root):
     ctrl.mkdir(parents=True)
     n = dev("pci0000:00/nvme/nvme0", "nvme0n1", "259:0")
     (n / "device").symlink_to(ctrl)
+    # what drivers/nvme/host/sysfs.c shows, padded as the drive reports it
+    (ctrl / "model").write_text("Samsung SSD 980 PRO 1TB                 \n")
+    (ctrl / "serial").write_text("S5P2NG0R123456      \n")
+    (ctrl / "firmware_rev").write_text("5B2QGXA7\n")
+    (n / "wwid").write_text("eui.002538b111b2c3d4\n")
     dev("pci0000:00/nvme/nvme0/nvme0n1", "nvme0n1p1", "259:1", partition=True)
     for i, name in enumerate(["sda", "sdb", "sdc", "sdd"]):
         dev("virtual/scsi", name, f"8:{16 * i}")
@@ -129,3 +136,65 @@ def test_real_btrfs_over_two_loops(make_loop, tmp_path):
         pytest.skip("this kernel cannot mount btrfs")
     a.mountpoints.append(mp)
     assert sorted(Topology().resolve(str(mp)).devices) == sorted([a.name, b.name])
+
+
+def test_identity_from_sysfs_says_so(tmp_path):
+    topo = build_sys(tmp_path)
+    ident = topo.identity("nvme0n1")
+    assert ident == {"model": "Samsung SSD 980 PRO 1TB", "serial": "S5P2NG0R123456",
+                     "wwn": "eui.002538b111b2c3d4", "firmware_rev": "5B2QGXA7",
+                     "source": {"model": "sysfs", "serial": "sysfs", "wwn": "sysfs", "firmware_rev": "sysfs"}}
+    assert topo.identity("sda") == {"model": None, "serial": None, "wwn": None, "firmware_rev": None,
+                                    "source": {}}
+
+
+class TreeWithUdevDatabase(SysfsTree):
+    """A sysfs tree plus what udevd would have stored for nvme0n1 (/run/udev/data/b259:0)."""
+
+    def properties(self, name):
+        return {"ID_MODEL": "Samsung SSD 980 PRO 1TB", "ID_SERIAL_SHORT": "S5P2NG0R123456",
+                "ID_WWN": "eui.002538b111b2c3d4"} if name == "nvme0n1" else {}
+
+
+def test_identity_prefers_the_udev_database_field_by_field(tmp_path):
+    build_sys(tmp_path)
+    topo = Topology(proc_root=str(tmp_path / "proc"), tree=TreeWithUdevDatabase(str(tmp_path / "sys")))
+    ident = topo.identity("nvme0n1")
+    assert ident["source"] == {"model": "udev", "serial": "udev", "wwn": "udev", "firmware_rev": "sysfs"}
+    assert ident["firmware_rev"] == "5B2QGXA7"
+
+
+def test_meta_identity_and_watched_names_follow_the_chain(tmp_path):
+    topo = build_sys(tmp_path)
+    assert list(disk_identities(topo, ["nvme0n1p1", "dm-0"])) == ["nvme0n1", "sda", "sdc"]
+    assert watched_devices(topo, ["nvme0n1p1", "dm-0"]) == {
+        "nvme0n1p1", "nvme0n1", "nvme0", "dm-0", "md0", "sda", "sdc"}
+
+
+def test_custom_root_reads_files_real_sys_reads_libudev(tmp_path):
+    assert build_sys(tmp_path).tree.source == "sysfs"
+    if UdevTree.open() is None:
+        pytest.skip("libudev.so.1 cannot be loaded here")
+    assert Topology().tree.source == "libudev"
+
+
+def test_libudev_and_sysfs_walks_agree_on_real_devices(make_loop, tmp_path):
+    """The same questions asked of libudev and of the files it reads give the same answers."""
+    need_binary("sfdisk")
+    udev = UdevTree.open()
+    if udev is None:
+        pytest.skip("libudev.so.1 cannot be loaded here")
+    lp = make_loop("64M", partscan=True)
+    subprocess.run(["sfdisk", "-q", lp.dev], input="label: gpt\n,20M\n,\n", text=True, check=True,
+                   capture_output=True)
+    run(["partx", "-u", lp.dev]) if not os.path.exists(lp.dev + "p2") else None
+    by_udev, by_files = Topology(tree=udev), Topology(tree=SysfsTree("/sys"))
+    names = [lp.name, lp.name + "p1", lp.name + "p2"]
+    for name in names:
+        assert by_udev.node(name) == by_files.node(name)
+        assert by_udev.identity(name) == by_files.identity(name)
+        mm = by_files.tree.read(name, "dev")
+        assert by_udev.name_of(mm) == by_files.name_of(mm) == name
+    assert by_udev.node(lp.name + "p2").parent_disk == lp.name
+    assert lp.name in by_udev.disks() and lp.name + "p1" not in by_udev.disks()
+    assert by_udev.name_of("0:1") is None  # no block device has an anonymous device number

@@ -4,10 +4,63 @@ from __future__ import annotations
 import click
 
 import os
+import re
+import shutil
 
+from ckprof.collectors.nvme_cli import INSTALL_HINT
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
 from ckprof.record.sources import SourceOptions, build_sources
+
+# What the nvme and nvme_hwmon collectors record (docs/nvme.md), said where there is no NVMe.
+NVME_MEASURES = (
+    "temperature: the composite and up to 8 sensors (hwmon at up to 10 Hz, and the SMART log)",
+    "thermal throttling: time above the warning/critical temperatures, thermal-management "
+    "transitions and the time spent in them",
+    "the power state, and each change of it as an event",
+    "data units read and written, host commands, controller busy time",
+    "critical warnings (spare, temperature, reliability, read-only), and each change as an event",
+    "SSD power: the Power Measurement log (25h) or interval power where the drive supports them, "
+    "else an estimate from the power-state table",
+)
+
+
+def nvme_controllers(sys_root: str = "/sys") -> list[str]:
+    """nvme0, nvme1, … under /sys/class/nvme (Documentation/ABI/testing/sysfs-class-nvme)."""
+    try:
+        names = os.listdir(os.path.join(sys_root, "class", "nvme"))
+    except OSError:
+        return []
+    return sorted((n for n in names if re.fullmatch(r"nvme\d+", n)), key=lambda n: int(n[4:]))
+
+
+def nvme_lines(probes: dict, sys_root: str = "/sys", nvme_bin: str = "nvme") -> list[str]:
+    """Whether NVMe is recorded here; where it is not, what would be, and how to enable it."""
+    ctrls = nvme_controllers(sys_root)
+    if "nvme" in probes:  # controllers behind the path: their probe lines above say the rest
+        return [f"NVMe: {', '.join(ctrls)} here; see the nvme and nvme_hwmon lines above"]
+    if ctrls:
+        head = [f"NVMe: {', '.join(ctrls)} here, but none behind the checkpoint path: record with "
+                f"--path on a file system on it, or --device {ctrls[0]}n1"]
+    else:
+        head = ["NVMe: no NVMe controller on this machine (none under /sys/class/nvme)",
+                "  with one behind the checkpoint path, ckprof records:"]
+        head += [f"    - {m}" for m in NVME_MEASURES]
+    cli = shutil.which(nvme_bin)
+    return head + [
+        "  it needs:",
+        "    - nvme-cli: " + (f"found ({cli})" if cli else f"not installed: {INSTALL_HINT}"),
+        "    - root: " + ("yes" if os.geteuid() == 0 else
+                          "no: run ckprof as root (SMART, power state and power logs are admin "
+                          "commands: CAP_SYS_ADMIN); temperature alone needs neither (hwmon, Linux 5.5+)"),
+    ]
+
+
+def identity_line(topo: Topology, disk: str) -> str | None:
+    ident = topo.identity(disk)
+    parts = [f"{k} {ident[k]} ({ident['source'][k]})" for k in ("model", "serial", "wwn", "firmware_rev")
+             if ident[k]]
+    return f"{disk}: " + ", ".join(parts) if parts else None
 
 
 def diagnose(paths: list[str]) -> str:
@@ -24,13 +77,23 @@ def diagnose(paths: list[str]) -> str:
         if not n.startswith(skipped):  # the probe line above already says it
             lines.append(f"  note: {n}")
     lines.append("")
+    lines += nvme_lines(sources.probes)
+    lines.append("")
     lines.append("Devices behind the checkpoint path (mount → partition/dm → disk → controller):")
     topo = Topology()
+    disks: list[str] = []
     for p in paths:
         try:
-            lines += ["  " + ln for ln in topo.resolve(p).describe()]
+            res = topo.resolve(p)
         except UsageError as e:
             lines.append(f"  {e}")
+            continue
+        lines += ["  " + ln for ln in res.describe()]
+        disks += [d for d in res.devices if d not in disks]
+    idents = [ln for d in disks if (ln := identity_line(topo, d))]
+    if idents:
+        lines.append("Identity (udev database, else sysfs):")
+        lines += ["  " + ln for ln in idents]
     lines.append("")
     lines.append("Disks here: " + (", ".join(topo.disks()) or "none"))
     return "\n".join(lines)

@@ -7,6 +7,7 @@ named that cannot be read is an error with a hint (design.md).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from ckprof.collectors.base import Collector
@@ -16,7 +17,8 @@ from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.collectors.ipmi import IpmiCollector
 from ckprof.collectors.nvme import nvme_collectors
 from ckprof.collectors.rapl import RaplCollector
-from ckprof.collectors.topology import Topology
+from ckprof.collectors.topology import BlockNode, Topology
+from ckprof.collectors.udev import UeventCollector
 from ckprof.errors import UsageError
 
 
@@ -68,13 +70,37 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
 
 
 def _has_size(topo: Topology, dev: str) -> bool:
-    size = topo._read(topo._cls(dev, "size"))
+    size = topo.tree.read(dev, "size")
     return bool(size and size.isdigit() and int(size) > 0)
+
+
+def _nodes(topo: Topology, devices: list[str]) -> list[BlockNode]:
+    return [topo.node(d) for d in devices if topo.exists(d)]
+
+
+def disk_identities(topo: Topology, devices: list[str]) -> dict:
+    """{disk: model, serial, wwn, firmware_rev, source} for the physical disks recorded."""
+    disks = [d for n in _nodes(topo, devices) for d in n.physical()]
+    return {d: topo.identity(d) for d in dict.fromkeys(disks)}
+
+
+def watched_devices(topo: Topology, devices: list[str]) -> set[str]:
+    """What the uevent collector watches: the recorded devices, what they are built on, and the
+    NVMe controllers under them (partitions of any of these are matched by the collector)."""
+    out = set(devices)
+    stack = _nodes(topo, devices)
+    while stack:
+        n = stack.pop()
+        out |= {x for x in (n.name, n.parent_disk, n.controller) if x}
+        stack += n.slaves
+    return out
 
 
 def build_sources(opts: SourceOptions) -> Sources:
     topo = Topology(sys_root=opts.sys_root, proc_root=opts.proc_root)
     devices, topology, notes = select_devices(opts, topo)
+    topology["walk"] = topo.tree.source  # libudev (the real /sys) or sysfs (files under a root)
+    topology["identity"] = disk_identities(topo, devices)
     block = BlockCollector(devices, period_s=opts.interval_s, proc_root=opts.proc_root,
                            sys_root=opts.sys_root)
     proc = ProcTreeCollector(period_s=opts.proc_interval_s)
@@ -82,6 +108,8 @@ def build_sources(opts: SourceOptions) -> Sources:
     power_s = max(opts.interval_s, 0.1)  # GPU and RAPL at 10 Hz at most; the BMC at 1 Hz
     candidates += [GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid),
                    RaplCollector(period_s=power_s, sys_root=opts.sys_root), IpmiCollector()]
+    if os.path.realpath(opts.sys_root) == "/sys":  # uevents are about this machine, not a test's tree
+        candidates.append(UeventCollector(watched_devices(topo, devices)))
     candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, power_s, opts.sys_root, opts.nvme_bin)
     collectors, probes = [], {}
     for c in candidates:
