@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ckprof.doctor import nvme_controllers, nvme_lines
+from ckprof.cli.doctor import nvme_controllers, nvme_lines
 from conftest import ckprof_cmd
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from ckprof.collectors.topology import SysfsTree, Topology, parse_mountinfo
 from ckprof.collectors.udev import UdevTree
-from ckprof.sources import disk_identities, watched_devices
+from ckprof.record.sources import disk_identities, watched_devices
 from conftest import need_binary, run
 
 MOUNTINFO = """\
