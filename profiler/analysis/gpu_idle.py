@@ -34,13 +34,15 @@ def idle_flags(samples: pd.DataFrame, idle_margin_w: float = IDLE_MARGIN_W, util
         if name in samples:
             p = pd.to_numeric(samples[name], errors="coerce")
             power = p if power is None else power.fillna(p)
-    agrees = pd.Series(True, index=samples.index)
-    if power is not None and gpu in samples:
-        floor = power.groupby(samples[gpu], observed=True).transform("min")
-        agrees = (power <= floor + idle_margin_w) | power.isna()
-    if "reason_idle" in samples:
-        reason = samples["reason_idle"]
-        agrees = reason.where(reason.notna(), agrees).astype(bool)
+    reason = samples["reason_idle"] if "reason_idle" in samples else pd.Series(np.nan, index=samples.index)
+    agrees = reason
+    if reason.isna().any():  # where the driver does not say: power near this GPU's floor stands in
+        near = pd.Series(True, index=samples.index)
+        if power is not None and gpu in samples:
+            floor = power.groupby(samples[gpu], observed=True).transform("min")
+            near = (power <= floor + idle_margin_w) | power.isna()
+        agrees = reason.where(reason.notna(), near)
+    agrees = agrees.astype(bool)
     lost = samples["lost"].fillna(False).astype(bool) if "lost" in samples else False
     return (quiet & agrees & ~lost).rename("idle")
 
@@ -61,9 +63,15 @@ def idle_series(rec, grid=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     label = col.label if col.label in df else None
     df["idle"] = idle_flags(df, util=col.name, gpu=label or "gpu").astype(float)
     out = {}
-    groups = df.groupby(df[label].astype(str), observed=True) if label else [("", df)]
-    for ent, g in groups:
-        t, v = g["t_ns"].to_numpy(), g["idle"].to_numpy()
+    t_all, idle_all = df["t_ns"].to_numpy(), df["idle"].to_numpy()
+    if label:
+        lab = df[label].astype("category")
+        names = [str(c) for c in lab.cat.categories]
+        groups = zip(names, B.split_codes(lab.cat.codes.to_numpy(), len(names)))
+    else:
+        groups = [("", np.arange(len(df)))]
+    for ent, idx in groups:
+        t, v = t_all[idx], idle_all[idx]
         if grid is not None:
             t, r = B.bin_reduce(t, {"idle": (v, "mean")}, grid.start_ns, grid.bin_ns)
             v = r["idle"]
