@@ -13,7 +13,7 @@ METRICS = [
     ("mean device bandwidth", "GiB/s", "derived", lambda r: r["run"]["mean_device_gib_per_s"]),
     ("mean app bandwidth", "GiB/s", "derived",
      lambda r: _mean([c["app_gib_per_s"] for c in r["checkpoints"] if c["kind"] == "save"])),
-    ("energy per checkpoint", "J", "measured/estimated", lambda r: r["run"]["mean_energy_j"]),
+    ("energy per checkpoint", "J", "(its components')", lambda r: r["run"]["mean_energy_j"]),
     ("energy per GiB", "J/GiB", "derived",
      lambda r: _mean([sum(e["j_per_gib"] or 0 for e in c["energy"].values()) for c in r["checkpoints"]
                       if c["energy"] and c["kind"] == "save"])),
@@ -28,9 +28,32 @@ def _mean(v):
     return sum(v) / len(v) if v else None
 
 
+def _energy_provenance(reports: list[dict]) -> str:
+    """The weakest provenance of any component's energy in any save (the engine's ranking)."""
+    from ckprof.power.energy import worst
+
+    provs = [e["provenance"] for r in reports for c in r["checkpoints"] if c["kind"] == "save"
+             for e in c["energy"].values()]
+    return worst(provs) if provs else "measured"
+
+
+def _energy_by_component(reports: list[dict]) -> list[tuple]:
+    """One row per energy component any of the recordings has: its mean joules per save."""
+    comps = sorted({c for r in reports for cp in r["checkpoints"] for c in cp["energy"]})
+    return [(f"energy per checkpoint: {comp}", "J", "derived",
+             lambda r, comp=comp: _mean([cp["energy"][comp]["energy_j"] for cp in r["checkpoints"]
+                                         if cp["kind"] == "save" and comp in cp["energy"]]))
+            for comp in comps]
+
+
 def compare(reports: list[dict]) -> dict:
     rows = []
-    for label, unit, prov, fn in METRICS:
+    eprov = _energy_provenance(reports)
+    metrics = [(label, unit, eprov if label.startswith("energy per checkpoint") else prov, fn)
+               for label, unit, prov, fn in METRICS]
+    i = next(k for k, m in enumerate(metrics) if m[0] == "energy per checkpoint") + 1
+    metrics[i:i] = [(label, unit, eprov, fn) for label, unit, _, fn in _energy_by_component(reports)]
+    for label, unit, prov, fn in metrics:
         vals = [fn(r) for r in reports]
         base = vals[0]
         ratios = [None if (v is None or not base) else v / base for v in vals]
