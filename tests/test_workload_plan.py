@@ -109,3 +109,24 @@ def test_bad_input_is_one_line_error(args, msg):
     r = run(*args, "--dry-run")
     assert r.exit_code == 2
     assert msg in r.output and "Traceback" not in r.output
+
+
+def test_the_generator_from_python_with_options_objects(tmp_path):
+    """No click: ModelOptions gives the plan `--dry-run` prints; RunConfig is checked before any rank."""
+    from ckprof.workloads.config import RunConfig
+    from ckprof.workloads.options import ModelOptions, check_run, run
+
+    plan = ModelOptions(preset="llama3-8b").plan()
+    assert plan.nranks == 8 and plan.nbytes == 112_425_623_552
+    small = ModelOptions(preset="llama3-8b", total_bytes=64 * 2**20).plan()
+    assert small.nbytes == pytest.approx(64 * 2**20, rel=0.01)
+    assert ModelOptions(params="13B", layers=40).plan().nranks == 1
+    with pytest.raises(UsageError, match="--params must be at least 1"):
+        ModelOptions(params=0).plan()
+    with pytest.raises(UsageError, match="a custom shape needs --ffn, --layers, --heads"):
+        ModelOptions(hidden=4096).plan()
+    with pytest.raises(UsageError, match="--count must be at least 1"):
+        run(ModelOptions(preset="llama3-8b"), RunConfig(target=str(tmp_path), count=0))
+    with pytest.raises(UsageError, match="--keep must be 0"):
+        check_run(RunConfig(target=str(tmp_path), keep=-1))
+    assert list(tmp_path.iterdir()) == []  # nothing started

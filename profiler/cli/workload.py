@@ -1,26 +1,16 @@
-"""`ckprof workload`: the checkpoint workload generator's command line (click)."""
+"""`ckprof workload`: flags → the generator's ModelOptions and RunConfig (ckprof.workloads.options),
+then its `run`; `ckprof workload load DIR` reads a checkpoint back."""
 from __future__ import annotations
 
 import click
 
 from ckprof.errors import UsageError
 from ckprof.units import click_callback, parse_interval, parse_size
+from ckprof.workloads.config import RunConfig
+from ckprof.workloads.options import ModelOptions, run
 
 
 _size = click_callback(parse_size)
-
-
-def _count(text: str) -> int:
-    """'8B', '70e9', '8030261248' → a parameter count."""
-    t = str(text).strip().lower().replace(",", "").replace("_", "")
-    mult = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}.get(t[-1:], 1)
-    try:
-        n = int(float(t[:-1] if mult != 1 else t) * mult)
-    except ValueError:
-        raise UsageError(f"bad parameter count {text!r}: use e.g. 8B, 70e9 or 8030261248") from None
-    if n < 1:
-        raise UsageError(f"--params must be at least 1 (got {text})")
-    return n
 
 
 def model_options(f):
@@ -47,38 +37,23 @@ def model_options(f):
     return f
 
 
-def build_plan(preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset,
-               scale, total_size):
-    from ckprof.workloads.model import Parallelism, Preset, Shape, get_preset, with_overrides
-    from ckprof.workloads.comm import launcher_env, launcher_world
-    from ckprof.workloads.plan import make_plan
+MODEL_FLAGS = ("preset", "params", "hidden", "ffn", "layers", "heads", "kv_heads", "vocab", "tp", "pp", "zero",
+               "ranks", "subset", "scale", "total_size")
 
-    if ranks is None and launcher_env():
-        ranks = launcher_world()  # under torchrun/mpirun/srun the launcher's world is the rank count
-    shape_given = any(v is not None for v in (hidden, ffn, heads, kv_heads))
-    if params is not None:
-        if preset or shape_given:
-            raise UsageError("--params describes a whole model: give it without --preset or a shape")
-        base = Preset("custom", Shape(layers=layers or 32, flat_params=_count(params)),
-                      Parallelism(tp=tp or 1, pp=pp or 1, dp=1, zero=3 if zero is None else zero))
-    elif shape_given and not preset:
-        missing = [n for n, v in (("--hidden", hidden), ("--ffn", ffn), ("--layers", layers), ("--heads", heads))
-                   if v is None]
-        if missing:
-            raise UsageError(f"a custom shape needs {', '.join(missing)} too (or start from a --preset)")
-        base = Preset("custom", Shape(layers=layers, hidden=hidden, ffn=ffn, heads=heads,
-                                      kv_heads=kv_heads or heads, vocab=128256 if vocab is None else vocab),
-                      Parallelism(tp=tp or 1, pp=pp or 1, dp=1, zero=3 if zero is None else zero))
-        if ranks is None and not subset:
-            ranks = base.par.mp
-    else:
-        base = with_overrides(get_preset(preset or "llama3-8b"), layers=layers, hidden=hidden, ffn=ffn,
-                              heads=heads, kv_heads=kv_heads, vocab=vocab, tp=tp, pp=pp, zero=zero)
-        if ranks is None and not subset and (tp or pp):
-            ranks = base.par.mp * base.par.dp
-    if params is not None and ranks is None and not subset:
-        ranks = base.par.mp
-    return make_plan(base, ranks=ranks, subset=subset, scale=scale, total_bytes=total_size)
+
+def model_from_flags(flags: dict) -> ModelOptions:
+    """model_options' flags (taken out of `flags`) → ModelOptions, checked there for Python callers too."""
+    opts = {k: flags.pop(k) for k in MODEL_FLAGS}
+    opts["total_bytes"] = opts.pop("total_size")
+    return ModelOptions(**opts)
+
+
+def run_from_flags(target, count, interval, compute, direct, no_fsync, chunk_size, threads, async_, keep, load_after,
+                   drop_caches, no_record, output, sample_interval, force) -> RunConfig:
+    return RunConfig(target=target, count=count, interval_s=_interval(interval), compute=compute, direct=direct,
+                     fsync=not no_fsync, chunk_bytes=chunk_size, threads=threads, async_=async_, keep=keep,
+                     load=load_after, drop_caches=drop_caches, record=not no_record, output=output,
+                     sample_interval_s=parse_interval(sample_interval), force=force)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,9 +77,7 @@ def build_plan(preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, 
 @click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
 @click.pass_context
-def workload(ctx, preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset, scale,
-             total_size, target, dry_run, count, interval, compute, direct, no_fsync, chunk_size, threads, async_,
-             keep, load_after, drop_caches, no_record, output, sample_interval, force):
+def workload(ctx, dry_run, **flags):
     """Write (and read back) MLPerf-Storage-sized checkpoints, recorded by default.
 
     \b
@@ -115,29 +88,15 @@ def workload(ctx, preset, params, hidden, ffn, layers, heads, kv_heads, vocab, t
     """
     if ctx.invoked_subcommand is not None:
         return
-    plan = build_plan(preset, params, hidden, ffn, layers, heads, kv_heads, vocab, tp, pp, zero, ranks, subset,
-                      scale, total_size)
+    model = model_from_flags(flags)
     if dry_run:
         from ckprof.workloads.plan import describe
 
-        click.echo(describe(plan))
+        click.echo(describe(model.plan()))
         return
-    from ckprof.workloads.config import RunConfig
-    from ckprof.workloads.launch import main as run_main
-
-    if target is None:
-        raise UsageError("no --target DIR: say where the checkpoints go (or use --dry-run)")
-    if count < 1:
-        raise UsageError(f"--count must be at least 1 (got {count})")
-    if threads < 1:
-        raise UsageError(f"--threads must be at least 1 (got {threads})")
-    if keep < 0:
-        raise UsageError(f"--keep must be 0 (keep all) or more (got {keep})")
-    cfg = RunConfig(target=target, count=count, interval_s=_interval(interval), compute=compute, direct=direct,
-                    fsync=not no_fsync, chunk_bytes=chunk_size, threads=threads, async_=async_, keep=keep,
-                    load=load_after, drop_caches=drop_caches, record=not no_record, output=output,
-                    sample_interval_s=parse_interval(sample_interval), force=force)
-    ctx.exit(run_main(plan, cfg))
+    cfg = run_from_flags(**flags)
+    model.plan()  # a bad model is said before a missing --target, as always
+    ctx.exit(run(model, cfg))
 
 
 def _interval(text: str) -> float:
@@ -160,7 +119,6 @@ def _interval(text: str) -> float:
 def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, output, sample_interval, force):
     """Read a checkpoint written by `ckprof workload` with all ranks, verify every checksum,
     report the slowest rank's read GiB/s."""
-    from ckprof.workloads.config import RunConfig
     from ckprof.workloads.launch import load_main
 
     if ranks is not None and ranks < 1:
