@@ -178,6 +178,8 @@ class RecordingBuilder:
         """Write the recording (at `path`, else the builder's own) and return where it is.
         complete=False leaves it as a recorder killed mid-run leaves one: status "recording", no end."""
         self.path = str(path) if path is not None else self.path
+        if self.path is None:
+            raise ValueError("finish(path): this builder was made without a path")
         w = RecordingWriter(self.path)
         w.create({"ckprof_version": "test", **self.meta, "notes": self.meta.get("notes", []),
                   "start": {"monotonic_ns": self.start_ns, "wall_ns": self.wall_ns, "uncertainty_ns": 0},
