@@ -23,12 +23,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from synth import NVME_SCHEMA  # noqa: E402  (the NVMe collector's names, until it is merged)
-
+from ckprof.collectors.base import T_NS, col  # noqa: E402
 from ckprof.collectors.gpu import GPU_SCHEMA  # noqa: E402
 from ckprof.collectors.rapl import RAPL_SCHEMA  # noqa: E402
+
+# A compact SSD series per block device: temperature, thermal counters and an estimated power
+# (a day of the full NVMe collector schema would dominate the generation, not the report).
+NVME_SCHEMA = pa.schema([
+    T_NS, col("device", pa.string(), "", "label"),
+    col("temp_c", pa.float64(), "C"), col("critical_warning", pa.int64(), "bitmask"),
+    col("thm_temp1_trans_count", pa.int64(), "events", "counter"),
+    col("thm_temp1_total_time", pa.int64(), "s", "counter"),
+    col("power_w", pa.float64(), "W", provenance="estimated", doc="power state table"),
+])
 
 from ckprof.collectors.base import schema_units  # noqa: E402
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA  # noqa: E402

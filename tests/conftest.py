@@ -1,4 +1,4 @@
-"""Shared fixtures: real loop devices (as root), the ckprof command, the shared fixtures folder."""
+"""Shared fixtures: real loop devices (as root), the ckprof command, the test data (tests/data)."""
 from __future__ import annotations
 
 import os
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+DATA = REPO / "tests" / "data"  # every file a test reads; where each came from: tests/data/README.md
 CKPROF = [sys.executable, "-m", "ckprof"]
 
 

@@ -7,7 +7,7 @@
 """
 import numpy as np
 import pytest
-from synth import Synth
+from recbuild import RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
@@ -20,30 +20,28 @@ RANGE_UJ = 1_000_000_000  # 1 kJ: the package counter wraps inside the window
 
 
 def build(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=10)
-    s.block("nvme0n1", lambda t: np.where((t > 4) & (t <= 6), 100 * MiB, 0.0))
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
+    rb.block("nvme0n1", lambda t: np.where((t > 4) & (t <= 6), 100 * MiB, 0.0))
     gpu, rapl, ipmi = [], [], []
-    for i, (t, ts) in enumerate(zip(s.t_ns, s.t_s)):
+    for ts in rb.t_s:
         busy = 4 < ts <= 6
-        gpu.append({"t_ns": int(t), "gpu": 0, "energy_mj": int(ts * 200_000), "power_w": 200.0,
+        gpu.append({"t_s": ts, "gpu": 0, "energy_mj": int(ts * 200_000), "power_w": 200.0,
                     "power_instant_w": 200.0, "util_gpu_pct": 0.0 if busy else 99.0, "temp_c": 60.0,
                     "clock_event_reasons": 0x40 if busy else 0, "reason_hw_thermal": busy})
-        gpu.append({"t_ns": int(t), "gpu": 1, "energy_mj": None, "power_w": 90.0, "power_instant_w": 100.0,
+        gpu.append({"t_s": ts, "gpu": 1, "energy_mj": None, "power_w": 90.0, "power_instant_w": 100.0,
                     "util_gpu_pct": 99.0, "temp_c": 55.0, "clock_event_reasons": 0})
         pkg = int(RANGE_UJ - 250_000_000 + ts * 50e6) % (RANGE_UJ + 1)  # 50 W, wraps at 5 s
         for zone, domain, parent, uj, rng in (("intel-rapl:0", "package-0", None, pkg, RANGE_UJ),
                                               ("intel-rapl:0:0", "core", "intel-rapl:0", int(ts * 30e6), 2**40),
                                               ("intel-rapl:0:1", "dram", "intel-rapl:0", int(ts * 10e6), 2**40),
                                               ("intel-rapl-mmio:0", "package-0", None, int(ts * 50e6), 2**40)):
-            rapl.append({"t_ns": int(t), "zone": zone, "domain": domain, "parent": parent, "energy_uj": uj,
+            rapl.append({"t_s": ts, "zone": zone, "domain": domain, "parent": parent, "energy_uj": uj,
                          "max_energy_range_uj": rng})
-        ipmi.append({"t_ns": int(t), "power_w": 500.0, "power_min_w": 400.0, "power_max_w": 600.0,
+        ipmi.append({"t_s": ts, "power_w": 500.0, "power_min_w": 400.0, "power_max_w": 600.0,
                      "power_avg_w": 500.0, "sampling_period_s": 1.0, "reading_active": True})
-    s._add("gpu", GPU_SCHEMA, gpu)
-    s._add("rapl", RAPL_SCHEMA, rapl)
-    s._add("ipmi", IPMI_SCHEMA, ipmi)
-    s.checkpoint(4, 6, 200 * MiB, step=1)
-    return analyze(ckprof.load(s.write()))
+    rb.rows("gpu", gpu, GPU_SCHEMA).rows("rapl", rapl, RAPL_SCHEMA).rows("ipmi", ipmi, IPMI_SCHEMA)
+    rb.checkpoint(4, 6, 200 * MiB, step=1)
+    return analyze(ckprof.load(rb.finish()))
 
 
 def test_real_collector_schemas(tmp_path):
@@ -68,26 +66,25 @@ def test_real_nvme_schema_power_state_model_and_throttle_signals(tmp_path):
     from ckprof.collectors.nvme import SCHEMA as NVME
     from ckprof.collectors.nvme_hwmon import SCHEMA as HWMON
 
-    s = Synth(tmp_path / "rec", duration_s=10)
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
     busy = lambda t: (t > 4) & (t <= 6)  # noqa: E731
-    s.block("nvme0n1", lambda t: np.where(busy(t), 100 * MiB, 0.0))  # %util 100 while writing, else 0
+    rb.block("nvme0n1", lambda t: np.where(busy(t), 100 * MiB, 0.0))  # %util 100 while writing, else 0
     nv, hw = [], []
-    for t, ts in zip(s.t_ns, s.t_s):
+    for ts in rb.t_s:
         if round(ts * 10) % 10 == 0:  # SMART at 1 Hz
             hot = ts >= 6
-            nv.append({"t_ns": int(t), "ctrl": "nvme0", "temp_c": 70.0 if hot else 50.0, "power_state": 0,
+            nv.append({"t_s": ts, "ctrl": "nvme0", "temp_c": 70.0 if hot else 50.0, "power_state": 0,
                        "critical_warning": 0x02 if hot else 0, "data_units_written": int(ts),
                        "thm_temp1_trans_count": 1 if ts >= 5 else 0, "thm_temp1_total_time_s": max(0, int(ts) - 5),
                        "warning_temp_time_min": 0, "ocp_thermal_throttling_status": 1 if ts >= 5 else 0})
         for sensor, off in (("temp1", 0.0), ("temp2", 5.0)):
-            hw.append({"t_ns": int(t), "ctrl": "nvme0", "sensor": sensor, "label": "Composite" if sensor == "temp1"
+            hw.append({"t_s": ts, "ctrl": "nvme0", "sensor": sensor, "label": "Composite" if sensor == "temp1"
                        else "Sensor 1", "temp_c": 50.0 + off + (20 if ts >= 6 else 0), "alarm": False})
-    s._add("nvme", NVME, nv)
-    s._add("nvme_hwmon", HWMON, hw)
-    s.checkpoint(4, 6, 200 * MiB, step=1)
     table = [{"max_power_w": 8.0, "idle_power_w": 2.0, "active_power_w": 6.0}]
-    rec = ckprof.load(s.write(describe={"nvme": {"controllers": {"nvme0": {"devices": ["nvme0n1"],
-                                                                           "power_states": table}}}}))
+    rb.collector("nvme", NVME, describe={"controllers": {"nvme0": {"devices": ["nvme0n1"], "power_states": table}}})
+    rb.rows("nvme", nv).rows("nvme_hwmon", hw, HWMON)
+    rb.checkpoint(4, 6, 200 * MiB, step=1)
+    rec = ckprof.load(rb.finish())
     an = analyze(rec)
     (cp,) = an.report["checkpoints"]
     ssd = cp["energy"]["ssd"]

@@ -1,7 +1,7 @@
 """Energy with known answers: constant power, a ramp, a wrapping counter, the idle baseline."""
 import numpy as np
 import pytest
-from synth import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, Synth
+from recbuild import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
@@ -53,22 +53,21 @@ def test_rapl_counter_wraps_at_its_max_energy_range():
 
 
 def _record(tmp_path, **kw):
-    s = Synth(tmp_path / "rec", duration_s=12, interval_s=0.1)
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=12, interval_s=0.1)
     burst = lambda t: np.where((t > 5) & (t <= 8), 50 * MiB, 0.0)  # noqa: E731
-    s.block("nvme0n1", burst, queue=lambda t: np.where(burst(t) > 0, 4.0, 0.0))
-    s.host()
+    rb.block("nvme0n1", burst, queue=lambda t: np.where(burst(t) > 0, 4.0, 0.0))
+    rb.host()
     # GPU: 100 W idle, 250 W during the checkpoint; as a mJ energy counter that wraps at 2**32
     gpu_w = lambda t: np.where((t > 5) & (t <= 8), 250.0, 100.0)  # noqa: E731
     energy_mj = lambda t: (4_294_000_000 + np.concatenate([[0], np.cumsum(gpu_w(t)[1:] * 0.1 * 1000)])) % 2**32  # noqa: E731
-    s.series("gpu", GPU_SCHEMA, "gpu", "0", energy_mj=energy_mj, power_w=gpu_w, util_gpu_pct=lambda t: 0 * t + 90,
-             temp_c=lambda t: 0 * t + 50, clocks_event_reasons=lambda t: 0 * t)
-    s.series("nvme", NVME_SCHEMA, "device", "nvme0", temp_c=lambda t: 40 + 0 * t, critical_warning=lambda t: 0 * t,
-             thm_temp1_trans_count=lambda t: 0 * t, thm_temp1_total_time=lambda t: 0 * t,
-             power_w=lambda t: np.where((t > 5) & (t <= 8), 8.0, 3.0))
-    s.series("rapl", RAPL_SCHEMA, "domain", "package-0", energy_uj=lambda t: (t * 40e6).astype(np.int64))
-    s.series("node", POWER_SCHEMA, "device", "psu", power_w=lambda t: 0 * t + 10.0)
-    s.checkpoint(5, 8, 150 * MiB, step=1, **kw)
-    return ckprof.load(s.write())
+    rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=energy_mj, power_w=gpu_w, util_gpu_pct=90, temp_c=50,
+              clocks_event_reasons=0)
+    rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=40, critical_warning=0, thm_temp1_trans_count=0,
+              thm_temp1_total_time=0, power_w=lambda t: np.where((t > 5) & (t <= 8), 8.0, 3.0))
+    rb.series("rapl", RAPL_SCHEMA, domain="package-0", energy_uj=lambda t: (t * 40e6).astype(np.int64))
+    rb.series("node", POWER_SCHEMA, device="psu", power_w=10.0)
+    rb.checkpoint(5, 8, 150 * MiB, step=1, **kw)
+    return ckprof.load(rb.finish())
 
 
 def test_energy_per_component_whole_above_idle_and_provenance(tmp_path):
@@ -92,10 +91,10 @@ def test_energy_per_component_whole_above_idle_and_provenance(tmp_path):
 
 
 def test_no_idle_span_before_first_checkpoint_is_a_note(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=5)
-    s.series("node", POWER_SCHEMA, "device", "psu", power_w=lambda t: 0 * t + 10.0)
-    s.checkpoint(0.2, 3.2, 1)
-    an = analyze(ckprof.load(s.write()))
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=5)
+    rb.series("node", POWER_SCHEMA, device="psu", power_w=10.0)
+    rb.checkpoint(0.2, 3.2, 1)
+    an = analyze(ckprof.load(rb.finish()))
     (cp,) = an.report["checkpoints"]
     assert cp["energy"]["node"]["energy_j"] == pytest.approx(30.0)
     assert cp["energy"]["node"]["above_idle_j"] is None

@@ -1,4 +1,4 @@
-"""Throttle events from the QEMU NVMe tier's captured SMART logs (shared/fixtures/nvme/qemu):
+"""Throttle events from the QEMU NVMe tier's captured SMART logs (tests/data/nvme/qemu):
 the Critical Warning temperature bit (0x02) raised by an over-temperature threshold is a
 thermal event in the report; bit 2 (0x04, reliability degraded) is not."""
 import json
@@ -6,41 +6,30 @@ import os
 
 import numpy as np
 import pytest
-from synth import NVME_SCHEMA, Synth
+from recbuild import NVME_SCHEMA, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CANDIDATES = [os.environ.get("CKPROF_SHARED", ""), os.path.join(HERE, "..", "shared"),
-              os.path.join(HERE, "..", "..", "shared"), "/work/shared"]
-
-
-def fixture_dir():
-    for c in CANDIDATES:
-        d = os.path.join(c, "fixtures", "nvme", "qemu")
-        if c and os.path.isdir(d):
-            return d
-    pytest.skip("shared/fixtures/nvme/qemu not found (set CKPROF_SHARED)")
+QEMU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "nvme", "qemu")
 
 
 def smart(name):
-    with open(os.path.join(fixture_dir(), name)) as f:
+    with open(os.path.join(QEMU, name)) as f:
         return json.load(f)
 
 
 def replay(tmp_path, logs):
     """One SMART log a second, as nvme-cli printed them; temperature in Kelvin → °C."""
-    s = Synth(tmp_path / "rec", duration_s=len(logs) - 1, interval_s=1.0)
-    seq = [smart(n) for n in logs]
-    pick = lambda key, f=float: (lambda t: np.array([f(seq[int(round(x))][key]) for x in t]))  # noqa: E731
-    s.series("nvme", NVME_SCHEMA, "device", "nvme0",
-             temp_c=lambda t: pick("temperature")(t) - 273.15, critical_warning=pick("critical_warning", int),
-             thm_temp1_trans_count=pick("thm_temp1_trans_count", int),
-             thm_temp1_total_time=pick("thm_temp1_total_time", int), power_w=lambda t: 0 * t + 3)
-    s.block("nvme0n1", lambda t: np.where((t > 2) & (t <= 5), 8 * 2**20, 0.0))
-    s.checkpoint(2, 5, 24 * 2**20, step=1)
-    return analyze(ckprof.load(s.write())).report
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=len(logs) - 1, interval_s=1.0)
+    rb.rows("nvme", [{"t_s": i, "device": "nvme0", "temp_c": float(log["temperature"]) - 273.15,
+                      "critical_warning": int(log["critical_warning"]),
+                      "thm_temp1_trans_count": int(log["thm_temp1_trans_count"]),
+                      "thm_temp1_total_time": int(log["thm_temp1_total_time"]), "power_w": 3.0}
+                     for i, log in enumerate(map(smart, logs))], NVME_SCHEMA)
+    rb.block("nvme0n1", lambda t: np.where((t > 2) & (t <= 5), 8 * 2**20, 0.0))
+    rb.checkpoint(2, 5, 24 * 2**20, step=1)
+    return analyze(ckprof.load(rb.finish())).report
 
 
 def test_over_temperature_warning_is_a_throttle_event(tmp_path):

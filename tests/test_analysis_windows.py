@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 import pytest
-from synth import GPU_SCHEMA, NVME_SCHEMA, Synth
+from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
@@ -18,10 +18,10 @@ def bursts(spans, rate):
 
 def test_inferred_windows_count_and_bytes(tmp_path):
     spans = [(2, 4), (7, 8), (11, 14), (17, 17.5)]
-    s = Synth(tmp_path / "rec", duration_s=20)
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=20)
     # background writes of 1 MiB/s, four bursts of 80 MiB/s; a 0.4 s dip inside the third
-    s.block("sda", lambda t: 1 * MiB + bursts(spans, 80 * MiB)(t) - np.where((t > 12) & (t <= 12.4), 80 * MiB, 0))
-    an = analyze(ckprof.load(s.write()), windows_from="inferred")
+    rb.block("sda", lambda t: 1 * MiB + bursts(spans, 80 * MiB)(t) - np.where((t > 12) & (t <= 12.4), 80 * MiB, 0))
+    an = analyze(ckprof.load(rb.finish()), windows_from="inferred")
     cps = an.report["checkpoints"]
     assert [c["source"] for c in cps] == ["inferred"] * 4
     for c, (a, b) in zip(cps, spans):
@@ -33,10 +33,10 @@ def test_inferred_windows_count_and_bytes(tmp_path):
 
 
 def test_markers_win_over_inference_in_auto(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=10)
-    s.block("sda", bursts([(2, 3), (6, 7)], 50 * MiB))
-    s.checkpoint(2, 3, 50 * MiB, step=10, path="/ckpt/10")
-    an = analyze(ckprof.load(s.write()))
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
+    rb.block("sda", bursts([(2, 3), (6, 7)], 50 * MiB))
+    rb.checkpoint(2, 3, 50 * MiB, step=10, path="/ckpt/10")
+    an = analyze(ckprof.load(rb.finish()))
     (cp,) = an.report["checkpoints"]
     assert (cp["source"], cp["step"], cp["path"]) == ("api", 10, "/ckpt/10")
     assert cp["bytes_device"] == pytest.approx(50 * MiB, rel=0.01)
@@ -44,11 +44,11 @@ def test_markers_win_over_inference_in_auto(tmp_path):
 
 
 def test_checkpoint_left_in_page_cache_is_flagged_not_durable(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=10)
-    s.block("sda", lambda t: 0 * t)  # nothing reaches the device
-    s.host(lambda t: np.where(t > 2.1, 64 * MiB, 2 * MiB))  # 64 MiB dirty from the save on
-    s.checkpoint(2, 2.5, 64 * MiB, step=1)
-    an = analyze(ckprof.load(s.write()))
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
+    rb.block("sda", lambda t: 0 * t)  # nothing reaches the device
+    rb.host(lambda t: np.where(t > 2.1, 64 * MiB, 2 * MiB))  # 64 MiB dirty from the save on
+    rb.checkpoint(2, 2.5, 64 * MiB, step=1)
+    an = analyze(ckprof.load(rb.finish()))
     (cp,) = an.report["checkpoints"]
     assert cp["durable_at_return"] is False
     assert cp["durable"] is False and cp["durable_end_s"] is None
@@ -58,41 +58,41 @@ def test_checkpoint_left_in_page_cache_is_flagged_not_durable(tmp_path):
 
 
 def test_writeback_after_return_sets_the_durable_end(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=10)
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
     # the save returns at 3 s with 64 MiB dirty; writeback drains them 5 s → 6 s
-    s.host(lambda t: np.where((t > 2) & (t <= 5.5), 64 * MiB, 0))
-    s.block("sda", bursts([(5, 6)], 64 * MiB))
-    s.checkpoint(2, 3, 64 * MiB, step=1)
-    (cp,) = analyze(ckprof.load(s.write())).report["checkpoints"]
+    rb.host(lambda t: np.where((t > 2) & (t <= 5.5), 64 * MiB, 0))
+    rb.block("sda", bursts([(5, 6)], 64 * MiB))
+    rb.checkpoint(2, 3, 64 * MiB, step=1)
+    (cp,) = analyze(ckprof.load(rb.finish())).report["checkpoints"]
     assert cp["durable_at_return"] is False
     assert cp["durable_end_s"] == pytest.approx(6.0, abs=0.11)
     assert cp["bytes_device"] == pytest.approx(64 * MiB, rel=0.01)
 
 
 def test_fsynced_checkpoint_is_durable_at_return(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=10)
-    s.host(lambda t: 0 * t)
-    s.block("sda", bursts([(2, 3)], 64 * MiB))
-    s.checkpoint(2, 3, 64 * MiB, step=1)
-    (cp,) = analyze(ckprof.load(s.write())).report["checkpoints"]
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
+    rb.host(lambda t: 0 * t)
+    rb.block("sda", bursts([(2, 3)], 64 * MiB))
+    rb.checkpoint(2, 3, 64 * MiB, step=1)
+    (cp,) = analyze(ckprof.load(rb.finish())).report["checkpoints"]
     assert cp["durable_at_return"] is True
     assert cp["durable_end_s"] == pytest.approx(3.0, abs=0.11)
 
 
 def _thermal(tmp_path, throttle: bool):
-    s = Synth(tmp_path / "rec", duration_s=30)
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=30)
     spans = [(3, 5), (10, 12), (17, 19), (24, 26)]
-    s.block("nvme0n1", lambda t: bursts(spans, 1000 * MiB)(t) - np.where(throttle & (t > 24), 500 * MiB, 0) * (bursts(spans, 1)(t)),
+    rb.block("nvme0n1", lambda t: bursts(spans, 1000 * MiB)(t) - np.where(throttle & (t > 24), 500 * MiB, 0) * (bursts(spans, 1)(t)),
             queue=lambda t: bursts(spans, 32.0)(t))
     temp = lambda t: 40 + 1.5 * t  # noqa: E731  heats up through the run, 76 °C at 24 s
-    s.series("nvme", NVME_SCHEMA, "device", "nvme0", temp_c=temp,
-             critical_warning=lambda t: np.where(throttle & (t > 24.5), 0x02, 0),
-             thm_temp1_trans_count=lambda t: np.where(throttle & (t > 24), 1, 0),
-             thm_temp1_total_time=lambda t: np.where(throttle, np.clip(t - 24, 0, None), 0).astype(int),
-             power_w=lambda t: 0 * t + 5)
+    rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=temp,
+              critical_warning=lambda t: np.where(throttle & (t > 24.5), 0x02, 0),
+              thm_temp1_trans_count=lambda t: np.where(throttle & (t > 24), 1, 0),
+              thm_temp1_total_time=lambda t: np.where(throttle, np.clip(t - 24, 0, None), 0).astype(int),
+              power_w=5)
     for i, (a, b) in enumerate(spans):
-        s.checkpoint(a, b, 2000 * MiB, step=i)
-    return analyze(ckprof.load(s.write())).report
+        rb.checkpoint(a, b, 2000 * MiB, step=i)
+    return analyze(ckprof.load(rb.finish())).report
 
 
 def test_throttle_onset_events_and_hot_vs_cool(tmp_path):
@@ -118,23 +118,22 @@ def test_no_throttle_is_said_plainly(tmp_path):
 
 
 def test_throttle_not_checkable_without_signals(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=5)
-    s.block("sda", bursts([(1, 2)], 10 * MiB))
-    t = analyze(ckprof.load(s.write())).report["throttling"]
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=5)
+    rb.block("sda", bursts([(1, 2)], 10 * MiB))
+    t = analyze(ckprof.load(rb.finish())).report["throttling"]
     assert t["statement"].startswith("Throttling could not be checked")
 
 
 def test_gpu_idle_seconds_and_thermal_reason(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=10)
-    s.block("sda", bursts([(4, 7)], 10 * MiB))
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
+    rb.block("sda", bursts([(4, 7)], 10 * MiB))
     for g in ("0", "1"):
         idle_from = 4 if g == "0" else 5  # GPU 0 idles for the whole 3 s save, GPU 1 for 2 s
-        s.series("gpu", GPU_SCHEMA, "gpu", g, energy_mj=lambda t: t * 1e5, power_w=lambda t: 0 * t + 100,
-                 util_gpu_pct=lambda t, a=idle_from: np.where((t > a) & (t <= 7), 0, 95),
-                 temp_c=lambda t: 0 * t + 60,
-                 clocks_event_reasons=lambda t, g=g: np.where((g == "1") & (t > 6) & (t <= 6.5), 0x40, 0x1))
-    s.checkpoint(4, 7, 30 * MiB)
-    rep = analyze(ckprof.load(s.write())).report
+        rb.series("gpu", GPU_SCHEMA, gpu=g, energy_mj=lambda t: t * 1e5, power_w=100, temp_c=60,
+                  util_gpu_pct=lambda t, a=idle_from: np.where((t > a) & (t <= 7), 0, 95),
+                  clocks_event_reasons=lambda t, g=g: np.where((g == "1") & (t > 6) & (t <= 6.5), 0x40, 0x1))
+    rb.checkpoint(4, 7, 30 * MiB)
+    rep = analyze(ckprof.load(rb.finish())).report
     (cp,) = rep["checkpoints"]
     assert cp["gpu_idle_s_by_gpu"]["gpu0"] == pytest.approx(3.0, abs=0.01)
     assert cp["gpu_idle_s_by_gpu"]["gpu1"] == pytest.approx(2.0, abs=0.01)
@@ -144,13 +143,13 @@ def test_gpu_idle_seconds_and_thermal_reason(tmp_path):
 
 
 def test_blocked_share_and_goodput(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=20)
-    s.block("sda", bursts([(2, 4), (10, 13)], 10 * MiB))
-    s.checkpoint(2, 4, 20 * MiB)
-    s.checkpoint(10, 13, 30 * MiB)
-    s.checkpoint(12, 13, 30 * MiB)  # a second rank overlapping: the union counts once
-    s.checkpoint(15, 16, 10 * MiB, kind="load")
-    rep = analyze(ckprof.load(s.write()), mtbf_s=3600).report
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=20)
+    rb.block("sda", bursts([(2, 4), (10, 13)], 10 * MiB))
+    rb.checkpoint(2, 4, 20 * MiB)
+    rb.checkpoint(10, 13, 30 * MiB)
+    rb.checkpoint(12, 13, 30 * MiB)  # a second rank overlapping: the union counts once
+    rb.checkpoint(15, 16, 10 * MiB, kind="load")
+    rep = analyze(ckprof.load(rb.finish()), mtbf_s=3600).report
     run = rep["run"]
     assert any("2 checkpoint windows overlap" in n for n in rep["notes"])
     assert run["blocked_s"] == pytest.approx(5.0)

@@ -7,7 +7,7 @@ import pytest
 
 from ckprof.collectors.diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
 from ckprof.recording.rates import block_rates
-from conftest import FIXTURES
+from conftest import DATA
 
 # One line per layout the kernel has printed (Documentation/admin-guide/iostats.rst).
 LINE_17 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11 12 13 14 15 16 17"
@@ -64,9 +64,7 @@ def _uptime_ns(path):
 
 def test_against_sysstat_vectors():
     """Our rates equal iostat's printed figures on sysstat's own test vectors."""
-    vec = FIXTURES / "sysstat"
-    if not vec.exists():
-        pytest.skip(f"{vec} not present")
+    vec = DATA / "sysstat"
     rows = []
     for root in ("root1", "root2"):
         t_ns = _uptime_ns(vec / root / "uptime")

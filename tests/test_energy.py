@@ -5,9 +5,11 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import ckprof
+from ckprof.collectors.base import col
 from ckprof.record.clock import FakeClock
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.rapl import RaplCollector
@@ -27,17 +29,25 @@ from ckprof.errors import UsageError
 from ckprof.record.recorder import Recorder
 from ckprof.recording.writer import RecordingWriter
 
-from powerrec import MONO0_NS, POWER_SCHEMA, make_recording, t
+from recbuild import START_NS, RecordingBuilder, t
 from test_rapl import PKG_RANGE, make_powercap, set_energy
+
+
+METER = [col("power_w", pa.float64(), "W")]  # one power reading, no label: a meter on one thing
 
 
 def power_rows(fn, until_s=5.0, step_s=0.1):
     n = round(until_s / step_s)
-    return [{"t_ns": t(i * step_s), "power_w": fn(i * step_s)} for i in range(n + 1)]
+    return [{"t_s": i * step_s, "power_w": fn(i * step_s)} for i in range(n + 1)]
+
+
+def recording(tmp_path, collector, schema, rows):
+    """A recording of one collector's rows, from START_NS (t(0)) for 10 s."""
+    return ckprof.load(RecordingBuilder(tmp_path / "r").rows(collector, rows, schema).finish())
 
 
 def test_constant_10w_over_3s_is_30j(tmp_path):
-    rec = ckprof.load(make_recording(tmp_path / "r", {"power_nvme0": (POWER_SCHEMA, power_rows(lambda s: 10.0, step_s=0.5))}))
+    rec = recording(tmp_path, "power_nvme0", METER, power_rows(lambda s: 10.0, step_s=0.5))
     e = energy_j(rec, "nvme0", t(1.0), t(4.0))
     assert e.joules == pytest.approx(30.0) and e.watts == pytest.approx(10.0)
     assert (e.provenance, e.method, e.coverage) == ("derived", "integrated power", 1.0)
@@ -47,7 +57,7 @@ def test_constant_10w_over_3s_is_30j(tmp_path):
 
 
 def test_ramp_with_window_edges_between_readings(tmp_path):
-    rec = ckprof.load(make_recording(tmp_path / "r", {"power_nvme0": (POWER_SCHEMA, power_rows(lambda s: 10 + 2 * s))}))
+    rec = recording(tmp_path, "power_nvme0", METER, power_rows(lambda s: 10 + 2 * s))
     # ∫ (10 + 2s) ds from 1.05 to 2.95 = 10·1.9 + (2.95² − 1.05²)
     e = energy_j(rec, "nvme0", t(1.05), t(2.95))
     assert e.joules == pytest.approx(10 * 1.9 + (2.95**2 - 1.05**2))
@@ -69,9 +79,9 @@ def test_rapl_counter_wrap_in_a_recording(tmp_path):
                                             "intel-rapl:0:0": ("dram", 1_000, 65712999613)})
     c = RaplCollector(period_s=1.0, sys_root=root)
     assert c.probe().ok
-    clock = FakeClock(MONO0_NS)
+    clock = FakeClock(START_NS)
     w = RecordingWriter(str(tmp_path / "rec"))
-    w.create({"start": {"wall_ns": 0, "monotonic_ns": MONO0_NS}})
+    w.create({"start": {"wall_ns": 0, "monotonic_ns": START_NS}})
     r = Recorder(w, [c], clock=clock)
     pkg = PKG_RANGE - 50_000_000
     for second in range(6):
@@ -105,7 +115,7 @@ def gpu_rows(gpu, power_w, energy_w=None, n=11, lost_after=None, **extra):
     rows = []
     for i in range(n):
         lost = lost_after is not None and i > lost_after
-        row = {"t_ns": t(i * 0.5), "gpu": gpu, "lost": lost}
+        row = {"t_s": i * 0.5, "gpu": gpu, "lost": lost}
         if not lost:
             row.update(power_w=power_w, util_gpu_pct=0.0, util_mem_pct=0.0, reason_idle=True,
                        energy_mj=None if energy_w is None else 987_654_321 + round(energy_w * i * 0.5 * 1000))
@@ -116,7 +126,7 @@ def gpu_rows(gpu, power_w, energy_w=None, n=11, lost_after=None, **extra):
 
 def test_gpu_prefers_the_energy_counter_and_combines_provenance(tmp_path):
     rows = gpu_rows(0, power_w=250.0, energy_w=300.0) + gpu_rows(1, power_w=80.0)
-    rec = ckprof.load(make_recording(tmp_path / "r", {"gpu": (GPU_SCHEMA, rows)}))
+    rec = recording(tmp_path, "gpu", GPU_SCHEMA, rows)
     g0 = energy_j(rec, "gpu0", t(1), t(4))
     assert g0.joules == pytest.approx(900.0) and (g0.provenance, g0.method) == ("measured", "energy counter")
     g1 = energy_j(rec, "gpu1", t(1), t(4))
@@ -127,14 +137,14 @@ def test_gpu_prefers_the_energy_counter_and_combines_provenance(tmp_path):
 
 
 def test_lost_gpu_counts_until_it_was_lost(tmp_path):
-    rec = ckprof.load(make_recording(tmp_path / "r", {"gpu": (GPU_SCHEMA, gpu_rows(0, 100.0, 100.0, lost_after=4))}))
+    rec = recording(tmp_path, "gpu", GPU_SCHEMA, gpu_rows(0, 100.0, 100.0, lost_after=4))
     e = energy_j(rec, "gpu0", t(0), t(5))
     assert e.joules == pytest.approx(200.0) and e.coverage == pytest.approx(0.4)
 
 
 def test_baseline_subtraction(tmp_path):
     rows = power_rows(lambda s: 50.0 if s < 1.95 else 150.0)
-    rec = ckprof.load(make_recording(tmp_path / "r", {"ipmi": (POWER_SCHEMA, rows)}))
+    rec = recording(tmp_path, "ipmi", METER, rows)
     idle = energy_j(rec, "node", t(0), t(1.9))
     assert idle.watts == pytest.approx(50.0)
     busy = energy_j(rec, "node", t(2.0), t(5.0), baseline_w=idle.watts)
@@ -143,7 +153,7 @@ def test_baseline_subtraction(tmp_path):
 
 
 def test_unknown_component_names_those_there(tmp_path):
-    rec = ckprof.load(make_recording(tmp_path / "r", {"ipmi": (POWER_SCHEMA, power_rows(lambda s: 1.0))}))
+    rec = recording(tmp_path, "ipmi", METER, power_rows(lambda s: 1.0))
     with pytest.raises(UsageError, match="no power or energy readings for 'gpu'") as e:
         energy_j(rec, "gpu", t(0), t(1))
     assert e.value.hint == "components here: node"

@@ -7,14 +7,16 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
+import pyarrow as pa
 import pytest
 
 import ckprof
+from ckprof.collectors.base import col
 from ckprof.power.energy import energy_j
 from ckprof.recording.import_power import parse_time_ns, read_trace
 from ckprof.errors import UsageError
 
-from powerrec import MONO0_NS, WALL0_NS, make_recording, t, POWER_SCHEMA
+from recbuild import WALL_NS, RecordingBuilder, t
 
 
 def ckprof_cli(*args, cwd=None):
@@ -57,7 +59,8 @@ def test_record_then_import_an_iso_trace(tmp_path):
 
 @pytest.fixture
 def built(tmp_path):
-    return make_recording(tmp_path / "rec", {"ipmi": (POWER_SCHEMA, [{"t_ns": t(0), "power_w": 1.0}])}, end_s=10)
+    meter = [col("power_w", pa.float64(), "W")]
+    return RecordingBuilder(tmp_path / "rec", duration_s=10).rows("ipmi", [{"t_s": 0, "power_w": 1.0}], meter).finish()
 
 
 def write(tmp_path, text, name="trace.csv"):
@@ -67,20 +70,20 @@ def write(tmp_path, text, name="trace.csv"):
 
 
 def test_unix_seconds_semicolons_decimal_commas_and_clock_offset(tmp_path, built):
-    w0 = WALL0_NS / 1e9
+    w0 = WALL_NS / 1e9
     trace = write(tmp_path, "# WT310E export\nTime;Power (W)\n" +
                   "".join(f"{w0 + 2 + k * 0.5:.3f};{k + 10},5\n" for k in range(5)))
     out = ckprof_cli("import-power", built, trace, "--device", "ssd.a", "--clock-offset", "-1.5")
     assert out.returncode == 0, out.stderr
     s = ckprof.load(built).samples("power_ssd.a")
     assert s["power_w"].tolist() == [10.5, 11.5, 12.5, 13.5, 14.5]
-    assert s["t_ns"].iloc[0] == MONO0_NS + 500_000_000  # 2 s into the recording, minus 1.5 s
+    assert s["t_ns"].iloc[0] == t(0.5)  # 2 s into the recording, minus 1.5 s
     assert ckprof.load(built).meta["collectors"]["power_ssd.a"]["describe"]["clock_offset_s"] == -1.5
 
 
 def test_bad_row_names_the_line_and_writes_nothing(tmp_path, built):
     before = open(os.path.join(built, "meta.json")).read()
-    w0 = WALL0_NS / 1e9
+    w0 = WALL_NS / 1e9
     trace = write(tmp_path, f"timestamp,watts\n{w0 + 1},5.0\n{w0 + 2},5.1\n{w0 + 3},n/a\n")
     out = ckprof_cli("import-power", built, trace, "--device", "nvme0")
     assert out.returncode == 2
@@ -98,18 +101,18 @@ def test_no_overlap_names_both_ranges(tmp_path, built):
     assert out.returncode == 2
     err = out.stderr.strip()
     assert err.startswith(f"ckprof: error: {trace}: no reading falls inside the recording")
-    start = datetime.fromtimestamp(WALL0_NS / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
+    start = datetime.fromtimestamp(WALL_NS / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
     assert "the trace covers 2020-01-01T00:00:00.000+00:00 to 2020-01-01T00:00:01.000+00:00" in err
     assert f"the recording {start} to " in err and "--clock-offset" in err
     assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_second_import_needs_replace(tmp_path, built):
-    trace = write(tmp_path, f"{iso(WALL0_NS + 10**9)},4\n{iso(WALL0_NS + 2 * 10**9)},4\n")
+    trace = write(tmp_path, f"{iso(WALL_NS + 10**9)},4\n{iso(WALL_NS + 2 * 10**9)},4\n")
     assert ckprof_cli("import-power", built, trace, "--device", "nvme0").returncode == 0
     out = ckprof_cli("import-power", built, trace, "--device", "nvme0")
     assert out.returncode == 2 and "already has a power_nvme0 series" in out.stderr and "--replace" in out.stderr
-    trace2 = write(tmp_path, f"{iso(WALL0_NS + 10**9)},6\n{iso(WALL0_NS + 3 * 10**9)},6\n", "t2.csv")
+    trace2 = write(tmp_path, f"{iso(WALL_NS + 10**9)},6\n{iso(WALL_NS + 3 * 10**9)},6\n", "t2.csv")
     assert ckprof_cli("import-power", built, trace2, "--device", "nvme0", "--replace").returncode == 0
     assert ckprof.load(built).samples("power_nvme0")["power_w"].tolist() == [6.0, 6.0]
 

@@ -1,6 +1,6 @@
 """`ckprof report|compare|export JOBDIR`: every host analysed, then joined per checkpoint.
 
-Synthetic hosts (the real RecordingWriter, tests/synth.py) give known answers: the stall on the
+Synthetic hosts (tests/recbuild.py: the real RecordingWriter) give known answers: the stall on the
 wall clock, the slowest node and device, the spread, the totals. Real `ckprof record --job-dir`
 runs are in tests/test_job.py.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from synth import GPU_SCHEMA, WALL_NS, Synth
+from recbuild import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
@@ -25,34 +25,30 @@ def on(a, b, rate):
     return lambda t: np.where((t > a) & (t <= b), rate, 0.0)
 
 
-def host(path, wall_shift_s, windows, devices, gpu_w=200.0, hostname="synth"):
+def host(wall_shift_s, windows, devices, gpu_w=200.0, hostname="synth"):
     """windows: (step, rank, start_s, end_s, bytes); devices: name → rate function."""
-    s = Synth(path, duration_s=10)
+    rb = RecordingBuilder(duration_s=10, wall_ns=WALL_NS + int(wall_shift_s * 1e9), hostname=hostname,
+                          meta={"job": {"id": "77", "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 10}}}})
     for dev, fn in devices.items():
-        s.block(dev, fn)
-    s.host()
+        rb.block(dev, fn)
+    rb.host()
     if gpu_w:
-        s.series("gpu", GPU_SCHEMA, "gpu", "0", energy_mj=lambda t: t * gpu_w * 1e3, power_w=lambda t: 0 * t + gpu_w,
-                 util_gpu_pct=lambda t: 0 * t + 50, temp_c=lambda t: 0 * t + 50, clocks_event_reasons=lambda t: 0 * t)
+        rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=lambda t: t * gpu_w * 1e3, power_w=gpu_w, util_gpu_pct=50,
+                  temp_c=50, clocks_event_reasons=0)
     for step, rank, a, b, n in windows:
-        s.checkpoint(a, b, n, step=step)
-        for e in s.events[-2:]:
-            e["rank"] = rank
-    start = {"monotonic_ns": 5_000_000_000_000, "wall_ns": WALL_NS + int(wall_shift_s * 1e9)}
-    return s.write(meta_extra={"start": start, "host": {"hostname": hostname},
-                               "job": {"id": "77", "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 10}}}})
+        rb.checkpoint(a, b, n, step=step, rank=rank)
+    return rb
 
 
 def make_job(job, evil=False):
     """Node a: step 1 from 3 to 5 s (one device, 100 MiB/s). Node b, its clock 0.5 s later: ranks 2
     and 3 from 3 s, the last ending at 6 s; nvme0 at 100 MiB/s, nvme1 at 50 MiB/s (its slowest
     carrying device) and sda at 1 MiB/s all along (under 10 % of the bytes: not a candidate)."""
-    host(job / "host=a", 0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
-    nameb = f"b{HEVIL}" if evil else "b"
-    host(job / f"host={nameb}", 0.5, [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
-         {"nvme0n1": on(3, 6, 100 * MiB), f"nvme1n1{EVIL if evil else ''}": on(3, 6, 50 * MiB),
-          "sda": lambda t: 0 * t + 1 * MiB}, hostname=EVIL if evil else "synth")
-    return job
+    a = host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    b = host(0.5, [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
+             {"nvme0n1": on(3, 6, 100 * MiB), f"nvme1n1{EVIL if evil else ''}": on(3, 6, 50 * MiB),
+              "sda": lambda t: 0 * t + 1 * MiB}, hostname=EVIL if evil else "synth")
+    return job_dir(job, {"a": a, f"b{HEVIL}" if evil else "b": b})
 
 
 def run(*args):
@@ -112,7 +108,7 @@ def test_report_json_md_html(tmp_path):
 def test_half_written_host_and_host_without_checkpoints(tmp_path):
     job = make_job(tmp_path / "job")
     (job / "host=dead" / "samples").mkdir(parents=True)  # died before its meta.json
-    host(job / "host=idle", 0.2, [], {"nvme0n1": lambda t: 0 * t})  # recorded, never checkpointed
+    job_dir(job, {"idle": host(0.2, [], {"nvme0n1": lambda t: 0 * t})})  # recorded, never checkpointed
     r = run("report", job, "--format", "json")
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
@@ -127,9 +123,8 @@ def test_half_written_host_and_host_without_checkpoints(tmp_path):
 
 
 def test_one_host_with_no_checkpoints_still_reports(tmp_path):
-    job = tmp_path / "job"
-    host(job / "host=x", 0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
-    host(job / "host=y", 0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0)
+    job = job_dir(tmp_path / "job", {"x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)}),
+                                     "y": host(0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0)})
     for fmt in ("json", "md", "html"):
         r = run("report", job, "--format", fmt, "-o", tmp_path / f"r.{fmt}")
         assert r.exit_code == 0, r.output
@@ -170,7 +165,6 @@ def test_export_and_compare_on_a_job(tmp_path):
 
 
 def test_compare_a_job_of_one_host_says_what_it_needs(tmp_path):
-    job = tmp_path / "job"
-    host(job / "host=x", 0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    job = job_dir(tmp_path / "job", {"x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})})
     r = run("compare", job)
     assert r.exit_code == 2 and "job directory of two hosts" in r.output and "Traceback" not in r.output

@@ -1,6 +1,6 @@
 """SSD power from a recording: drive-measured (TP4199 IPM, then the Power Measurement log) over
 estimated (power-state table), each interval saying which and from what; energy_j's fallback to
-it. Recordings written with the real RecordingWriter."""
+it. Recordings: tests/recbuild.py (the real RecordingWriter), starting at monotonic 0."""
 import math
 
 import pytest
@@ -11,22 +11,23 @@ from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.power.energy import components, energy_j
 from ckprof.power.ssd import ssd_power
-from ckprof.recording.writer import RecordingWriter
+from ckprof.recording.import_power import POWER_SCHEMA
+from recbuild import RecordingBuilder
 from test_nvme_parse import read
 
 S = 1_000_000_000
 
 
-def recording(tmp_path, nvme_rows, block_rows, id_ctrl):
-    w = RecordingWriter(str(tmp_path / "rec"))
-    w.create({"start": {"monotonic_ns": 0, "wall_ns": 0}})
-    w.add_collector("nvme", NVME_SCHEMA)
-    w.add_collector("block", BLOCK_SCHEMA)
-    w.append("nvme", nvme_rows)
-    w.append("block", block_rows)
+def recording(tmp_path, nvme_rows, block_rows, id_ctrl, trace=()):
+    """nvme0 (behind nvme0n1, described by `id_ctrl`); `trace`: what `ckprof import-power --device
+    nvme0` adds (samples/power_nvme0)."""
+    rb = RecordingBuilder(tmp_path / "rec", start_ns=0)
     info = {"devices": ["nvme0n1"], **parse_id_ctrl(id_ctrl)}
-    w.finish(collectors={"nvme": {"describe": {"controllers": {"nvme0": info}}}})
-    return ckprof.load(str(tmp_path / "rec"))
+    rb.collector("nvme", NVME_SCHEMA, describe={"controllers": {"nvme0": info}}).rows("nvme", nvme_rows)
+    rb.rows("block", block_rows, BLOCK_SCHEMA)
+    if trace:
+        rb.rows("power_nvme0", trace, POWER_SCHEMA)
+    return ckprof.load(rb.finish())
 
 
 def ssd_j(rec, start_s=0, end_s=None):
@@ -36,13 +37,11 @@ def ssd_j(rec, start_s=0, end_s=None):
 
 
 def nvme_row(t_s, ps, ipm=None):
-    return {"t_ns": int(t_s * S), "ctrl": "nvme0", "temp_c": 40.0, "data_units_written": 1,
-            "power_state": ps, "ipm_w": ipm}
+    return {"t_s": t_s, "ctrl": "nvme0", "temp_c": 40.0, "data_units_written": 1, "power_state": ps, "ipm_w": ipm}
 
 
 def block_row(t_s, io_ticks_ms):
-    return {"t_ns": int(t_s * S), "device": "nvme0n1", "io_ticks_ms": io_ticks_ms, "write_sectors": 0,
-            "read_sectors": 0}
+    return {"t_s": t_s, "device": "nvme0n1", "io_ticks_ms": io_ticks_ms, "write_sectors": 0, "read_sectors": 0}
 
 
 def test_idle_active_weighted_by_utilisation(tmp_path):
@@ -100,15 +99,10 @@ def test_power_state_changes(tmp_path):
 
 
 def test_imported_external_trace_beats_everything(tmp_path):
-    from ckprof.recording.import_power import POWER_SCHEMA
-
     rec = recording(tmp_path, [nvme_row(0, 0, 6.0), nvme_row(1, 0, 6.5), nvme_row(2, 0, 6.5)],
-                    [], read("spec", "id-ctrl.nvmecli2-scales.json"))
-    w = RecordingWriter(rec.path)
-    w.add_collector("power_nvme0", POWER_SCHEMA)  # what `ckprof import-power --device nvme0` writes
-    w.append("power_nvme0", [{"t_ns": int(x * S / 4), "power_w": 5.0, "wall_ns": 0} for x in range(0, 6)])
-    w.flush()
-    p = ssd_power(ckprof.load(rec.path))
+                    [], read("spec", "id-ctrl.nvmecli2-scales.json"),
+                    trace=[{"t_s": x / 4, "power_w": 5.0, "wall_ns": 0} for x in range(0, 6)])
+    p = ssd_power(rec)
     # 0..1.25 s covered by the trace: measured from it; 1..2 s only a quarter covered: the drive's IPM
     assert p["power_source"].tolist() == ["external:power_nvme0", "nvme:interval_power_measurement"]
     assert p["power_w"].tolist() == pytest.approx([5.0, 6.5])
@@ -121,12 +115,12 @@ def pm_row(t_s, ps, count, sum_w, gen=7, estimated=False, ipm=None):
             "pm_generation": gen, "pm_enabled": True, "pm_estimated": estimated}
 
 
-def pm_recording(tmp_path):
+def pm_recording(tmp_path, trace=()):
     # 1 measurement of 6 W in (0, 1], 2 of 7 W in (1, 2], none in (2, 3], then a new Start (gen 8)
     rows = [pm_row(0, 0, 100, 500.0), pm_row(1, 0, 101, 506.0), pm_row(2, 0, 103, 520.0),
             pm_row(3, 0, 103, 520.0), pm_row(4, 0, 2, 9.0, gen=8)]
     return recording(tmp_path, rows, [block_row(t, 0) for t in range(5)],
-                     read("spec", "id-ctrl.nvmecli2-scales.json"))
+                     read("spec", "id-ctrl.nvmecli2-scales.json"), trace)
 
 
 def test_power_measurement_log_running_mean_per_interval(tmp_path):
@@ -163,13 +157,8 @@ def test_energy_j_falls_back_to_ssd_power_without_a_trace(tmp_path):
 
 def test_energy_j_prefers_an_imported_trace(tmp_path):
     from ckprof.power.energy import energy_j
-    from ckprof.recording.import_power import POWER_SCHEMA
 
-    rec = pm_recording(tmp_path)
-    w = RecordingWriter(rec.path)
-    w.add_collector("power_nvme0", POWER_SCHEMA)
-    w.append("power_nvme0", [{"t_ns": x * S, "power_w": 4.0, "wall_ns": 0} for x in range(0, 5)])
-    w.flush()
-    e = energy_j(ckprof.load(rec.path), "nvme0", 0, 2 * S)
+    rec = pm_recording(tmp_path, trace=[{"t_s": x, "power_w": 4.0, "wall_ns": 0} for x in range(0, 5)])
+    e = energy_j(rec, "nvme0", 0, 2 * S)
     assert e.joules == pytest.approx(8.0) and e.method == "SSD power per interval"
     assert e.sources == ("nvme/nvme0.power (external:power_nvme0)",) and e.provenance == "derived"

@@ -2,7 +2,7 @@
 controllers side by side (written before ssd_power was vectorised, and passing against the
 row-by-row version it replaced); then the package against the row-by-row reference kept in
 benchmarks/ssd_power.py, on seeded random recordings with gaps, failed polls and traces.
-Expected figures are worked out by hand from the rows below. Recordings: the real RecordingWriter."""
+Expected figures are worked out by hand from the rows below. Recordings: tests/recbuild.py."""
 import importlib.util
 import math
 import os
@@ -17,32 +17,25 @@ from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.recording.import_power import POWER_SCHEMA
 from ckprof.power.energy import energy_j
 from ckprof.power.ssd import power_state_changes, ssd_power
-from ckprof.recording.writer import RecordingWriter
+from recbuild import RecordingBuilder, t
 from test_nvme_parse import read
 
-S = 1_000_000_000
-T0 = 5_000 * S            # a monotonic start that is not 0
 SPEC = "spec", "id-ctrl.nvmecli2-scales.json"                 # PS0 8.5/3.5/7.2 W, PS1 4.5 W, PS2 0.05 W idle only
 WDC = "public", "id-ctrl.nvmecli1x.wdc-sn730.ironic.json"     # max power only: 5, 3.5, 3, 0.07, 0.0035 W
 
 
 def write(tmp_path, nvme, block, controllers, traces=None):
-    w = RecordingWriter(str(tmp_path / "rec"))
-    w.create({"start": {"monotonic_ns": T0, "wall_ns": 0}})
-    w.add_collector("nvme", NVME_SCHEMA)
-    w.add_collector("block", BLOCK_SCHEMA)
-    w.append("nvme", nvme)
-    if block:
-        w.append("block", block)
+    """A recording from t(0) = 5000 s monotonic (not 0): NVMe polls, block rows, imported traces."""
+    rb = RecordingBuilder(tmp_path / "rec")
+    rb.collector("nvme", NVME_SCHEMA, describe={"controllers": controllers}).rows("nvme", nvme)
+    rb.rows("block", block, BLOCK_SCHEMA)
     for ctrl, rows in (traces or {}).items():
-        w.add_collector(f"power_{ctrl}", POWER_SCHEMA)
-        w.append(f"power_{ctrl}", rows)
-    w.finish(collectors={"nvme": {"describe": {"controllers": controllers}}})
-    return ckprof.load(str(tmp_path / "rec"))
+        rb.rows(f"power_{ctrl}", rows, POWER_SCHEMA)
+    return ckprof.load(rb.finish())
 
 
 def poll(ctrl, t_s, ps, ipm=None, failed=False, **pm):
-    return {"t_ns": T0 + int(t_s * S), "ctrl": ctrl, "temp_c": None if failed else 40.0,
+    return {"t_s": t_s, "ctrl": ctrl, "temp_c": None if failed else 40.0,
             "data_units_written": None if failed else 1, "power_state": ps, "ipm_w": ipm, **pm}
 
 
@@ -52,7 +45,7 @@ def pm(count, sum_w, gen=7, estimated=False):
 
 
 def blk(dev, t_s, ticks):
-    return {"t_ns": T0 + int(t_s * S), "device": dev, "io_ticks_ms": ticks, "read_sectors": 0, "write_sectors": 0}
+    return {"t_s": t_s, "device": dev, "io_ticks_ms": ticks, "read_sectors": 0, "write_sectors": 0}
 
 
 def every_branch(tmp_path):
@@ -90,7 +83,7 @@ def every_branch(tmp_path):
                    "nvme3": {"devices": ["nvme3n1"], **spec},
                    "nvme4": {"devices": [], **spec}}
     # 4 W, 6 W, 5 W, 7 W at 0, 0.5, 1, 1.5 s (and a NaN reading, left out)
-    trace = [{"t_ns": T0 + int(x * S), "power_w": w, "wall_ns": 0}
+    trace = [{"t_s": x, "power_w": w, "wall_ns": 0}
              for x, w in [(0, 4.0), (0.5, 6.0), (0.75, float("nan")), (1.0, 5.0), (1.5, 7.0)]]
     return write(tmp_path, nvme, block, controllers, {"nvme0": trace})
 
@@ -120,7 +113,7 @@ def test_every_branch_pinned(tmp_path):
                                                          nan_ok=True)
     assert n0["power_state"].tolist()[:7] == [0, 0, 0, 0, 0, 1, 2]
     assert n0["power_state"].iloc[7] == 7 and pd.isna(n0["power_state"].iloc[8])
-    assert n0["t_ns"].tolist() == [T0 + x * S for x in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11)]
+    assert n0["t_ns"].tolist() == [t(x) for x in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11)]
     assert n0["t_s"].tolist() == [1, 2, 3, 4, 5, 6, 7, 9, 10, 11]
 
     n1 = p[p["ctrl"] == "nvme1"]
@@ -138,7 +131,7 @@ def test_every_branch_pinned(tmp_path):
                                "energy_j", "provenance", "power_source", "t_s"]
     assert p.attrs["columns"]["energy_j"]["unit"] == "J"
 
-    whole = (int(p["t_ns"].min() - 10 * S), int(p["t_ns"].max()))
+    whole = (int(p["t_ns"].min() - 10e9), int(p["t_ns"].max()))
     assert energy_j(rec, "nvme1", *whole).joules == pytest.approx(3.5 + 0.0035 * 2)
     assert energy_j(rec, "nvme0", *whole).provenance == "estimated"  # measured, derived and estimated parts
     assert energy_j(rec, "nvme3", *whole).provenance == "estimated"
@@ -150,7 +143,7 @@ def test_power_state_changes_pinned(tmp_path):
     # nvme0 0→1→2 (the failed poll at 6.5 s read PS2 too; its state counts), →7, (None skipped) →0;
     # nvme1 sorted by time: 1, 1, 4
     assert rows == [["nvme0", 0, 1], ["nvme0", 1, 2], ["nvme0", 2, 7], ["nvme0", 7, 0], ["nvme1", 1, 4]]
-    assert ch["t_ns"].tolist() == [T0 + int(x * S) for x in (6, 6.5, 9, 11, 3)]
+    assert ch["t_ns"].tolist() == [t(x) for x in (6, 6.5, 9, 11, 3)]
 
 
 def test_nothing_answered_and_no_nvme(tmp_path):

@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from synth import GPU_SCHEMA, NVME_SCHEMA, Synth
+from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 from ckprof.cli import main
 
@@ -33,21 +33,20 @@ def chromium():
 
 
 def make(path):
-    s = Synth(path, duration_s=30, command=["python", "train.py", "--out", "/ckpt/<b>&'\""])
+    rb = RecordingBuilder(path, duration_s=30, command=["python", "train.py", "--out", "/ckpt/<b>&'\""])
     spans = [(4, 7), (12, 15), (20, 23)]
     act = lambda t: sum(np.where((t > a) & (t <= b), 1.0, 0.0) for a, b in spans)  # noqa: E731
-    s.block("nvme0n1", lambda t: act(t) * 800 * MiB * (1 - 0.01 * t), queue=lambda t: act(t) * 16)
-    s.block("nvme1n1", lambda t: act(t) * 780 * MiB, queue=lambda t: act(t) * 15)
-    s.host(lambda t: act(t) * 100 * MiB)
-    s.series("gpu", GPU_SCHEMA, "gpu", "0", energy_mj=lambda t: t * 3e5 + np.cumsum(act(t)) * 1e4,
-             power_w=lambda t: 300 + 0 * t, util_gpu_pct=lambda t: np.where(act(t) > 0, 2, 97),
-             temp_c=lambda t: 55 + 0.3 * t, clocks_event_reasons=lambda t: 0 * t)
-    s.series("nvme", NVME_SCHEMA, "device", "nvme0", temp_c=lambda t: 45 + t, critical_warning=lambda t: 0 * t,
-             thm_temp1_trans_count=lambda t: (t > 21).astype(int), thm_temp1_total_time=lambda t: np.clip(t - 21, 0, None),
-             power_w=lambda t: 4 + 5 * act(t))
+    rb.block("nvme0n1", lambda t: act(t) * 800 * MiB * (1 - 0.01 * t), queue=lambda t: act(t) * 16)
+    rb.block("nvme1n1", lambda t: act(t) * 780 * MiB, queue=lambda t: act(t) * 15)
+    rb.host(lambda t: act(t) * 100 * MiB)
+    rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=lambda t: t * 3e5 + np.cumsum(act(t)) * 1e4, power_w=300,
+              util_gpu_pct=lambda t: np.where(act(t) > 0, 2, 97), temp_c=lambda t: 55 + 0.3 * t, clocks_event_reasons=0)
+    rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=lambda t: 45 + t, critical_warning=0,
+              thm_temp1_trans_count=lambda t: (t > 21).astype(int), thm_temp1_total_time=lambda t: np.clip(t - 21, 0, None),
+              power_w=lambda t: 4 + 5 * act(t))
     for i, (a, b) in enumerate(spans):
-        s.checkpoint(a, b, int(2 * 780 * MiB * (b - a)), step=100 * (i + 1), path=f"/ckpt/step{i}<i>")
-    return s.write()
+        rb.checkpoint(a, b, int(2 * 780 * MiB * (b - a)), step=100 * (i + 1), path=f"/ckpt/step{i}<i>")
+    return rb.finish()
 
 
 def test_html_report_in_headless_chromium(tmp_path):

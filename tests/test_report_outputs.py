@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from synth import GPU_SCHEMA, NVME_SCHEMA, Synth
+from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, job_dir
 
 from ckprof.cli import main
 
@@ -20,20 +20,24 @@ def bursts(spans, rate):
     return lambda t: sum(np.where((t > a) & (t <= b), rate, 0.0) for a, b in spans)
 
 
-def make(path, rate=100 * MiB, evil=False, gpu=True):
-    s = Synth(path, duration_s=12, command=["python", "train.py", EVIL] if evil else None)
+def builder(rate=100 * MiB, evil=False, gpu=True):
+    rb = RecordingBuilder(duration_s=12, command=["python", "train.py", EVIL] if evil else ["python", "train.py"])
     spans = [(3, 5), (8, 10)]
-    s.block("nvme0n1" if not evil else f"dev{EVIL}", bursts(spans, rate), queue=lambda t: bursts(spans, 8.0)(t))
-    s.host()
+    rb.block("nvme0n1" if not evil else f"dev{EVIL}", bursts(spans, rate), queue=lambda t: bursts(spans, 8.0)(t))
+    rb.host()
     if gpu:
-        s.series("gpu", GPU_SCHEMA, "gpu", "0", energy_mj=lambda t: t * 2e5, power_w=lambda t: 0 * t + 200,
-                 util_gpu_pct=lambda t: np.where(bursts(spans, 1)(t) > 0, 0, 90), temp_c=lambda t: 50 + t,
-                 clocks_event_reasons=lambda t: 0 * t)
-        s.series("nvme", NVME_SCHEMA, "device", "nvme0", temp_c=lambda t: 40 + t, critical_warning=lambda t: 0 * t,
-                 thm_temp1_trans_count=lambda t: 0 * t, thm_temp1_total_time=lambda t: 0 * t, power_w=lambda t: 0 * t + 6)
+        rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=lambda t: t * 2e5, power_w=200,
+                  util_gpu_pct=lambda t: np.where(bursts(spans, 1)(t) > 0, 0, 90), temp_c=lambda t: 50 + t,
+                  clocks_event_reasons=0)
+        rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=lambda t: 40 + t, critical_warning=0,
+                  thm_temp1_trans_count=0, thm_temp1_total_time=0, power_w=6)
     for i, (a, b) in enumerate(spans):
-        s.checkpoint(a, b, int(rate * (b - a)), step=i, path=f"/ckpt/{EVIL if evil else i}")
-    return s.write()
+        rb.checkpoint(a, b, int(rate * (b - a)), step=i, path=f"/ckpt/{EVIL if evil else i}")
+    return rb
+
+
+def make(path, **kw):
+    return builder(**kw).finish(path)
 
 
 def run(*args):
@@ -157,8 +161,8 @@ def test_truncated_part_gives_a_partial_report_naming_it(tmp_path):
 
 
 def test_empty_recording_is_a_partial_report(tmp_path):
-    s = Synth(tmp_path / "rec", duration_s=1)
-    rec = s.write(status="recording")  # meta and an empty events file, no samples: killed at once
+    # meta and an empty events file, no samples: killed at once
+    rec = RecordingBuilder(tmp_path / "rec", duration_s=1).finish(complete=False)
     r = run("report", rec, "--format", "md")
     assert r.exit_code == 0, r.output
     assert "No checkpoint windows" in r.stdout
@@ -179,12 +183,11 @@ def test_real_executable_prints_no_traceback(tmp_path):
 
 
 def test_job_directory(tmp_path):
-    job = tmp_path / "job"
-    make(job / "host=a")
+    job = job_dir(tmp_path / "job", {"a": builder()})
     r = run("report", job, "--format", "json")  # one host: a job's report of one node
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["job"]["hosts"] == ["a"] and len(rep["hosts"]["a"]["checkpoints"]) == 2
-    make(job / "host=b")
+    job_dir(job, {"b": builder()})
     r = run("report", job, "--format", "json")  # the job read as one (tests/test_job_report.py)
     assert r.exit_code == 0 and json.loads(r.stdout)["job"]["hosts"] == ["a", "b"]

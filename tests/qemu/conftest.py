@@ -4,6 +4,7 @@ Set CKPROF_KEEP_QEMU_RECORDING=DIR to keep a copy of the recording (e.g. for the
 or a person to look at); otherwise it lives in pytest's tmp directory.
 """
 import os
+import shlex
 import shutil
 import sys
 
@@ -33,18 +34,21 @@ def qemu_recording(qemu_guest, tmp_path_factory):
     fakebin.mkdir()
     (fakebin / "nvme").write_text('#!/bin/sh\necho "open: Permission denied" >&2\nexit 1\n')
     (fakebin / "nvme").chmod(0o755)
-    venv_bin = os.path.dirname(sys.executable)  # the host's environment, seen through the 9p share
+    # the host's environment and this checkout, seen through the 9p share wherever they are
+    ckprof, python = (shlex.quote(os.path.join(os.path.dirname(sys.executable), n)) for n in ("ckprof", "python"))
+    workload = shlex.quote(os.path.join(HERE, "guest_workload.py"))
     script = f"""set -e
 nvme smart-log /dev/nvme0 -o json > smart-before.json
-{venv_bin}/ckprof record --device nvme0n1 -o "$OUT/rec" --nvme-interval 0.5 --interval 100ms -- \\
-    {venv_bin}/python {HERE}/guest_workload.py {WRITE_BYTES} /dev/nvme0n1 nvme0
+{ckprof} record --device nvme0n1 -o "$OUT/rec" --nvme-interval 0.5 --interval 100ms -- \\
+    {python} {workload} {WRITE_BYTES} /dev/nvme0n1 nvme0
 nvme smart-log /dev/nvme0 -o json > smart-after.json
-PATH="$OUT/fakebin:$PATH" {venv_bin}/ckprof record --device nvme0n1 -o "$OUT/rec-denied" -- sleep 1 2> denied.stderr
-# ckprof doctor on a file system on the namespace, with the real and the not-permitted nvme-cli
-mkfs.ext4 -q -F /dev/nvme0n1 && mkdir -p /tmp/ckpt && mount -t ext4 /dev/nvme0n1 /tmp/ckpt
-{venv_bin}/ckprof doctor --path /tmp/ckpt > doctor.txt 2>&1
-PATH="$OUT/fakebin:$PATH" {venv_bin}/ckprof doctor --path /tmp/ckpt > doctor-denied.txt 2>&1
-umount /tmp/ckpt
+PATH="$OUT/fakebin:$PATH" {ckprof} record --device nvme0n1 -o "$OUT/rec-denied" -- sleep 1 2> denied.stderr
+# ckprof doctor on a file system on the namespace (mounted in the guest's own scratch, $TMPDIR),
+# with the real and the not-permitted nvme-cli
+mkfs.ext4 -q -F /dev/nvme0n1 && mkdir -p "$TMPDIR/ckpt" && mount -t ext4 /dev/nvme0n1 "$TMPDIR/ckpt"
+{ckprof} doctor --path "$TMPDIR/ckpt" > doctor.txt 2>&1
+PATH="$OUT/fakebin:$PATH" {ckprof} doctor --path "$TMPDIR/ckpt" > doctor-denied.txt 2>&1
+umount "$TMPDIR/ckpt"
 """
     res = qemu_guest.run(script, str(out), timeout_s=240)
     if res.rc != 0:

@@ -8,8 +8,12 @@ current temperature, or QMP qom-set smart_critical_warning from the host).
 The guest boots the host's own Debian kernel with a small busybox + nvme-cli initramfs built
 here on first use (cached), shares the host's / read-only over virtio-9p and chroots into it,
 so the host's Python, its virtual environment and ckprof run unchanged inside the guest against
-the emulated controller. One host directory (`out`) is shared read-write at the same path, for
-the recording. Learnt from the lab's run.sh (../../../shared/lab/qemu-nvme), written for ckprof.
+the emulated controller, wherever the checkout and its virtual environment are: no host
+directory is hidden (only the kernel's /proc, /sys and /dev are mounted over). One host
+directory (`out`) is shared read-write at the same path, for the recording; the guest's own
+scratch is a tmpfs at `out`/.guest, where $TMPDIR points (the host's /tmp is read-only in the
+guest). Learnt from the team lab's run.sh (shared/lab/qemu-nvme, outside this repository),
+written for ckprof.
 
     g = QemuNvmeGuest()
     if g.why_not(): pytest.skip(g.why_not())
@@ -20,6 +24,7 @@ Apt packages: qemu-system-x86 nvme-cli linux-image-amd64 busybox-static cpio kmo
 from __future__ import annotations
 
 import glob
+import hashlib
 import lzma
 import os
 import shutil
@@ -47,11 +52,11 @@ o=$(sed 's/.*ckout=\([^ ]*\).*/\1/' /proc/cmdline)
 mkdir -p /host
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose hostroot /host
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
-mount -t tmpfs run /host/run; mount -t tmpfs tmp /host/tmp
-mkdir -p /host$o; mount -t 9p -o trans=virtio,version=9p2000.L hostout /host$o
-cp /guest.sh /host/run/guest.sh
+mount -t 9p -o trans=virtio,version=9p2000.L hostout /host$o
+mount -t tmpfs guest /host$o/.guest; mkdir /host$o/.guest/tmp
+cp /guest.sh /host$o/.guest/guest.sh
 echo "@@@GUEST-UP $(cut -d' ' -f1 /proc/uptime)@@@"
-chroot /host /bin/sh -c "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root OUT=$o; cd $o; . /run/guest.sh" > /dev/ttyS1 2>&1
+chroot /host /bin/sh -c "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root OUT=$o TMPDIR=$o/.guest/tmp; cd $o; . $o/.guest/guest.sh" > /dev/ttyS1 2>&1
 rc=$?
 echo "$rc" > /host$o/guest.rc
 sync
@@ -108,8 +113,8 @@ class QemuNvmeGuest:
 
     @property
     def initramfs(self) -> str:
-        # the name changes with what goes in, so a cached older build is not reused
-        tag = "-".join(MODULE_GROUPS)
+        # the name changes with what goes in (modules, /init), so a cached older build is not reused
+        tag = hashlib.sha256(repr((MODULE_GROUPS, INIT)).encode()).hexdigest()[:12]
         return os.path.join(self.cache_dir, f"initramfs-{self.kver}-{tag}.cpio")
 
     def _module_files(self, names) -> list[str]:
@@ -169,10 +174,13 @@ class QemuNvmeGuest:
 
     def run(self, script: str, out_dir: str, nvme_size: str = "64M", nvme_opts: str = "",
             qemu_extra: tuple[str, ...] = (), timeout_s: float = 240) -> GuestResult:
-        """Boot, run `script` (sh, chrooted into the host's /, cwd and $OUT = out_dir), power off."""
+        """Boot, run `script` (sh, chrooted into the host's /, cwd and $OUT = out_dir; $TMPDIR
+        a scratch tmpfs of the guest's own), power off."""
         base = self.build_initramfs()
         out_dir = os.path.abspath(out_dir)
-        os.makedirs(out_dir, exist_ok=True)
+        if any(c.isspace() for c in out_dir):
+            raise ValueError(f"out_dir {out_dir!r}: the kernel command line that carries it cannot hold spaces")
+        os.makedirs(os.path.join(out_dir, ".guest"), exist_ok=True)  # the guest mounts its scratch here
         work = tempfile.mkdtemp(prefix="ckprof-qemu-")
         try:
             gdir = os.path.join(work, "g")
