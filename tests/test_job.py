@@ -55,7 +55,7 @@ def test_two_nodes_one_job(tmp_path):
     for row in summary:
         assert row["slowest_host"] == "node-b" and row["hosts"] == 2 and row["ranks"] == 4
         assert row["slowest_host_s"] >= 0.55 and row["fastest_host_s"] < row["slowest_host_s"]
-        assert row["spread_s"] > 0.3 and row["stall_s"] >= row["slowest_host_s"]
+        assert row["spread_s"] > 0.3 and row["stall_s"] >= row["slowest_host_s"] - 1e-6  # wall-clock float rounding
         assert row["bytes_app"] == 4 << 20
     b = j.block()
     assert set(b["host"]) == {"node-a", "node-b"} and "t_wall_ns" in b
