@@ -8,6 +8,7 @@ With `--report`, also times `ckprof report JOB` (the HTML job report: every host
 
     python benchmarks/job_scale.py [--nodes 64] [--hours 1] [--hz 10] [--keep DIR]
 """
+
 import argparse
 import json
 import os
@@ -60,17 +61,33 @@ def gen_host(job: str, node: int, n: int, hz: float, rng) -> None:
             s = t0_mono + start + int(rng.integers(0, 50_000_000))
             e = s + int(rng.uniform(5e9, 9e9))
             ident = f"node{node}:{r}:{k}"
-            common = {"id": ident, "kind": "save", "step": k, "rank": node * RANKS + r, "pid": 1000 + r,
-                      "source": "workload", "bytes": 14_053_202_944}
+            common = {
+                "id": ident,
+                "kind": "save",
+                "step": k,
+                "rank": node * RANKS + r,
+                "pid": 1000 + r,
+                "source": "workload",
+                "bytes": 14_053_202_944,
+            }
             lines.append(json.dumps({"t_ns": s, "event": "checkpoint_start", **common}))
             lines.append(json.dumps({"t_ns": e, "event": "checkpoint_end", "ok": True, **common}))
     open(os.path.join(d, "events.jsonl"), "w").write("\n".join(lines) + "\n")
-    meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, "status": "complete",
-            "command": ["generated"], "host": {"hostname": f"node{node:03d}"},
-            "start": {"wall_ns": wall0, "monotonic_ns": int(t0_mono), "uncertainty_ns": 0},
-            "end": {"wall_ns": wall0 + duration_ns, "monotonic_ns": int(t0_mono + duration_ns), "uncertainty_ns": 0},
-            "job": {"id": "bench", "node_rank": node, "host_name": f"node{node:03d}",
-                    "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 1000}}}}
+    meta = {
+        "format": FORMAT_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "status": "complete",
+        "command": ["generated"],
+        "host": {"hostname": f"node{node:03d}"},
+        "start": {"wall_ns": wall0, "monotonic_ns": int(t0_mono), "uncertainty_ns": 0},
+        "end": {"wall_ns": wall0 + duration_ns, "monotonic_ns": int(t0_mono + duration_ns), "uncertainty_ns": 0},
+        "job": {
+            "id": "bench",
+            "node_rank": node,
+            "host_name": f"node{node:03d}",
+            "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 1000}},
+        },
+    }
     json.dump(meta, open(os.path.join(d, "meta.json"), "w"))
 
 
@@ -119,23 +136,34 @@ def main() -> None:
     for node in range(args.nodes):
         gen_host(job, node, n, args.hz, rng)
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(job) for f in fs)
-    print(f"generated {args.nodes} nodes × {args.hours:g} h at {args.hz:g} Hz ({DEVICES} devices, "
-          f"{n * DEVICES * args.nodes:,} block rows, {size / 2**20:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s")
+    print(
+        f"generated {args.nodes} nodes × {args.hours:g} h at {args.hz:g} Hz ({DEVICES} devices, "
+        f"{n * DEVICES * args.nodes:,} block rows, {size / 2**20:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s"
+    )
     try:
         out = subprocess.run([sys.executable, "-c", READ, job], capture_output=True, text=True, check=True).stdout
         r = json.loads(out)
         print(f"ckprof.load(job):             {r['load_s']:.2f} s")
-        print(f"analyze_job (every host):  {r['summary_s']:.2f} s ({r['checkpoints']} checkpoints, slowest node {r['slowest']})")
+        print(
+            f"analyze_job (every host):  {r['summary_s']:.2f} s ({r['checkpoints']} checkpoints, slowest node {r['slowest']})"
+        )
         print(f"job.block(10 s) for all:      {r['block_s']:.2f} s ({r['block_rows']:,} rows)")
-        print(f"total {r['load_s'] + r['summary_s'] + r['block_s']:.2f} s, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB")
+        print(
+            f"total {r['load_s'] + r['summary_s'] + r['block_s']:.2f} s, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB"
+        )
         if args.report:
             t = time.perf_counter()
-            rep = subprocess.run([sys.executable, "-c", REPORT, job, os.path.join(job, "report.html")],
-                                 capture_output=True, text=True)
+            rep = subprocess.run(
+                [sys.executable, "-c", REPORT, job, os.path.join(job, "report.html")], capture_output=True, text=True
+            )
             wall = time.perf_counter() - t
             rss = rep.stdout.strip().splitlines()[-1] if rep.returncode == 0 else "?"
-            print(f"ckprof report JOB (html):     {wall:.2f} s, exit {rep.returncode}, peak memory "
-                  f"{int(rss) / 2**30:.2f} GiB" if rss != "?" else f"ckprof report JOB failed: {rep.stderr[-400:]}")
+            print(
+                f"ckprof report JOB (html):     {wall:.2f} s, exit {rep.returncode}, peak memory "
+                f"{int(rss) / 2**30:.2f} GiB"
+                if rss != "?"
+                else f"ckprof report JOB failed: {rep.stderr[-400:]}"
+            )
     finally:
         if not args.keep:
             shutil.rmtree(job, ignore_errors=True)

@@ -11,6 +11,7 @@
 
     sudo python benchmarks/recorder_overhead.py [--seconds 20] [--rounds 3]
 """
+
 import argparse
 import json
 import os
@@ -33,13 +34,15 @@ DEVICES: list[str] = []  # --device arguments; 10 devices when root can make loo
 def make_devices(tmp: str, n: int = 10) -> list[str]:
     """Up to n devices to record: the machine's disks with a size, topped up with loop devices."""
     from ckprof.collectors.topology import Topology
+
     topo = Topology()
     devs = [d for d in topo.disks() if (topo._read(topo._cls(d, "size")) or "0") != "0"][:n]
     while os.geteuid() == 0 and len(devs) < n:
         img = os.path.join(tmp, f"d{len(devs)}.img")
         subprocess.run(["truncate", "-s", "64M", img], check=True)
-        dev = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True,
-                             text=True).stdout.strip()
+        dev = subprocess.run(
+            ["losetup", "-f", "--show", img], check=True, capture_output=True, text=True
+        ).stdout.strip()
         LOOPS.append(dev)
         devs.append(os.path.basename(dev))
     return devs
@@ -53,8 +56,10 @@ def cpu_of_record(seconds: float, interval: str, out: str) -> tuple[float, float
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # run the recorder; its child is `sleep`, whose CPU is ~0, so RUSAGE_CHILDREN ≈ recorder's
     dev_args = [a for d in DEVICES for a in ("--device", d)]
-    subprocess.run([*CKPROF, "record", "-q", *dev_args, "--interval", interval, "-o", out,
-                    "--force", "--", "sleep", str(seconds)], check=True)
+    subprocess.run(
+        [*CKPROF, "record", "-q", *dev_args, "--interval", interval, "-o", out, "--force", "--", "sleep", str(seconds)],
+        check=True,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, seconds
@@ -81,20 +86,41 @@ def fio_ratio(seconds: float, rounds: int) -> None:
     tmp = tempfile.mkdtemp()
     img = os.path.join(tmp, "disk.img")
     subprocess.run(["truncate", "-s", "3G", img], check=True)
-    dev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", img], check=True,
-                         capture_output=True, text=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "-f", "--show", "--direct-io=on", img], check=True, capture_output=True, text=True
+    ).stdout.strip()
     try:
-        fio = ["fio", "--name=w", f"--filename={dev}", "--rw=write", "--bs=1M", "--iodepth=8",
-               "--ioengine=libaio", "--direct=1", "--size=2G", f"--runtime={seconds}", "--time_based",
-               "--output-format=json"]
+        fio = [
+            "fio",
+            "--name=w",
+            f"--filename={dev}",
+            "--rw=write",
+            "--bs=1M",
+            "--iodepth=8",
+            "--ioengine=libaio",
+            "--direct=1",
+            "--size=2G",
+            f"--runtime={seconds}",
+            "--time_based",
+            "--output-format=json",
+        ]
         bare, rec = [], []
-        for i in range(rounds):
+        for _round in range(rounds):
             for recorded in (False, True):
                 out = os.path.join(tmp, "fio.json")
                 cmd = fio + [f"--output={out}"]
                 if recorded:
-                    cmd = [*CKPROF, "record", "-q", "--device", os.path.basename(dev), "-o",
-                           os.path.join(tmp, "rec"), "--force", "--"] + cmd
+                    cmd = [
+                        *CKPROF,
+                        "record",
+                        "-q",
+                        "--device",
+                        os.path.basename(dev),
+                        "-o",
+                        os.path.join(tmp, "rec"),
+                        "--force",
+                        "--",
+                    ] + cmd
                 subprocess.run(cmd, check=True)
                 bw = json.load(open(out))["jobs"][0]["write"]["bw_bytes"] / 2**30
                 (rec if recorded else bare).append(bw)
@@ -118,7 +144,9 @@ def main() -> None:
         out = os.path.join(tmp, "rec")
         base = startup_cpu(out)
         ndev = len(ckprof.load(out).samples("block")["device"].unique())
-        print(f"devices recorded: {ndev} ({', '.join(DEVICES)}); start-up and shut-down cost {base:.3f} CPU s, subtracted below")
+        print(
+            f"devices recorded: {ndev} ({', '.join(DEVICES)}); start-up and shut-down cost {base:.3f} CPU s, subtracted below"
+        )
         print("1./2. recorder cost and sampling punctuality:")
         for hz, interval in ((10, "100ms"), (100, "10ms")):
             cpu, wall = cpu_of_record(args.seconds, interval, out)
@@ -128,9 +156,11 @@ def main() -> None:
             threads = {k: v["cpu_s"] for k, v in meta["collectors"].items()}
             threads["flush"] = meta["recorder_cpu_s"]["flush"]
             breakdown = ", ".join(f"{k} {v / wall * 1000:.2f} ms/s" for k, v in threads.items())
-            print(f"   {hz:>3} Hz: {per_s * 100:.3f} % of one core (CPU s per s of recording; target at 10 Hz ≤ 0.5 %); "
-                  f"lateness p50 {np.percentile(late, 50):.3f} ms, p99 {np.percentile(late, 99):.3f} ms, "
-                  f"max {late.max():.3f} ms over {len(late)} samples (target p99 ≤ 2 ms at 10 Hz)")
+            print(
+                f"   {hz:>3} Hz: {per_s * 100:.3f} % of one core (CPU s per s of recording; target at 10 Hz ≤ 0.5 %); "
+                f"lateness p50 {np.percentile(late, 50):.3f} ms, p99 {np.percentile(late, 99):.3f} ms, "
+                f"max {late.max():.3f} ms over {len(late)} samples (target p99 ≤ 2 ms at 10 Hz)"
+            )
             print(f"        CPU by thread (steady state, from meta.json): {breakdown}")
     finally:
         for dev in LOOPS:

@@ -8,6 +8,7 @@ time and peak memory (max RSS of the child), against a peer measured in the same
 every sample file with pyarrow alone (the floor for any analysis). Targets (issue 5): ≤ 30 s and
 ≤ 2 GiB for the full size. Nothing is asserted: a person reads the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,13 +30,17 @@ from ckprof.collectors.rapl import RAPL_SCHEMA  # noqa: E402
 
 # A compact SSD series per block device: temperature, thermal counters and an estimated power
 # (a day of the full NVMe collector schema would dominate the generation, not the report).
-NVME_SCHEMA = pa.schema([
-    T_NS, col("device", pa.string(), "", "label"),
-    col("temp_c", pa.float64(), "C"), col("critical_warning", pa.int64(), "bitmask"),
-    col("thm_temp1_trans_count", pa.int64(), "events", "counter"),
-    col("thm_temp1_total_time", pa.int64(), "s", "counter"),
-    col("power_w", pa.float64(), "W", provenance="estimated", doc="power state table"),
-])
+NVME_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("device", pa.string(), "", "label"),
+        col("temp_c", pa.float64(), "C"),
+        col("critical_warning", pa.int64(), "bitmask"),
+        col("thm_temp1_trans_count", pa.int64(), "events", "counter"),
+        col("thm_temp1_total_time", pa.int64(), "s", "counter"),
+        col("power_w", pa.float64(), "W", provenance="estimated", doc="power state table"),
+    ]
+)
 
 from ckprof.collectors.base import schema_units  # noqa: E402
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA  # noqa: E402
@@ -63,20 +68,38 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
     w = RecordingWriter(path)
     dur = hours * 3600
     n_total = int(dur * hz) + 1
-    w.create({"ckprof_version": "bench", "host": {"hostname": "bench"}, "command": ["bench"],
-              "start": {"monotonic_ns": START_NS, "wall_ns": 1_790_000_000 * 10**9}, "interval_s": 1 / hz,
-              "notes": []})
+    w.create(
+        {
+            "ckprof_version": "bench",
+            "host": {"hostname": "bench"},
+            "command": ["bench"],
+            "start": {"monotonic_ns": START_NS, "wall_ns": 1_790_000_000 * 10**9},
+            "interval_s": 1 / hz,
+            "notes": [],
+        }
+    )
     colls = {}
-    for name, schema in (("block", BLOCK_SCHEMA), ("gpu", GPU_SCHEMA), ("nvme", NVME_SCHEMA),
-                         ("host", HOST_SCHEMA), ("rapl", RAPL_SCHEMA)):
+    for name, schema in (
+        ("block", BLOCK_SCHEMA),
+        ("gpu", GPU_SCHEMA),
+        ("nvme", NVME_SCHEMA),
+        ("host", HOST_SCHEMA),
+        ("rapl", RAPL_SCHEMA),
+    ):
         w.add_collector(name, schema)
         colls[name] = {"period_s": 1 / hz, "columns": schema_units(schema), "describe": {}}
     w.write_meta(collectors=colls)
     dev_names = [f"nvme{i}n1" for i in range(devices)]
     rate_bps = 2e9  # per device while checkpointing
     part = 0
-    cum = {"sect": np.zeros(devices), "tiq": np.zeros(devices), "busy": np.zeros(devices),
-           "wios": np.zeros(devices), "energy": np.zeros(gpus), "thm": np.zeros(devices)}
+    cum = {
+        "sect": np.zeros(devices),
+        "tiq": np.zeros(devices),
+        "busy": np.zeros(devices),
+        "wios": np.zeros(devices),
+        "energy": np.zeros(gpus),
+        "thm": np.zeros(devices),
+    }
     i0 = 0
     while i0 < n_total:
         n = min(int(chunk_s * hz), n_total - i0)
@@ -91,54 +114,95 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
         wios = cum["wios"] + np.cumsum(d_sect / 256, axis=0)
         cum.update(sect=sect[-1], tiq=tiq[-1], busy=busy[-1], wios=wios[-1])
         zeros = pa.array(np.zeros(n * devices, dtype=np.int64))
-        cols = {"t_ns": pa.array(np.repeat(t_ns, devices)),
-                "device": _dict_strings(dev_names, np.tile(np.arange(devices), n))}
-        data = {"write_sectors": sect, "time_in_queue_ms": tiq, "io_ticks_ms": busy, "write_ios": wios,
-                "write_ticks_ms": tiq, "in_flight": np.outer(act * 16, np.ones(devices))}
+        cols = {
+            "t_ns": pa.array(np.repeat(t_ns, devices)),
+            "device": _dict_strings(dev_names, np.tile(np.arange(devices), n)),
+        }
+        data = {
+            "write_sectors": sect,
+            "time_in_queue_ms": tiq,
+            "io_ticks_ms": busy,
+            "write_ios": wios,
+            "write_ticks_ms": tiq,
+            "in_flight": np.outer(act * 16, np.ones(devices)),
+        }
         for f in BLOCK_SCHEMA:
             if f.name in cols:
                 continue
             cols[f.name] = pa.array(data[f.name].astype(np.int64).ravel()) if f.name in data else zeros
-        pq.write_table(pa.table(cols, schema=BLOCK_SCHEMA), os.path.join(w.collector_dir("block"), part_name(part, part)),
-                       compression="zstd")
+        pq.write_table(
+            pa.table(cols, schema=BLOCK_SCHEMA),
+            os.path.join(w.collector_dir("block"), part_name(part, part)),
+            compression="zstd",
+        )
         # GPUs at the same rate: 400 W busy, 120 W idle during a checkpoint
         p_w = np.outer(np.where(act > 0, 120.0, 400.0), np.ones(gpus))
         energy = cum["energy"] + np.cumsum(p_w * 1000 / hz, axis=0)
         cum["energy"] = energy[-1]
-        g = {"t_ns": pa.array(np.repeat(t_ns, gpus)), "gpu": pa.array(np.tile(np.arange(gpus, dtype=np.int32), n)),
-             "energy_mj": pa.array((energy.ravel() % 2**32).astype(np.int64)), "power_w": pa.array(p_w.ravel()),
-             "util_gpu_pct": pa.array(np.where(p_w > 200, 98.0, 1.0).ravel()),
-             "temp_c": pa.array(np.repeat(60 + 5 * np.sin(t_s / 3600), gpus)),
-             "util_mem_pct": pa.array(np.where(p_w > 200, 60.0, 0.0).ravel()),
-             "clock_event_reasons": pa.array(np.zeros(n * gpus, dtype=np.int64))}
-        pq.write_table(_table(g, GPU_SCHEMA, n * gpus), os.path.join(w.collector_dir("gpu"), part_name(part, part)),
-                       compression="zstd")
+        g = {
+            "t_ns": pa.array(np.repeat(t_ns, gpus)),
+            "gpu": pa.array(np.tile(np.arange(gpus, dtype=np.int32), n)),
+            "energy_mj": pa.array((energy.ravel() % 2**32).astype(np.int64)),
+            "power_w": pa.array(p_w.ravel()),
+            "util_gpu_pct": pa.array(np.where(p_w > 200, 98.0, 1.0).ravel()),
+            "temp_c": pa.array(np.repeat(60 + 5 * np.sin(t_s / 3600), gpus)),
+            "util_mem_pct": pa.array(np.where(p_w > 200, 60.0, 0.0).ravel()),
+            "clock_event_reasons": pa.array(np.zeros(n * gpus, dtype=np.int64)),
+        }
+        pq.write_table(
+            _table(g, GPU_SCHEMA, n * gpus),
+            os.path.join(w.collector_dir("gpu"), part_name(part, part)),
+            compression="zstd",
+        )
         # NVMe SMART at 1 Hz
         k = np.arange(0, n, max(1, int(hz)))
         m = len(k)
         temp = 45 + 25 * np.outer(act[k], np.ones(devices)) + np.arange(devices) * 0.1
         thm = cum["thm"] + np.cumsum(temp > 69.5, axis=0)
         cum["thm"] = thm[-1]
-        nv = {"t_ns": pa.array(np.repeat(t_ns[k], devices)), "device": _dict_strings([d[:-2] for d in dev_names],
-                                                                                     np.tile(np.arange(devices), m)),
-              "temp_c": pa.array(temp.ravel()), "critical_warning": pa.array(np.zeros(m * devices, dtype=np.int64)),
-              "thm_temp1_trans_count": pa.array(thm.ravel().astype(np.int64)),
-              "thm_temp1_total_time": pa.array(thm.ravel().astype(np.int64)),
-              "power_w": pa.array(np.outer(5 + 10 * act[k], np.ones(devices)).ravel())}
-        pq.write_table(pa.table(nv, schema=NVME_SCHEMA), os.path.join(w.collector_dir("nvme"), part_name(part, part)),
-                       compression="zstd")
-        h = {"t_ns": pa.array(t_ns), "cpu_user_s": pa.array(t_s * 0.5), "cpu_system_s": pa.array(t_s * 0.1),
-             "cpu_iowait_s": pa.array(t_s * 0.01), "cpu_idle_s": pa.array(t_s), "cpu_total_s": pa.array(t_s * 1.61),
-             "mem_total_bytes": pa.array(np.full(n, 1 << 40)), "mem_available_bytes": pa.array(np.full(n, 1 << 39)),
-             "dirty_bytes": pa.array((act * 0).astype(np.int64)), "writeback_bytes": pa.array(np.zeros(n, dtype=np.int64))}
-        pq.write_table(pa.table(h, schema=HOST_SCHEMA), os.path.join(w.collector_dir("host"), part_name(part, part)),
-                       compression="zstd")
-        r = {"t_ns": pa.array(np.repeat(t_ns, 2)), "zone": _dict_strings(["intel-rapl:0", "intel-rapl:1"], np.tile([0, 1], n)),
-             "domain": _dict_strings(["package-0", "package-1"], np.tile([0, 1], n)),
-             "energy_uj": pa.array(np.repeat((t_s * 150e6).astype(np.int64) % 262_143_328_851, 2)),
-             "max_energy_range_uj": pa.array(np.full(2 * n, 262_143_328_850, dtype=np.int64))}
-        pq.write_table(_table(r, RAPL_SCHEMA, 2 * n), os.path.join(w.collector_dir("rapl"), part_name(part, part)),
-                       compression="zstd")
+        nv = {
+            "t_ns": pa.array(np.repeat(t_ns[k], devices)),
+            "device": _dict_strings([d[:-2] for d in dev_names], np.tile(np.arange(devices), m)),
+            "temp_c": pa.array(temp.ravel()),
+            "critical_warning": pa.array(np.zeros(m * devices, dtype=np.int64)),
+            "thm_temp1_trans_count": pa.array(thm.ravel().astype(np.int64)),
+            "thm_temp1_total_time": pa.array(thm.ravel().astype(np.int64)),
+            "power_w": pa.array(np.outer(5 + 10 * act[k], np.ones(devices)).ravel()),
+        }
+        pq.write_table(
+            pa.table(nv, schema=NVME_SCHEMA),
+            os.path.join(w.collector_dir("nvme"), part_name(part, part)),
+            compression="zstd",
+        )
+        h = {
+            "t_ns": pa.array(t_ns),
+            "cpu_user_s": pa.array(t_s * 0.5),
+            "cpu_system_s": pa.array(t_s * 0.1),
+            "cpu_iowait_s": pa.array(t_s * 0.01),
+            "cpu_idle_s": pa.array(t_s),
+            "cpu_total_s": pa.array(t_s * 1.61),
+            "mem_total_bytes": pa.array(np.full(n, 1 << 40)),
+            "mem_available_bytes": pa.array(np.full(n, 1 << 39)),
+            "dirty_bytes": pa.array((act * 0).astype(np.int64)),
+            "writeback_bytes": pa.array(np.zeros(n, dtype=np.int64)),
+        }
+        pq.write_table(
+            pa.table(h, schema=HOST_SCHEMA),
+            os.path.join(w.collector_dir("host"), part_name(part, part)),
+            compression="zstd",
+        )
+        r = {
+            "t_ns": pa.array(np.repeat(t_ns, 2)),
+            "zone": _dict_strings(["intel-rapl:0", "intel-rapl:1"], np.tile([0, 1], n)),
+            "domain": _dict_strings(["package-0", "package-1"], np.tile([0, 1], n)),
+            "energy_uj": pa.array(np.repeat((t_s * 150e6).astype(np.int64) % 262_143_328_851, 2)),
+            "max_energy_range_uj": pa.array(np.full(2 * n, 262_143_328_850, dtype=np.int64)),
+        }
+        pq.write_table(
+            _table(r, RAPL_SCHEMA, 2 * n),
+            os.path.join(w.collector_dir("rapl"), part_name(part, part)),
+            compression="zstd",
+        )
         i0 += n
         part += 1
     for c in range(int(dur // CKPT_EVERY_S) + 1):
@@ -147,10 +211,31 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
             break
         cid = f"bench:{c}"
         nbytes = int(rate_bps * CKPT_LEN_S * devices)
-        w.event({"t_ns": START_NS + a * 10**9, "event": "checkpoint_start", "id": cid, "kind": "save", "step": c,
-                 "bytes": nbytes, "source": "workload", "pid": 1})
-        w.event({"t_ns": START_NS + (a + CKPT_LEN_S) * 10**9, "event": "checkpoint_end", "id": cid, "kind": "save",
-                 "step": c, "bytes": nbytes, "ok": True, "source": "workload", "pid": 1})
+        w.event(
+            {
+                "t_ns": START_NS + a * 10**9,
+                "event": "checkpoint_start",
+                "id": cid,
+                "kind": "save",
+                "step": c,
+                "bytes": nbytes,
+                "source": "workload",
+                "pid": 1,
+            }
+        )
+        w.event(
+            {
+                "t_ns": START_NS + (a + CKPT_LEN_S) * 10**9,
+                "event": "checkpoint_end",
+                "id": cid,
+                "kind": "save",
+                "step": c,
+                "bytes": nbytes,
+                "ok": True,
+                "source": "workload",
+                "pid": 1,
+            }
+        )
     w.write_meta(status="complete", end={"monotonic_ns": START_NS + int(dur * 1e9)})
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
     return {"rows_block": n_total * devices, "bytes_on_disk": size}
@@ -158,10 +243,12 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
 
 def timed(cmd: list[str]) -> tuple[float, float, str]:
     """(wall s, peak RSS GiB of the child, stderr tail) — each command in a fresh child."""
-    wrapper = ("import resource, subprocess, sys, time; t=time.perf_counter(); "
-               "r=subprocess.run(sys.argv[1:], capture_output=True, text=True); "
-               "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode); "
-               "sys.stderr.write(r.stderr[-400:])")
+    wrapper = (
+        "import resource, subprocess, sys, time; t=time.perf_counter(); "
+        "r=subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+        "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode); "
+        "sys.stderr.write(r.stderr[-400:])"
+    )
     p = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True)
     wall, rss_kib, rc = p.stdout.split()
     if rc != "0":
@@ -169,11 +256,13 @@ def timed(cmd: list[str]) -> tuple[float, float, str]:
     return float(wall), int(rss_kib) / 2**20, p.stderr
 
 
-PEER = ("import sys, os, pyarrow.parquet as pq; n=0\n"
-        "for d, _, fs in os.walk(sys.argv[1]):\n"
-        "    for f in fs:\n"
-        "        n += pq.read_table(os.path.join(d, f)).num_rows if f.endswith('.parquet') else 0\n"
-        "print(n)")
+PEER = (
+    "import sys, os, pyarrow.parquet as pq; n=0\n"
+    "for d, _, fs in os.walk(sys.argv[1]):\n"
+    "    for f in fs:\n"
+    "        n += pq.read_table(os.path.join(d, f)).num_rows if f.endswith('.parquet') else 0\n"
+    "print(n)"
+)
 
 
 def main() -> None:
@@ -190,8 +279,10 @@ def main() -> None:
         t = time.perf_counter()
         info = generate(rec, args.hours, args.devices, args.gpus, args.hz)
         gen_s = time.perf_counter() - t
-        print(f"generated {args.hours:g} h at {args.hz:g} Hz, {args.devices} devices, {args.gpus} GPUs: "
-              f"{info['rows_block']:,} block rows, {info['bytes_on_disk'] / 2**20:.0f} MiB on disk in {gen_s:.1f} s")
+        print(
+            f"generated {args.hours:g} h at {args.hz:g} Hz, {args.devices} devices, {args.gpus} GPUs: "
+            f"{info['rows_block']:,} block rows, {info['bytes_on_disk'] / 2**20:.0f} MiB on disk in {gen_s:.1f} s"
+        )
         ckprof = os.path.join(os.path.dirname(sys.executable), "ckprof")
         peer_s, peer_gib, _ = timed([sys.executable, "-c", PEER, rec])
         html_s, html_gib, _ = timed([ckprof, "report", rec, "-o", os.path.join(tmp, "r.html")])
@@ -199,14 +290,18 @@ def main() -> None:
         with open(os.path.join(tmp, "r.json")) as f:
             n_ck = len(json.load(f)["checkpoints"])
         print(f"{'':34s}{'wall s':>9s}{'peak GiB':>10s}{'× peer time':>13s}")
-        for name, s, g in (("peer: read every part (pyarrow)", peer_s, peer_gib),
-                           ("ckprof report (HTML, plots)", html_s, html_gib),
-                           ("ckprof report --format json", json_s, json_gib)):
+        for name, s, g in (
+            ("peer: read every part (pyarrow)", peer_s, peer_gib),
+            ("ckprof report (HTML, plots)", html_s, html_gib),
+            ("ckprof report --format json", json_s, json_gib),
+        ):
             print(f"{name:34s}{s:9.1f}{g:10.2f}{s / peer_s:13.2f}")
         print(f"checkpoints found: {n_ck}; targets for 24 h / 32 devices / 8 GPUs: ≤ 30 s, ≤ 2 GiB")
         if args.hours != 24 or args.devices != 32 or args.gpus != 8:
-            print("scaled run: not the target size. Recordings under ~3 h are analysed at their sampling "
-                  "interval, longer ones at duration/100,000, so time does not scale linearly with hours.")
+            print(
+                "scaled run: not the target size. Recordings under ~3 h are analysed at their sampling "
+                "interval, longer ones at duration/100,000, so time does not scale linearly with hours."
+            )
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -12,6 +12,7 @@ ranks) against the shard size, including one rank writing a 2 GiB shard.
 Needs root (losetup, mkfs.ext4, mount) and fio. Usage:
     sudo .venv/bin/python benchmarks/workload_vs_fio.py [--rounds 3] [--total-size 512MiB] [--ranks 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,8 @@ import sys
 import tempfile
 
 import ckprof
-from ckprof.units import fmt_bytes, parse_size
 from ckprof.cli.workload import build_plan
+from ckprof.units import fmt_bytes, parse_size
 
 GIB = 2**30
 
@@ -52,8 +53,10 @@ def loop_fs(base: str, size: int):
 def fio_run(mnt: str, rank_bytes: list[int], chunk: int, direct: bool) -> float:
     d = os.path.join(mnt, "fio")
     os.makedirs(d)
-    job = [f"[global]\ndirectory={d}\nrw=write\nbs={chunk}\nioengine=psync\nend_fsync=1\nfallocate=none\n"
-           f"direct={int(direct)}\n"]
+    job = [
+        f"[global]\ndirectory={d}\nrw=write\nbs={chunk}\nioengine=psync\nend_fsync=1\nfallocate=none\n"
+        f"direct={int(direct)}\n"
+    ]
     job += [f"[rank{r}]\nsize={b}\n" for r, b in enumerate(rank_bytes)]
     path = os.path.join(mnt, "job.fio")
     with open(path, "w") as f:
@@ -87,17 +90,28 @@ def main() -> None:
     if os.geteuid() != 0 or shutil.which("fio") is None:
         sys.exit("needs root and fio")
     total, chunk = parse_size(a.total_size), parse_size(a.chunk_size)
-    plan = build_plan("llama3-8b", None, None, None, None, None, None, None, None, None, None, a.ranks, False,
-                      None, total)
+    plan = build_plan(
+        "llama3-8b", None, None, None, None, None, None, None, None, None, None, a.ranks, False, None, total
+    )
     rank_bytes = [r.nbytes for r in plan.ranks]
-    common = ["--preset", "llama3-8b", "--total-size", a.total_size, "--ranks", str(a.ranks),
-              "--chunk-size", a.chunk_size]
+    common = [
+        "--preset",
+        "llama3-8b",
+        "--total-size",
+        a.total_size,
+        "--ranks",
+        str(a.ranks),
+        "--chunk-size",
+        a.chunk_size,
+    ]
     base = tempfile.mkdtemp(prefix="ckprof-bench-")
     dev = None
     try:
         dev, mnt = loop_fs(base, max(3 * GIB, 3 * total))
-        print(f"loop device {dev} (--direct-io=on, ext4), {a.ranks} ranks, {fmt_bytes(plan.nbytes)} per "
-              f"checkpoint, chunk/bs {fmt_bytes(chunk)}")
+        print(
+            f"loop device {dev} (--direct-io=on, ext4), {a.ranks} ranks, {fmt_bytes(plan.nbytes)} per "
+            f"checkpoint, chunk/bs {fmt_bytes(chunk)}"
+        )
         for mode, flag, target in (("O_DIRECT", ["--direct"], 0.95), ("buffered", [], 0.90)):
             ratios = []
             print(f"\n{mode}: round  fio GiB/s  ckprof GiB/s  ratio")
@@ -117,8 +131,10 @@ def main() -> None:
             res = ckprof_run(mnt, base, args)
             shard = max(r["bytes"] for r in res["ranks"])
             rss = max(r["max_rss_bytes"] for r in res["ranks"])
-            print(f"  {' '.join(args[2:])}: shard {fmt_bytes(shard)}, peak RSS {fmt_bytes(rss)} "
-                  f"({rss / shard:.1%} of the shard)")
+            print(
+                f"  {' '.join(args[2:])}: shard {fmt_bytes(shard)}, peak RSS {fmt_bytes(rss)} "
+                f"({rss / shard:.1%} of the shard)"
+            )
     finally:
         if dev:
             subprocess.run(["umount", os.path.join(base, "mnt")], capture_output=True)

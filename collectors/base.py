@@ -5,6 +5,7 @@ pyarrow schema whose field metadata carry the unit, whether the value is a cumul
 a gauge, and its provenance (measured | estimated | derived), so every figure downstream can say
 what it is.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,12 +25,14 @@ class Probe:
         return {"ok": self.ok, "detail": self.detail, "hint": self.hint}
 
 
-def col(name: str, type_: pa.DataType, unit: str, kind: str = "gauge",
-        provenance: str = "measured", doc: str = "") -> pa.Field:
+def col(
+    name: str, type_: pa.DataType, unit: str, kind: str = "gauge", provenance: str = "measured", doc: str = ""
+) -> pa.Field:
     """One column: `kind` is 'counter' (cumulative, rates derived on read), 'gauge', 'label' (names an
     entity: device, gpu, zone) or 'time' (a timestamp other than t_ns, e.g. an imported trace's own)."""
-    return pa.field(name, type_, nullable=True, metadata={
-        "unit": unit, "kind": kind, "provenance": provenance, "doc": doc})
+    return pa.field(
+        name, type_, nullable=True, metadata={"unit": unit, "kind": kind, "provenance": provenance, "doc": doc}
+    )
 
 
 T_NS = col("t_ns", pa.int64(), "ns", "label", doc="CLOCK_MONOTONIC of the reading")
@@ -46,8 +49,7 @@ def read_text(path: str) -> str | None:
 
 def label_columns(schema: pa.Schema) -> list[str]:
     """The columns that say which entity a row is about (device, gpu, zone), t_ns aside."""
-    return [f.name for f in schema if f.name != "t_ns" and f.metadata
-            and f.metadata.get(b"kind") == b"label"]
+    return [f.name for f in schema if f.name != "t_ns" and f.metadata and f.metadata.get(b"kind") == b"label"]
 
 
 def schema_units(schema: pa.Schema) -> dict:

@@ -5,6 +5,7 @@ in-flight gauges. Rates (bytes/s, IOPS, await, aqu-sz, %util) are derived when a
 read (ckprof.recording.rates). One read of /proc/diskstats serves every device; where it is unreadable,
 /sys/block/<dev>/stat is read per device instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,31 +16,50 @@ from .base import T_NS, Collector, Probe, col
 from .diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
 
 _UNITS = {
-    "read_ios": "ios", "read_merges": "ios", "read_sectors": "sectors(512B)", "read_ticks_ms": "ms",
-    "write_ios": "ios", "write_merges": "ios", "write_sectors": "sectors(512B)", "write_ticks_ms": "ms",
-    "in_flight": "ios", "io_ticks_ms": "ms", "time_in_queue_ms": "ms",
-    "discard_ios": "ios", "discard_merges": "ios", "discard_sectors": "sectors(512B)",
-    "discard_ticks_ms": "ms", "flush_ios": "ios", "flush_ticks_ms": "ms",
+    "read_ios": "ios",
+    "read_merges": "ios",
+    "read_sectors": "sectors(512B)",
+    "read_ticks_ms": "ms",
+    "write_ios": "ios",
+    "write_merges": "ios",
+    "write_sectors": "sectors(512B)",
+    "write_ticks_ms": "ms",
+    "in_flight": "ios",
+    "io_ticks_ms": "ms",
+    "time_in_queue_ms": "ms",
+    "discard_ios": "ios",
+    "discard_merges": "ios",
+    "discard_sectors": "sectors(512B)",
+    "discard_ticks_ms": "ms",
+    "flush_ios": "ios",
+    "flush_ticks_ms": "ms",
 }
 
 SCHEMA = pa.schema(
     [T_NS, col("device", pa.string(), "", "label")]
-    + [col(f, pa.int64(), _UNITS[f], "gauge" if f == "in_flight" else "counter",
-           doc="/proc/diskstats") for f in FIELDS]
-    + [col("inflight_read", pa.int64(), "ios", doc="/sys/block/<dev>/inflight"),
-       col("inflight_write", pa.int64(), "ios", doc="/sys/block/<dev>/inflight")]
+    + [col(f, pa.int64(), _UNITS[f], "gauge" if f == "in_flight" else "counter", doc="/proc/diskstats") for f in FIELDS]
+    + [
+        col("inflight_read", pa.int64(), "ios", doc="/sys/block/<dev>/inflight"),
+        col("inflight_write", pa.int64(), "ios", doc="/sys/block/<dev>/inflight"),
+    ]
 )
 
-QUEUE_ATTRS = ("nr_requests", "rotational", "logical_block_size", "physical_block_size",
-               "scheduler", "max_sectors_kb", "iostats")
+QUEUE_ATTRS = (
+    "nr_requests",
+    "rotational",
+    "logical_block_size",
+    "physical_block_size",
+    "scheduler",
+    "max_sectors_kb",
+    "iostats",
+)
 
 
 class BlockCollector(Collector):
     name = "block"
     schema = SCHEMA
 
-    def __init__(self, devices: list[str], period_s: float = 0.1,
-                 proc_root: str = "/proc", sys_root: str = "/sys"):
+    def __init__(self, devices: list[str], period_s: float = 0.1, proc_root: str = "/proc", sys_root: str = "/sys"):
         self.devices = list(devices)
         self.period_s = period_s
         self.proc_root = proc_root
@@ -97,16 +117,25 @@ class BlockCollector(Collector):
     def probe(self) -> Probe:
         self._use_proc = os.access(self._diskstats, os.R_OK)
         if not self._use_proc and not all(os.path.exists(self._sysblock(d, "stat")) for d in self.devices):
-            return Probe(False, f"cannot read {self._diskstats} nor /sys/block/*/stat",
-                         "mount /proc and /sys (in a container: --privileged or bind mounts)")
+            return Probe(
+                False,
+                f"cannot read {self._diskstats} nor /sys/block/*/stat",
+                "mount /proc and /sys (in a container: --privileged or bind mounts)",
+            )
         missing = [d for d in self.devices if not os.path.exists(self._sysblock(d))]
         if missing:
-            return Probe(False, f"no such block device: {', '.join(missing)}",
-                         "see `ckprof doctor` or `lsblk` for the devices there are")
+            return Probe(
+                False,
+                f"no such block device: {', '.join(missing)}",
+                "see `ckprof doctor` or `lsblk` for the devices there are",
+            )
         frozen = self.frozen_devices()
         if frozen:
-            return Probe(True, f"{len(self.devices)} device(s); counters frozen on {', '.join(frozen)} "
-                         "(queue/iostats = 0)", "echo 1 > /sys/block/<dev>/queue/iostats")
+            return Probe(
+                True,
+                f"{len(self.devices)} device(s); counters frozen on {', '.join(frozen)} (queue/iostats = 0)",
+                "echo 1 > /sys/block/<dev>/queue/iostats",
+            )
         return Probe(True, f"{len(self.devices)} device(s): {', '.join(self.devices) or 'none'}")
 
     def frozen_devices(self) -> list[str]:
@@ -114,9 +143,11 @@ class BlockCollector(Collector):
         return [d for d in self.devices if self.queue_attrs(d).get("iostats") == 0]
 
     def describe(self) -> dict:
-        return {"devices": {d: {"queue": self.queue_attrs(d)} for d in self.devices},
-                "frozen_devices": self.frozen_devices(),
-                "source": "/proc/diskstats" if self._use_proc else "/sys/block/<dev>/stat"}
+        return {
+            "devices": {d: {"queue": self.queue_attrs(d)} for d in self.devices},
+            "frozen_devices": self.frozen_devices(),
+            "source": "/proc/diskstats" if self._use_proc else "/sys/block/<dev>/stat",
+        }
 
     def _read_stats(self) -> dict[str, dict]:
         if self._use_proc:

@@ -10,16 +10,29 @@ Linux 2.4 printed the same 11 counters in /proc/partitions, after "major minor #
 (15 fields in all). /sys/block/<dev>/stat has the 11/15/17 counters with no name.
 Sectors are always 512 bytes, whatever the device's block size (iostats.rst).
 """
+
 from __future__ import annotations
 
 SECTOR_BYTES = 512
 
 FIELDS = (
-    "read_ios", "read_merges", "read_sectors", "read_ticks_ms",
-    "write_ios", "write_merges", "write_sectors", "write_ticks_ms",
-    "in_flight", "io_ticks_ms", "time_in_queue_ms",
-    "discard_ios", "discard_merges", "discard_sectors", "discard_ticks_ms",
-    "flush_ios", "flush_ticks_ms",
+    "read_ios",
+    "read_merges",
+    "read_sectors",
+    "read_ticks_ms",
+    "write_ios",
+    "write_merges",
+    "write_sectors",
+    "write_ticks_ms",
+    "in_flight",
+    "io_ticks_ms",
+    "time_in_queue_ms",
+    "discard_ios",
+    "discard_merges",
+    "discard_sectors",
+    "discard_ticks_ms",
+    "flush_ios",
+    "flush_ticks_ms",
 )
 _OLD_PARTITION = ("read_ios", "read_sectors", "write_ios", "write_sectors")
 

@@ -14,6 +14,7 @@ Vendor errors are turned into ckprof's at this edge: a query the GPU does not su
 null column (asked once, then not again); a GPU lost mid-run (NVML_ERROR_GPU_IS_LOST) becomes a
 row with `lost` set and a `gpu_lost` event, and the GPU is not asked again.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ from typing import Callable
 import psutil
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe, col
 from ckprof.errors import CollectorUnavailable
+
+from .base import T_NS, Collector, Probe, col
 
 try:  # optional dependency: without it the probe says how to install it
     import pynvml
@@ -34,33 +36,41 @@ INSTALL_HINT = "pip install 'ckprof[gpu]', which installs nvidia-ml-py"
 
 # nvmlClocksEventReason* bits (nvml.h; the same values as the older nvmlClocksThrottleReason*).
 REASONS = {
-    "reason_idle": 0x1,            # GpuIdle: nothing is running, clocks are lowered
-    "reason_sw_power_cap": 0x4,    # SwPowerCap: the power limit holds clocks down
-    "reason_hw_slowdown": 0x8,     # HwSlowdown: hardware halves clocks (thermal, power brake)
-    "reason_sw_thermal": 0x20,     # SwThermalSlowdown: driver holds clocks down for temperature
-    "reason_hw_thermal": 0x40,     # HwThermalSlowdown
+    "reason_idle": 0x1,  # GpuIdle: nothing is running, clocks are lowered
+    "reason_sw_power_cap": 0x4,  # SwPowerCap: the power limit holds clocks down
+    "reason_hw_slowdown": 0x8,  # HwSlowdown: hardware halves clocks (thermal, power brake)
+    "reason_sw_thermal": 0x20,  # SwThermalSlowdown: driver holds clocks down for temperature
+    "reason_hw_thermal": 0x40,  # HwThermalSlowdown
     "reason_hw_power_brake": 0x80,  # HwPowerBrakeSlowdown: external power-brake signal
 }
 
-GPU_SCHEMA = pa.schema([
-    T_NS,
-    col("gpu", pa.int32(), "index", "label", doc="NVML device index (PCI order)"),
-    col("lost", pa.bool_(), "flag", "gauge", doc="NVML_ERROR_GPU_IS_LOST on this sample; other columns null"),
-    col("util_gpu_pct", pa.float64(), "%", doc="nvmlDeviceGetUtilizationRates.gpu: time a kernel ran"),
-    col("util_mem_pct", pa.float64(), "%", doc="nvmlDeviceGetUtilizationRates.memory: time memory was read/written"),
-    col("mem_used_bytes", pa.int64(), "B", doc="nvmlDeviceGetMemoryInfo.used"),
-    col("power_w", pa.float64(), "W", doc="nvmlDeviceGetPowerUsage (1 s average on Ampere+ except GA100)"),
-    col("power_instant_w", pa.float64(), "W", doc="field NVML_FI_DEV_POWER_INSTANT (driver ≥ 535)"),
-    col("energy_mj", pa.int64(), "mJ", "counter", doc="nvmlDeviceGetTotalEnergyConsumption, since driver load"),
-    col("sm_clock_mhz", pa.float64(), "MHz", doc="nvmlDeviceGetClockInfo(NVML_CLOCK_SM)"),
-    col("clock_event_reasons", pa.int64(), "bitmask", doc="nvmlDeviceGetCurrentClocksEventReasons (raw bits)"),
-    *[col(name, pa.bool_(), "flag", doc=f"clock-event reason bit 0x{bit:x}") for name, bit in REASONS.items()],
-    col("temp_c", pa.float64(), "°C", doc="nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)"),
-    col("pcie_tx_kb_per_s", pa.float64(), "KB/s", doc="nvmlDeviceGetPcieThroughput TX (20 ms window)"),
-    col("pcie_rx_kb_per_s", pa.float64(), "KB/s", doc="nvmlDeviceGetPcieThroughput RX (20 ms window)"),
-    col("wrapped_procs", pa.int32(), "processes",
-        doc="processes of the wrapped command in nvmlDeviceGetComputeRunningProcesses (checked every procs_period_s)"),
-])
+GPU_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("gpu", pa.int32(), "index", "label", doc="NVML device index (PCI order)"),
+        col("lost", pa.bool_(), "flag", "gauge", doc="NVML_ERROR_GPU_IS_LOST on this sample; other columns null"),
+        col("util_gpu_pct", pa.float64(), "%", doc="nvmlDeviceGetUtilizationRates.gpu: time a kernel ran"),
+        col(
+            "util_mem_pct", pa.float64(), "%", doc="nvmlDeviceGetUtilizationRates.memory: time memory was read/written"
+        ),
+        col("mem_used_bytes", pa.int64(), "B", doc="nvmlDeviceGetMemoryInfo.used"),
+        col("power_w", pa.float64(), "W", doc="nvmlDeviceGetPowerUsage (1 s average on Ampere+ except GA100)"),
+        col("power_instant_w", pa.float64(), "W", doc="field NVML_FI_DEV_POWER_INSTANT (driver ≥ 535)"),
+        col("energy_mj", pa.int64(), "mJ", "counter", doc="nvmlDeviceGetTotalEnergyConsumption, since driver load"),
+        col("sm_clock_mhz", pa.float64(), "MHz", doc="nvmlDeviceGetClockInfo(NVML_CLOCK_SM)"),
+        col("clock_event_reasons", pa.int64(), "bitmask", doc="nvmlDeviceGetCurrentClocksEventReasons (raw bits)"),
+        *[col(name, pa.bool_(), "flag", doc=f"clock-event reason bit 0x{bit:x}") for name, bit in REASONS.items()],
+        col("temp_c", pa.float64(), "°C", doc="nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)"),
+        col("pcie_tx_kb_per_s", pa.float64(), "KB/s", doc="nvmlDeviceGetPcieThroughput TX (20 ms window)"),
+        col("pcie_rx_kb_per_s", pa.float64(), "KB/s", doc="nvmlDeviceGetPcieThroughput RX (20 ms window)"),
+        col(
+            "wrapped_procs",
+            pa.int32(),
+            "processes",
+            doc="processes of the wrapped command in nvmlDeviceGetComputeRunningProcesses (checked every procs_period_s)",
+        ),
+    ]
+)
 
 
 def _code(e: Exception) -> int | None:
@@ -75,17 +85,24 @@ def nvml_unavailable(e: Exception) -> CollectorUnavailable:
     """Map an NVML error from nvmlInit (or the first queries) to a CollectorUnavailable with a fix."""
     code = _code(e)
     if code == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
-        return CollectorUnavailable("no NVIDIA driver here (libnvidia-ml.so.1 not found)",
-                                    "install the NVIDIA driver; without an NVIDIA GPU there is nothing to record")
+        return CollectorUnavailable(
+            "no NVIDIA driver here (libnvidia-ml.so.1 not found)",
+            "install the NVIDIA driver; without an NVIDIA GPU there is nothing to record",
+        )
     if code == pynvml.NVML_ERROR_DRIVER_NOT_LOADED:
-        return CollectorUnavailable("the NVIDIA kernel driver is not loaded",
-                                    "load it: modprobe nvidia; check with nvidia-smi")
+        return CollectorUnavailable(
+            "the NVIDIA kernel driver is not loaded", "load it: modprobe nvidia; check with nvidia-smi"
+        )
     if code == pynvml.NVML_ERROR_NO_PERMISSION:
-        return CollectorUnavailable("no permission to open the NVIDIA devices",
-                                    "run as a user that can open /dev/nvidia* (nvidia-smi works for it)")
+        return CollectorUnavailable(
+            "no permission to open the NVIDIA devices",
+            "run as a user that can open /dev/nvidia* (nvidia-smi works for it)",
+        )
     if code == getattr(pynvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", -1):
-        return CollectorUnavailable("NVML library and kernel driver versions differ",
-                                    "reboot after a driver upgrade, or reload the nvidia modules")
+        return CollectorUnavailable(
+            "NVML library and kernel driver versions differ",
+            "reboot after a driver upgrade, or reload the nvidia modules",
+        )
     return CollectorUnavailable(f"NVML failed: {e}", "check that nvidia-smi works")
 
 
@@ -107,8 +124,13 @@ class GpuCollector(Collector):
     name = "gpu"
     schema = GPU_SCHEMA
 
-    def __init__(self, period_s: float = 0.1, root_pid: Callable[[], int | None] | None = None,
-                 procs_period_s: float = 1.0, env: dict | None = None):
+    def __init__(
+        self,
+        period_s: float = 0.1,
+        root_pid: Callable[[], int | None] | None = None,
+        procs_period_s: float = 1.0,
+        env: dict | None = None,
+    ):
         """`root_pid` returns the wrapped command's pid once it runs (None before)."""
         self.period_s = period_s
         self.procs_period_s = procs_period_s
@@ -154,8 +176,11 @@ class GpuCollector(Collector):
         if not self._gpus:
             self.close()
             if self.unreadable:
-                return Probe(False, "cannot open any GPU: " + "; ".join(
-                    f"GPU {i}: {err}" for i, err in self.unreadable.items()), "check nvidia-smi")
+                return Probe(
+                    False,
+                    "cannot open any GPU: " + "; ".join(f"GPU {i}: {err}" for i, err in self.unreadable.items()),
+                    "check nvidia-smi",
+                )
             return Probe(False, "NVIDIA driver loaded but no GPU found", "check nvidia-smi -L")
         names = ", ".join(f"{g.index}: {g.info.get('name', '?')}" for g in self._gpus)
         no_energy = [str(g.index) for g in self._gpus if not g.info.get("energy_counter")]
@@ -220,8 +245,12 @@ class GpuCollector(Collector):
             code = _code(e)
             if code in (pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_RESET_REQUIRED):
                 raise _GpuLost(str(e)) from None
-            if code in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION,
-                        pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT):
+            if code in (
+                pynvml.NVML_ERROR_NOT_SUPPORTED,
+                pynvml.NVML_ERROR_NO_PERMISSION,
+                pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+                pynvml.NVML_ERROR_INVALID_ARGUMENT,
+            ):
                 g.unsupported.add(key)
             return None  # a transient error (timeout, unknown): a null this sample
 
@@ -270,10 +299,12 @@ class GpuCollector(Collector):
         for name, bit in REASONS.items():
             row[name] = None if reasons is None else bool(reasons & bit)
         row["temp_c"] = self._query(g, "temp", pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
-        row["pcie_tx_kb_per_s"] = self._query(g, "pcie_tx", pynvml.nvmlDeviceGetPcieThroughput,
-                                              pynvml.NVML_PCIE_UTIL_TX_BYTES)
-        row["pcie_rx_kb_per_s"] = self._query(g, "pcie_rx", pynvml.nvmlDeviceGetPcieThroughput,
-                                              pynvml.NVML_PCIE_UTIL_RX_BYTES)
+        row["pcie_tx_kb_per_s"] = self._query(
+            g, "pcie_tx", pynvml.nvmlDeviceGetPcieThroughput, pynvml.NVML_PCIE_UTIL_TX_BYTES
+        )
+        row["pcie_rx_kb_per_s"] = self._query(
+            g, "pcie_rx", pynvml.nvmlDeviceGetPcieThroughput, pynvml.NVML_PCIE_UTIL_RX_BYTES
+        )
         row["wrapped_procs"] = g.wrapped_procs
         return row
 
@@ -309,8 +340,9 @@ class GpuCollector(Collector):
             g.wrapped_procs = len(mine)
             if mine and g.index not in self.used_by_wrapped:
                 self.used_by_wrapped.add(g.index)
-                self._events.append({"event": "gpu_in_use", "gpu": g.index, "pids": sorted(mine),
-                                     "uuid": g.info.get("uuid")})
+                self._events.append(
+                    {"event": "gpu_in_use", "gpu": g.index, "pids": sorted(mine), "uuid": g.info.get("uuid")}
+                )
 
     def sample(self, t_ns: int) -> list[dict]:
         self._init()
@@ -327,9 +359,15 @@ class GpuCollector(Collector):
             except _GpuLost as e:
                 g.lost = True
                 rows.append({"t_ns": t_ns, "gpu": g.index, "lost": True})
-                self._events.append({"event": "gpu_lost", "gpu": g.index, "uuid": g.info.get("uuid"),
-                                     "error": f"NVML: {e}",
-                                     "hint": "the GPU fell off the bus (see dmesg: Xid 79); its later samples are missing"})
+                self._events.append(
+                    {
+                        "event": "gpu_lost",
+                        "gpu": g.index,
+                        "uuid": g.info.get("uuid"),
+                        "error": f"NVML: {e}",
+                        "hint": "the GPU fell off the bus (see dmesg: Xid 79); its later samples are missing",
+                    }
+                )
         return rows
 
     def events(self) -> list[dict]:

@@ -4,6 +4,7 @@ Dirty and Writeback come from /proc/meminfo (Documentation/filesystems/proc.rst)
 checkpoint data still in the page cache, and bytes being written back now. CPU time comes from
 psutil (/proc/stat); the process tree's I/O from psutil's io_counters (/proc/<pid>/io).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,21 +14,27 @@ import pyarrow as pa
 
 from .base import T_NS, Collector, Probe, col
 
-HOST_SCHEMA = pa.schema([
-    T_NS,
-    col("cpu_user_s", pa.float64(), "s", "counter", doc="all CPUs, /proc/stat"),
-    col("cpu_system_s", pa.float64(), "s", "counter"),
-    col("cpu_iowait_s", pa.float64(), "s", "counter"),
-    col("cpu_idle_s", pa.float64(), "s", "counter"),
-    col("cpu_total_s", pa.float64(), "s", "counter", doc="sum of all CPU time fields"),
-    col("mem_total_bytes", pa.int64(), "B", doc="/proc/meminfo MemTotal"),
-    col("mem_available_bytes", pa.int64(), "B", doc="/proc/meminfo MemAvailable"),
-    col("dirty_bytes", pa.int64(), "B", doc="/proc/meminfo Dirty: waiting to be written"),
-    col("writeback_bytes", pa.int64(), "B", doc="/proc/meminfo Writeback: being written now"),
-])
+HOST_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("cpu_user_s", pa.float64(), "s", "counter", doc="all CPUs, /proc/stat"),
+        col("cpu_system_s", pa.float64(), "s", "counter"),
+        col("cpu_iowait_s", pa.float64(), "s", "counter"),
+        col("cpu_idle_s", pa.float64(), "s", "counter"),
+        col("cpu_total_s", pa.float64(), "s", "counter", doc="sum of all CPU time fields"),
+        col("mem_total_bytes", pa.int64(), "B", doc="/proc/meminfo MemTotal"),
+        col("mem_available_bytes", pa.int64(), "B", doc="/proc/meminfo MemAvailable"),
+        col("dirty_bytes", pa.int64(), "B", doc="/proc/meminfo Dirty: waiting to be written"),
+        col("writeback_bytes", pa.int64(), "B", doc="/proc/meminfo Writeback: being written now"),
+    ]
+)
 
-_MEMINFO_KEYS = {"MemTotal": "mem_total_bytes", "MemAvailable": "mem_available_bytes",
-                 "Dirty": "dirty_bytes", "Writeback": "writeback_bytes"}
+_MEMINFO_KEYS = {
+    "MemTotal": "mem_total_bytes",
+    "MemAvailable": "mem_available_bytes",
+    "Dirty": "dirty_bytes",
+    "Writeback": "writeback_bytes",
+}
 
 
 def parse_meminfo(text: str) -> dict:
@@ -59,10 +66,14 @@ class HostCollector(Collector):
 
     def sample(self, t_ns: int) -> list[dict]:
         ct = psutil.cpu_times()
-        row = {"t_ns": t_ns, "cpu_user_s": ct.user + getattr(ct, "nice", 0.0),
-               "cpu_system_s": ct.system + getattr(ct, "irq", 0.0) + getattr(ct, "softirq", 0.0),
-               "cpu_iowait_s": getattr(ct, "iowait", 0.0), "cpu_idle_s": ct.idle,
-               "cpu_total_s": sum(ct)}
+        row = {
+            "t_ns": t_ns,
+            "cpu_user_s": ct.user + getattr(ct, "nice", 0.0),
+            "cpu_system_s": ct.system + getattr(ct, "irq", 0.0) + getattr(ct, "softirq", 0.0),
+            "cpu_iowait_s": getattr(ct, "iowait", 0.0),
+            "cpu_idle_s": ct.idle,
+            "cpu_total_s": sum(ct),
+        }
         # steal/guest are included in sum(ct); guest is also counted in user by the kernel,
         # which psutil already subtracts on Linux.
         with open(self._meminfo) as f:
@@ -70,20 +81,27 @@ class HostCollector(Collector):
         return [row]
 
 
-PROC_SCHEMA = pa.schema([
-    T_NS,
-    col("nprocs", pa.int64(), "processes", doc="live processes in the wrapped tree"),
-    col("read_bytes", pa.int64(), "B", "counter", doc="/proc/<pid>/io read_bytes: from the device"),
-    col("write_bytes", pa.int64(), "B", "counter", doc="/proc/<pid>/io write_bytes: to the page cache/device"),
-    col("read_chars", pa.int64(), "B", "counter", doc="/proc/<pid>/io rchar: read() syscalls"),
-    col("write_chars", pa.int64(), "B", "counter", doc="/proc/<pid>/io wchar: write() syscalls"),
-    col("read_syscalls", pa.int64(), "calls", "counter", doc="/proc/<pid>/io syscr"),
-    col("write_syscalls", pa.int64(), "calls", "counter", doc="/proc/<pid>/io syscw"),
-])
+PROC_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("nprocs", pa.int64(), "processes", doc="live processes in the wrapped tree"),
+        col("read_bytes", pa.int64(), "B", "counter", doc="/proc/<pid>/io read_bytes: from the device"),
+        col("write_bytes", pa.int64(), "B", "counter", doc="/proc/<pid>/io write_bytes: to the page cache/device"),
+        col("read_chars", pa.int64(), "B", "counter", doc="/proc/<pid>/io rchar: read() syscalls"),
+        col("write_chars", pa.int64(), "B", "counter", doc="/proc/<pid>/io wchar: write() syscalls"),
+        col("read_syscalls", pa.int64(), "calls", "counter", doc="/proc/<pid>/io syscr"),
+        col("write_syscalls", pa.int64(), "calls", "counter", doc="/proc/<pid>/io syscw"),
+    ]
+)
 
-_IO_FIELDS = (("read_bytes", "read_bytes"), ("write_bytes", "write_bytes"),
-              ("read_chars", "read_chars"), ("write_chars", "write_chars"),
-              ("read_syscalls", "read_count"), ("write_syscalls", "write_count"))
+_IO_FIELDS = (
+    ("read_bytes", "read_bytes"),
+    ("write_bytes", "write_bytes"),
+    ("read_chars", "read_chars"),
+    ("write_chars", "write_chars"),
+    ("read_syscalls", "read_count"),
+    ("write_syscalls", "write_count"),
+)
 
 
 class ProcTreeCollector(Collector):

@@ -10,6 +10,7 @@ to the vendor); its minimum, maximum and average are over the rolling sampling p
 is a subprocess that can take a second or more, so this collector runs at 1 Hz by default, with a
 timeout, on its own thread like every collector.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,18 +19,21 @@ import subprocess
 
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe, col
 from ckprof.errors import CollectorUnavailable
 
-IPMI_SCHEMA = pa.schema([
-    T_NS,
-    col("power_w", pa.float64(), "W", doc="DCMI instantaneous power reading (node, at the PSU input)"),
-    col("power_min_w", pa.float64(), "W", doc="minimum during the BMC's sampling period"),
-    col("power_max_w", pa.float64(), "W", doc="maximum during the BMC's sampling period"),
-    col("power_avg_w", pa.float64(), "W", doc="average over the BMC's sampling period"),
-    col("sampling_period_s", pa.float64(), "s", doc="the BMC's rolling sampling period"),
-    col("reading_active", pa.bool_(), "flag", doc="'Power reading state is: activated'"),
-])
+from .base import T_NS, Collector, Probe, col
+
+IPMI_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("power_w", pa.float64(), "W", doc="DCMI instantaneous power reading (node, at the PSU input)"),
+        col("power_min_w", pa.float64(), "W", doc="minimum during the BMC's sampling period"),
+        col("power_max_w", pa.float64(), "W", doc="maximum during the BMC's sampling period"),
+        col("power_avg_w", pa.float64(), "W", doc="average over the BMC's sampling period"),
+        col("sampling_period_s", pa.float64(), "s", doc="the BMC's rolling sampling period"),
+        col("reading_active", pa.bool_(), "flag", doc="'Power reading state is: activated'"),
+    ]
+)
 
 _FIELDS = {
     "instantaneous power reading": "power_w",
@@ -77,23 +81,28 @@ class IpmiCollector(Collector):
         if self._path is None:
             self._path = shutil.which(self.ipmitool)
             if self._path is None:
-                raise CollectorUnavailable("ipmitool is not installed",
-                                           "apt install ipmitool; node power needs a server with a BMC")
+                raise CollectorUnavailable(
+                    "ipmitool is not installed", "apt install ipmitool; node power needs a server with a BMC"
+                )
         try:
-            out = subprocess.run([self._path, "dcmi", "power", "reading"], capture_output=True,
-                                 text=True, timeout=self.timeout_s)
+            out = subprocess.run(
+                [self._path, "dcmi", "power", "reading"], capture_output=True, text=True, timeout=self.timeout_s
+            )
         except subprocess.TimeoutExpired:
-            raise CollectorUnavailable(f"ipmitool dcmi power reading took more than {self.timeout_s:g} s",
-                                       "check the BMC: ipmitool mc info") from None
+            raise CollectorUnavailable(
+                f"ipmitool dcmi power reading took more than {self.timeout_s:g} s", "check the BMC: ipmitool mc info"
+            ) from None
         except OSError as e:
             raise CollectorUnavailable(f"cannot run {self._path}: {e.strerror}") from None
         if out.returncode != 0:
             msg = (out.stderr.strip() or out.stdout.strip() or f"exit status {out.returncode}").splitlines()[0]
             if "/dev/ipmi" in msg:
-                raise CollectorUnavailable(f"no BMC reachable: {msg}",
-                                           "on a server with a BMC load the drivers: modprobe ipmi_devintf ipmi_si")
-            raise CollectorUnavailable(f"ipmitool dcmi power reading failed: {msg}",
-                                       "the BMC may not support DCMI power readings")
+                raise CollectorUnavailable(
+                    f"no BMC reachable: {msg}", "on a server with a BMC load the drivers: modprobe ipmi_devintf ipmi_si"
+                )
+            raise CollectorUnavailable(
+                f"ipmitool dcmi power reading failed: {msg}", "the BMC may not support DCMI power readings"
+            )
         try:
             return parse_dcmi_power(out.stdout)
         except ValueError as e:

@@ -5,6 +5,7 @@ cost at most `timeout_s` of the NVMe collector's own thread and nothing else. Th
 its own session, so on timeout the whole process group is killed: killing only the direct child
 would leave a grandchild holding the output pipe open and `communicate()` waiting on it.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ import subprocess
 from ckprof.errors import CollectorUnavailable
 
 INSTALL_HINT = "install nvme-cli (Debian/Ubuntu: apt-get install nvme-cli)"
-PERMISSION_HINT = ("nvme-cli admin commands need root (CAP_SYS_ADMIN) or read-write access to "
-                   "/dev/nvmeX; run ckprof as root, or record temperature only via hwmon")
+PERMISSION_HINT = (
+    "nvme-cli admin commands need root (CAP_SYS_ADMIN) or read-write access to "
+    "/dev/nvmeX; run ckprof as root, or record temperature only via hwmon"
+)
 
 
 class NvmeCliError(CollectorUnavailable):
@@ -40,8 +43,9 @@ class NvmeCli:
         argv = [self.binary, *args]
         what = " ".join(argv)
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            )
         except FileNotFoundError:
             raise NvmeCliError("missing", f"{self.binary}: command not found", INSTALL_HINT) from None
         except PermissionError:
@@ -57,8 +61,11 @@ class NvmeCli:
                 proc.communicate(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass  # stuck in the kernel (D state): leave it; it is no longer our thread's problem
-            raise NvmeCliError("timeout", f"`{what}` did not answer within {self.timeout_s:g} s",
-                               "the controller or nvme-cli hangs; see dmesg") from None
+            raise NvmeCliError(
+                "timeout",
+                f"`{what}` did not answer within {self.timeout_s:g} s",
+                "the controller or nvme-cli hangs; see dmesg",
+            ) from None
         err_text = err.decode(errors="replace").strip()
         if proc.returncode != 0:
             low = err_text.lower() + out.decode(errors="replace").lower()

@@ -9,6 +9,7 @@ temp1_alarm makes the kernel fetch the SMART log, so only those are read per sam
 thresholds (temp1_max = WCTEMP or the host's threshold, temp1_crit = CCTEMP) are read once, in
 describe().
 """
+
 from __future__ import annotations
 
 import glob
@@ -19,14 +20,16 @@ import pyarrow as pa
 
 from .base import T_NS, Collector, Probe, col, read_text
 
-SCHEMA = pa.schema([
-    T_NS,
-    col("ctrl", pa.string(), "", "label", doc="NVMe controller, e.g. nvme0"),
-    col("sensor", pa.string(), "", "label", doc="hwmon channel: temp1 = composite, temp2..9 = sensors 1..8"),
-    col("label", pa.string(), "", "label", doc="hwmon temp*_label (Composite, Sensor 1, ...)"),
-    col("temp_c", pa.float64(), "degC", doc="hwmon temp*_input (m°C / 1000)"),
-    col("alarm", pa.bool_(), "flag", doc="hwmon temp*_alarm: SMART critical_warning temperature bit"),
-])
+SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("ctrl", pa.string(), "", "label", doc="NVMe controller, e.g. nvme0"),
+        col("sensor", pa.string(), "", "label", doc="hwmon channel: temp1 = composite, temp2..9 = sensors 1..8"),
+        col("label", pa.string(), "", "label", doc="hwmon temp*_label (Composite, Sensor 1, ...)"),
+        col("temp_c", pa.float64(), "degC", doc="hwmon temp*_input (m°C / 1000)"),
+        col("alarm", pa.bool_(), "flag", doc="hwmon temp*_alarm: SMART critical_warning temperature bit"),
+    ]
+)
 
 
 def _milli(text: str | None) -> float | None:
@@ -70,8 +73,11 @@ class NvmeHwmonCollector(Collector):
             return Probe(False, "no NVMe controller behind the recorded devices")
         s = self.sensors()
         if not s:
-            return Probe(False, f"no hwmon sensor under {self.sys_root}/class/nvme/{{{','.join(self.controllers)}}}",
-                         "needs Linux 5.5+ with CONFIG_NVME_HWMON=y")
+            return Probe(
+                False,
+                f"no hwmon sensor under {self.sys_root}/class/nvme/{{{','.join(self.controllers)}}}",
+                "needs Linux 5.5+ with CONFIG_NVME_HWMON=y",
+            )
         missing = [c for c in self.controllers if c not in s]
         detail = "; ".join(f"{c}: {len(v)} sensor(s)" for c, v in s.items())
         if missing:
@@ -81,9 +87,14 @@ class NvmeHwmonCollector(Collector):
     def describe(self) -> dict:
         out = {}
         for ctrl, chans in self.sensors().items():
-            out[ctrl] = {ch: {"label": label, "dir": d,
-                              **{f"{k}_c": _milli(read_text(os.path.join(d, f"{ch}_{k}"))) for k in ("max", "min", "crit")}}
-                         for d, ch, label in chans}
+            out[ctrl] = {
+                ch: {
+                    "label": label,
+                    "dir": d,
+                    **{f"{k}_c": _milli(read_text(os.path.join(d, f"{ch}_{k}"))) for k in ("max", "min", "crit")},
+                }
+                for d, ch, label in chans
+            }
         return {"sensors": out, "unit_note": "sysfs millidegrees Celsius converted to °C"}
 
     def sample(self, t_ns: int) -> list[dict]:
@@ -92,6 +103,14 @@ class NvmeHwmonCollector(Collector):
             for d, ch, label in chans:
                 temp = _milli(read_text(os.path.join(d, f"{ch}_input")))
                 alarm_txt = read_text(os.path.join(d, f"{ch}_alarm"))
-                rows.append({"t_ns": t_ns, "ctrl": ctrl, "sensor": ch, "label": label, "temp_c": temp,
-                             "alarm": None if alarm_txt is None else alarm_txt == "1"})
+                rows.append(
+                    {
+                        "t_ns": t_ns,
+                        "ctrl": ctrl,
+                        "sensor": ch,
+                        "label": label,
+                        "temp_c": temp,
+                        "alarm": None if alarm_txt is None else alarm_txt == "1",
+                    }
+                )
         return rows

@@ -14,6 +14,7 @@ thermal_mgmt_temp1_transition_count, the text output's "Data Units Read"): ALIAS
 Field meanings and units follow the NVMe Base Specification 2.0, SMART / Health Information log
 page (Log Identifier 02h, section 5.16.1.3, Figure 207), and Identify Controller (Figure 275).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,12 @@ DATA_UNIT_BYTES = 512_000
 
 # critical_warning bits (Fig. 207, byte 0).
 CRITICAL_WARNING_BITS = {
-    0: "cw_available_spare",   # available spare below threshold
-    1: "cw_temperature",       # a temperature is over an over-temperature or under an under-temperature threshold
-    2: "cw_reliability",       # NVM subsystem reliability degraded (media errors)
-    3: "cw_read_only",         # media placed in read-only mode
-    4: "cw_volatile_backup",   # volatile memory backup device failed
-    5: "cw_pmr_read_only",     # persistent memory region read-only or unreliable
+    0: "cw_available_spare",  # available spare below threshold
+    1: "cw_temperature",  # a temperature is over an over-temperature or under an under-temperature threshold
+    2: "cw_reliability",  # NVM subsystem reliability degraded (media errors)
+    3: "cw_read_only",  # media placed in read-only mode
+    4: "cw_volatile_backup",  # volatile memory backup device failed
+    5: "cw_pmr_read_only",  # persistent memory region read-only or unreliable
 }
 
 # ckprof name → the names nvme-cli versions (JSON and text output) have used for it.
@@ -53,21 +54,31 @@ ALIASES = {
     "unsafe_shutdowns": ("unsafe_shutdowns",),
     "media_errors": ("media_errors", "media_and_data_integrity_errors"),
     "num_err_log_entries": ("num_err_log_entries", "error_information_log_entries"),
-    "warning_temp_time": ("warning_temp_time", "warning_temperature_time",
-                          "warning_composite_temperature_time"),
+    "warning_temp_time": ("warning_temp_time", "warning_temperature_time", "warning_composite_temperature_time"),
     "critical_comp_time": ("critical_comp_time", "critical_composite_temperature_time"),
-    "thm_temp1_trans_count": ("thm_temp1_trans_count", "thermal_mgmt_temp1_transition_count",
-                              "thermal_management_t1_trans_count"),
-    "thm_temp2_trans_count": ("thm_temp2_trans_count", "thermal_mgmt_temp2_transition_count",
-                              "thermal_management_t2_trans_count"),
-    "thm_temp1_total_time": ("thm_temp1_total_time", "thermal_mgmt_temp1_total_time",
-                             "thermal_management_t1_total_time"),
-    "thm_temp2_total_time": ("thm_temp2_total_time", "thermal_mgmt_temp2_total_time",
-                             "thermal_management_t2_total_time"),
+    "thm_temp1_trans_count": (
+        "thm_temp1_trans_count",
+        "thermal_mgmt_temp1_transition_count",
+        "thermal_management_t1_trans_count",
+    ),
+    "thm_temp2_trans_count": (
+        "thm_temp2_trans_count",
+        "thermal_mgmt_temp2_transition_count",
+        "thermal_management_t2_trans_count",
+    ),
+    "thm_temp1_total_time": (
+        "thm_temp1_total_time",
+        "thermal_mgmt_temp1_total_time",
+        "thermal_management_t1_total_time",
+    ),
+    "thm_temp2_total_time": (
+        "thm_temp2_total_time",
+        "thermal_mgmt_temp2_total_time",
+        "thermal_management_t2_total_time",
+    ),
     # TP4199 additions to the SMART log (bytes 239:232 and 243:240; "NVMe 2.1" in the issue, NVMe
     # Base 2.3 in libnvme), printed by nvme-cli >= 2.11.
-    "op_lifetime_energy_consumed": ("op_lifetime_energy_consumed", "olec",
-                                    "operational_lifetime_energy_consumed"),
+    "op_lifetime_energy_consumed": ("op_lifetime_energy_consumed", "olec", "operational_lifetime_energy_consumed"),
     "interval_power_measurement": ("interval_power_measurement", "ipm"),
 }
 
@@ -253,8 +264,12 @@ def _psd(p: dict) -> dict:
     else:
         flags = parse_number(p.get("flags")) or 0
         mxps, nops = flags & 1, bool(flags & 2)
-    out = {"max_power_w": round(mp * (0.0001 if mxps else 0.01), 4), "non_operational": nops,
-           "entry_lat_us": parse_number(p.get("entry_lat")), "exit_lat_us": parse_number(p.get("exit_lat"))}
+    out = {
+        "max_power_w": round(mp * (0.0001 if mxps else 0.01), 4),
+        "non_operational": nops,
+        "entry_lat_us": parse_number(p.get("entry_lat")),
+        "exit_lat_us": parse_number(p.get("exit_lat")),
+    }
     for kind, scale_keys in (("idle", ("idle_scale",)), ("active", ("active_scale", "active_work_scale"))):
         raw = parse_number(p.get(f"{kind}_power")) or 0
         scale = next((parse_number(p[k]) for k in scale_keys if k in p), 0) or 0
@@ -269,9 +284,13 @@ def parse_id_ctrl(text_or_obj) -> dict:
     obj = load_json_or_text(text_or_obj) if isinstance(text_or_obj, str) else dict(text_or_obj)
     if "psds" not in obj and "mn" not in obj:
         raise ParseError("not id-ctrl output (no mn, no psds)")
-    out = {"model": str(obj.get("mn", "")).strip(), "serial": str(obj.get("sn", "")).strip(),
-           "firmware": str(obj.get("fr", "")).strip(), "npss": parse_number(obj.get("npss")),
-           "apsta": parse_number(obj.get("apsta"))}
+    out = {
+        "model": str(obj.get("mn", "")).strip(),
+        "serial": str(obj.get("sn", "")).strip(),
+        "firmware": str(obj.get("fr", "")).strip(),
+        "npss": parse_number(obj.get("npss")),
+        "apsta": parse_number(obj.get("apsta")),
+    }
     # WCTEMP/CCTEMP: warning/critical composite temperature thresholds, Kelvin; 0 = not reported.
     # HCTMA: host controlled thermal management supported; MNTMT/MXTMT: its min/max, Kelvin.
     for k in ("wctemp", "cctemp", "mntmt", "mxtmt"):
@@ -328,13 +347,13 @@ OCP_C0_LEN = 512
 OCP_C0_GUID = bytes.fromhex("AFD514C97C6F4F9CA4F2BFEA2810AFC5")[::-1]  # bytes 511:496, LE on the wire
 _OCP_FIELDS = {
     # name: (offset, length)
-    "ocp_physical_media_units_written": (0, 16),     # bytes 15:0, bytes
-    "ocp_physical_media_units_read": (16, 16),       # bytes 31:16
-    "ocp_thermal_throttling_events": (96, 1),        # byte 96: count of throttling events
-    "ocp_thermal_throttling_status": (97, 1),        # byte 97: 00h none, 01h-03h level, ...
-    "ocp_incomplete_shutdowns": (112, 4),            # bytes 115:112
-    "ocp_power_state_changes": (200, 8),             # bytes 207:200 (2.0): power state change count
-    "ocp_log_page_version": (494, 2),                # bytes 495:494
+    "ocp_physical_media_units_written": (0, 16),  # bytes 15:0, bytes
+    "ocp_physical_media_units_read": (16, 16),  # bytes 31:16
+    "ocp_thermal_throttling_events": (96, 1),  # byte 96: count of throttling events
+    "ocp_thermal_throttling_status": (97, 1),  # byte 97: 00h none, 01h-03h level, ...
+    "ocp_incomplete_shutdowns": (112, 4),  # bytes 115:112
+    "ocp_power_state_changes": (200, 8),  # bytes 207:200 (2.0): power state change count
+    "ocp_log_page_version": (494, 2),  # bytes 495:494
 }
 # Power fields from OCP C0h log page version 5 on (OCP 2.5: SMART-46/47/48; offsets and the minimum
 # version as nvme-cli's OCP tests transcribe the spec's C0h table: 261:260 Max Peak Power Capability,
@@ -355,10 +374,10 @@ def parse_ocp_c0(data: bytes) -> dict:
         raise ParseError(f"OCP C0h log is {OCP_C0_LEN} bytes, got {len(data)}")
     if data[496:512] != OCP_C0_GUID:
         raise ParseError("not an OCP SMART extended log (log page GUID differs)")
-    out = {name: int.from_bytes(data[off:off + n], "little") for name, (off, n) in _OCP_FIELDS.items()}
+    out = {name: int.from_bytes(data[off : off + n], "little") for name, (off, n) in _OCP_FIELDS.items()}
     new_enough = out["ocp_log_page_version"] >= OCP_POWER_MIN_VERSION
     for name, (off, n) in _OCP_POWER_FIELDS.items():
-        out[name] = int.from_bytes(data[off:off + n], "little") if new_enough else None
+        out[name] = int.from_bytes(data[off : off + n], "little") if new_enough else None
     return out
 
 
@@ -368,10 +387,9 @@ def build_ocp_c0(**fields) -> bytes:
     layout = {**_OCP_FIELDS, **_OCP_POWER_FIELDS}
     for name, v in fields.items():
         off, n = layout[name]
-        buf[off:off + n] = int(v).to_bytes(n, "little")
+        buf[off : off + n] = int(v).to_bytes(n, "little")
     buf[496:512] = OCP_C0_GUID
     return bytes(buf)
-
 
 
 # Power Measurement (TP4199: libnvme's NVMe Base 2.3 definitions; the issue calls it "NVMe 2.1").
@@ -399,16 +417,45 @@ def parse_power_meas_log(data: bytes) -> dict:
     """
     if len(data) < POWER_MEAS_HEADER_LEN:
         raise ParseError(f"Power Measurement log header is {POWER_MEAS_HEADER_LEN} bytes, got {len(data)}")
-    (ver, pmgn, pma, sze, pmc, nphd, smtr, _smts, phds, phbs, nphds, vss, phdoc, _r36,
-     aipwr, mipwr, _mipwrt, ipwrpe, _r57) = _PM_HEADER.unpack_from(data)
-    out = {"pm_version": ver, "pm_generation": pmgn, "pm_attributes": pma,
-           "pm_enabled": bool(pma & 1), "pm_non_contiguous": bool(pma >> 1 & 1),
-           "pm_estimated": bool(pma >> 2 & 1), "pm_histogram_overflowed": bool(pma >> 4 & 1),
-           "pm_type": pma >> 12 & 0xF, "pm_log_size": sze, "pm_count": pmc,
-           "pm_stop_time_remaining_min": smtr, "pm_histogram_bin_mw": phbs,
-           "pm_histogram_overflow_count": phdoc,
-           "pm_avg_power_w": decode_power_value(aipwr), "pm_max_power_w": decode_power_value(mipwr),
-           "pm_percent_error": None if ipwrpe == 255 else ipwrpe}
+    (
+        ver,
+        pmgn,
+        pma,
+        sze,
+        pmc,
+        nphd,
+        smtr,
+        _smts,
+        phds,
+        phbs,
+        nphds,
+        vss,
+        phdoc,
+        _r36,
+        aipwr,
+        mipwr,
+        _mipwrt,
+        ipwrpe,
+        _r57,
+    ) = _PM_HEADER.unpack_from(data)
+    out = {
+        "pm_version": ver,
+        "pm_generation": pmgn,
+        "pm_attributes": pma,
+        "pm_enabled": bool(pma & 1),
+        "pm_non_contiguous": bool(pma >> 1 & 1),
+        "pm_estimated": bool(pma >> 2 & 1),
+        "pm_histogram_overflowed": bool(pma >> 4 & 1),
+        "pm_type": pma >> 12 & 0xF,
+        "pm_log_size": sze,
+        "pm_count": pmc,
+        "pm_stop_time_remaining_min": smtr,
+        "pm_histogram_bin_mw": phbs,
+        "pm_histogram_overflow_count": phdoc,
+        "pm_avg_power_w": decode_power_value(aipwr),
+        "pm_max_power_w": decode_power_value(mipwr),
+        "pm_percent_error": None if ipwrpe == 255 else ipwrpe,
+    }
     hist = []
     size = phds or 8  # a descriptor is PHBC (u32 count) then PHBLT (u32 lower threshold, PWRS/PWRV)
     for i in range(nphd):
@@ -431,5 +478,4 @@ def parse_feature_dword0(text: str) -> int:
 
 def decode_power_meas_feature(dw0: int) -> dict:
     """Power Measurement feature (FID 25h) Dword 0 → action, type select, stop time."""
-    return {"action": dw0 & 0xF, "type_select": dw0 >> 4 & 0xF,
-            "stop_time_min": dw0 >> 16 & 0xFFFF, "dword0": dw0}
+    return {"action": dw0 & 0xF, "type_select": dw0 >> 4 & 0xF, "stop_time_min": dw0 >> 16 & 0xFFFF, "dword0": dw0}

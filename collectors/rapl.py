@@ -10,6 +10,7 @@ newer Intel clients: it double-counts intel-rapl:N package-N, so readers use one
 intel-rapl-tpmi. Since the fix for CVE-2020-8694 (Linux 5.10 and stable backports) energy_uj is
 readable by root only.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,18 +22,22 @@ from .base import T_NS, Collector, Probe, col, read_text
 
 ZONE_RE = re.compile(r"^(intel-rapl(?:-[a-z]+)?):(\d+)(?::(\d+))?$")
 
-RAPL_SCHEMA = pa.schema([
-    T_NS,
-    col("zone", pa.string(), "name", "label", doc="powercap zone, e.g. intel-rapl:0:1"),
-    col("domain", pa.string(), "name", "label", doc="the zone's `name`: package-0, core, uncore, dram, psys"),
-    col("parent", pa.string(), "name", "label", doc="the package zone a sub-zone belongs to (null for top level)"),
-    col("energy_uj", pa.int64(), "µJ", "counter", doc="energy_uj; wraps at max_energy_range_uj"),
-    col("max_energy_range_uj", pa.int64(), "µJ", "gauge", doc="the counter's range: wrap width is this + 1"),
-])
+RAPL_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("zone", pa.string(), "name", "label", doc="powercap zone, e.g. intel-rapl:0:1"),
+        col("domain", pa.string(), "name", "label", doc="the zone's `name`: package-0, core, uncore, dram, psys"),
+        col("parent", pa.string(), "name", "label", doc="the package zone a sub-zone belongs to (null for top level)"),
+        col("energy_uj", pa.int64(), "µJ", "counter", doc="energy_uj; wraps at max_energy_range_uj"),
+        col("max_energy_range_uj", pa.int64(), "µJ", "gauge", doc="the counter's range: wrap width is this + 1"),
+    ]
+)
 
-PERMISSION_HINT = ("energy_uj is root-only since the CVE-2020-8694 fix, Linux 5.10: run ckprof as root, "
-                   "or allow reading until reboot: sudo chmod a+r /sys/class/powercap/intel-rapl*/energy_uj; "
-                   "a udev rule makes it last")
+PERMISSION_HINT = (
+    "energy_uj is root-only since the CVE-2020-8694 fix, Linux 5.10: run ckprof as root, "
+    "or allow reading until reboot: sudo chmod a+r /sys/class/powercap/intel-rapl*/energy_uj; "
+    "a udev rule makes it last"
+)
 
 
 class RaplZone:
@@ -50,8 +55,12 @@ class RaplZone:
             return int(f.read().strip())
 
     def to_dict(self) -> dict:
-        return {"zone": self.zone, "domain": self.domain, "parent": self.parent,
-                "max_energy_range_uj": self.max_energy_range_uj}
+        return {
+            "zone": self.zone,
+            "domain": self.domain,
+            "parent": self.parent,
+            "max_energy_range_uj": self.max_energy_range_uj,
+        }
 
 
 def find_zones(sys_root: str = "/sys") -> list[RaplZone]:
@@ -65,6 +74,7 @@ def find_zones(sys_root: str = "/sys") -> list[RaplZone]:
     def order(z: RaplZone):
         m = ZONE_RE.match(z.zone)
         return (m.group(1), int(m.group(2)), -1 if m.group(3) is None else int(m.group(3)))
+
     return sorted(zones, key=order)
 
 
@@ -81,17 +91,21 @@ class RaplCollector(Collector):
         base = os.path.join(self.sys_root, "class", "powercap")
         self.zones = find_zones(self.sys_root)
         if not self.zones:
-            return Probe(False, f"no RAPL zones under {base}",
-                         "on an Intel or AMD Zen host load the driver: modprobe intel_rapl_msr; "
-                         "virtual machines rarely expose RAPL")
+            return Probe(
+                False,
+                f"no RAPL zones under {base}",
+                "on an Intel or AMD Zen host load the driver: modprobe intel_rapl_msr; "
+                "virtual machines rarely expose RAPL",
+            )
         readable = []
         for z in self.zones:
             try:
                 z.energy_uj()
                 readable.append(z)
             except PermissionError:
-                return Probe(False, f"cannot read {os.path.join(z.path, 'energy_uj')}: permission denied",
-                             PERMISSION_HINT)
+                return Probe(
+                    False, f"cannot read {os.path.join(z.path, 'energy_uj')}: permission denied", PERMISSION_HINT
+                )
             except (OSError, ValueError):
                 continue  # a zone without a readable counter: left out, said in the detail
         if not readable:
@@ -113,6 +127,14 @@ class RaplCollector(Collector):
                 e = z.energy_uj()
             except (OSError, ValueError):
                 e = None  # a zone gone mid-run (driver unloaded): a null, the other zones go on
-            rows.append({"t_ns": t_ns, "zone": z.zone, "domain": z.domain, "parent": z.parent,
-                         "energy_uj": e, "max_energy_range_uj": z.max_energy_range_uj})
+            rows.append(
+                {
+                    "t_ns": t_ns,
+                    "zone": z.zone,
+                    "domain": z.domain,
+                    "parent": z.parent,
+                    "energy_uj": e,
+                    "max_energy_range_uj": z.max_energy_range_uj,
+                }
+            )
         return rows

@@ -11,6 +11,7 @@ each physical disk's identity (model, serial, WWN, firmware) in meta.json.
   - btrfs can span devices: /sys/fs/btrfs/<fsid>/devices/ lists them all;
   - a loop device is a leaf (its backing file is noted, not followed).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ class BlockNode:
     name: str
     kind: str  # disk | part | dm | md | loop
     parent_disk: str | None = None  # for a partition
-    controller: str | None = None   # e.g. nvme0 for nvme0n1
+    controller: str | None = None  # e.g. nvme0 for nvme0n1
     slaves: list["BlockNode"] = field(default_factory=list)
     detail: str = ""
 
@@ -77,8 +78,10 @@ class PathDevices:
     def describe(self) -> list[str]:
         if self.mount is None:
             return [f"{self.path}: no mount found"]
-        head = (f"{self.path} on {self.mount.mount_point} "
-                f"({self.mount.fstype}, source {self.mount.source}, dev {self.mount.major_minor})")
+        head = (
+            f"{self.path} on {self.mount.mount_point} "
+            f"({self.mount.fstype}, source {self.mount.source}, dev {self.mount.major_minor})"
+        )
         body = [ln for n in self.nodes for ln in n.lines(1)]
         return [head] + (body or ["  no block device behind this file system"])
 
@@ -95,8 +98,14 @@ def parse_mountinfo(text: str) -> list[Mount]:
         if "-" not in parts:
             continue
         sep = parts.index("-")
-        mounts.append(Mount(mount_point=_unescape(parts[4]), major_minor=parts[2],
-                            fstype=parts[sep + 1], source=_unescape(parts[sep + 2])))
+        mounts.append(
+            Mount(
+                mount_point=_unescape(parts[4]),
+                major_minor=parts[2],
+                fstype=parts[sep + 1],
+                source=_unescape(parts[sep + 2]),
+            )
+        )
     return mounts
 
 

@@ -9,6 +9,7 @@ Topology.identity() falls back to the sysfs files they are made from.
 `UeventCollector` turns the kernel's uevents about the recorded devices (a loop device detached,
 a disk removed or its media changed, an NVMe controller's async event) into recording events.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -134,8 +135,13 @@ def uevent_event(props: Mapping[str, str], watched: set[str]) -> dict | None:
     disk = os.path.basename(os.path.dirname(devpath)) if props.get("DEVTYPE") == "partition" else None
     if name not in watched and disk not in watched:
         return None
-    return {"event": f"device_{props.get('ACTION', 'unknown')}", "device": name,
-            "disk": disk, "subsystem": props.get("SUBSYSTEM"), "uevent": dict(props)}
+    return {
+        "event": f"device_{props.get('ACTION', 'unknown')}",
+        "device": name,
+        "disk": disk,
+        "subsystem": props.get("SUBSYSTEM"),
+        "uevent": dict(props),
+    }
 
 
 class UeventCollector(Collector):
@@ -161,24 +167,36 @@ class UeventCollector(Collector):
             return Probe(False, "no block device recorded, so none to watch")
         ctx = udev_context()
         if ctx is None:
-            return Probe(False, "libudev.so.1 cannot be loaded (pyudev needs it)",
-                         "install libudev1 (Debian/Ubuntu: apt-get install libudev1)")
+            return Probe(
+                False,
+                "libudev.so.1 cannot be loaded (pyudev needs it)",
+                "install libudev1 (Debian/Ubuntu: apt-get install libudev1)",
+            )
         if uevents_reach_here() is False:
-            return Probe(False, "this network namespace belongs to a user namespace (a rootless "
-                         "container): the kernel sends uevents only to namespaces of the initial one",
-                         "run ckprof in the host's network namespace to record devices going away")
+            return Probe(
+                False,
+                "this network namespace belongs to a user namespace (a rootless "
+                "container): the kernel sends uevents only to namespaces of the initial one",
+                "run ckprof in the host's network namespace to record devices going away",
+            )
         try:
             monitor = pyudev.Monitor.from_netlink(ctx, source="kernel")
             for s in self.subsystems:
                 monitor.filter_by(s)
             monitor.start()
         except (OSError, ValueError) as e:
-            return Probe(False, f"cannot listen to kernel uevents (netlink): {e}",
-                         "run where NETLINK_KOBJECT_UEVENT sockets are allowed")
+            return Probe(
+                False,
+                f"cannot listen to kernel uevents (netlink): {e}",
+                "run where NETLINK_KOBJECT_UEVENT sockets are allowed",
+            )
         self.monitor = monitor
         their = "its" if len(self.watched) == 1 else "their"
-        return Probe(True, f"kernel uevents (remove, change, add) of {', '.join(sorted(self.watched))} "
-                           f"and {their} partitions, drained every {self.period_s:g} s")
+        return Probe(
+            True,
+            f"kernel uevents (remove, change, add) of {', '.join(sorted(self.watched))} "
+            f"and {their} partitions, drained every {self.period_s:g} s",
+        )
 
     def describe(self) -> dict:
         return {"watched": sorted(self.watched), "subsystems": list(self.subsystems), "source": "kernel"}

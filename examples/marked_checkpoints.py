@@ -6,6 +6,7 @@ Run it under ckprof to see each checkpoint as a window in the recording:
 
 Without ckprof the markers cost nothing and the script runs the same.
 """
+
 import argparse
 import os
 import time

@@ -11,6 +11,7 @@ torch.distributed.checkpoint (a directory per checkpoint; single process, no pro
 needed), --saver both alternates. --fsync makes each checkpoint durable before training goes
 on. To mark windows yourself instead: `with ckprof.checkpoint(step=step, path=p): save(...)`.
 """
+
 from __future__ import annotations
 
 import argparse

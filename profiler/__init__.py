@@ -1,15 +1,18 @@
 """ckprof: storage telemetry and power profiler for AI-training checkpoint workloads.
 
-    import ckprof
-    with ckprof.checkpoint(step=10, path="/ckpt/step10"):   # marks a window in `ckprof record`
-        torch.save(state, "/ckpt/step10/model.pt")
-    rec = ckprof.load("ckprof-20261121-120000")               # read a recording anywhere
-    rec.block()                                               # derived rates per device
+import ckprof
+with ckprof.checkpoint(step=10, path="/ckpt/step10"):   # marks a window in `ckprof record`
+    torch.save(state, "/ckpt/step10/model.pt")
+rec = ckprof.load("ckprof-20261121-120000")               # read a recording anywhere
+rec.block()                                               # derived rates per device
 """
-from importlib.metadata import PackageNotFoundError, version as _version
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
+from ckprof.record.markers import checkpoint, mark
 
 from .errors import CkprofError, RecordingError, UsageError
-from ckprof.record.markers import checkpoint, mark
 
 try:
     __version__ = _version("ckprof")

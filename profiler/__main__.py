@@ -1,4 +1,5 @@
 """`python -m ckprof` is the `ckprof` command."""
+
 from ckprof.cli import main
 
 main()

@@ -1,4 +1,5 @@
 """Parsing and printing quantities with their units: one place, so every figure says its unit."""
+
 from __future__ import annotations
 
 import re
@@ -7,8 +8,22 @@ from .errors import UsageError
 
 GIB = 1024**3  # bytes in a GiB: every GiB/s and J/GiB ckprof prints
 
-_SIZE = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-         "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_SIZE = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
 
 
 def parse_interval(text: str) -> float:
@@ -23,8 +38,7 @@ def parse_interval(text: str) -> float:
     return seconds
 
 
-_DURATION_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400,
-               "days": 86400}
+_DURATION_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400, "days": 86400}
 
 
 def parse_duration(text: str) -> float:

@@ -1,4 +1,5 @@
 """Shared fixtures: real loop devices (as root), the ckprof command, the test data (tests/data)."""
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,11 @@ class Loop:
         dev = dev or self.dev
         # no lazy init: ext4lazyinit would otherwise zero inode tables in the background after
         # mount, writes no test asked for
-        run([f"mkfs.{fstype}", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev]
-            if fstype == "ext4" else [f"mkfs.{fstype}", "-f", "-q", dev])
+        run(
+            [f"mkfs.{fstype}", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev]
+            if fstype == "ext4"
+            else [f"mkfs.{fstype}", "-f", "-q", dev]
+        )
         mountpoint.mkdir(parents=True, exist_ok=True)
         run(["mount", dev, str(mountpoint)])
         self.mountpoints.append(mountpoint)

@@ -4,6 +4,7 @@ The fake nvme is a real shell script run as a real subprocess (not a mock): it p
 nvme-cli output (tests/data/nvme) or misbehaves the ways a real nvme-cli can: hangs, exits 1 with
 nvme-cli's own error text, prints garbage.
 """
+
 import os
 import stat
 
@@ -61,8 +62,15 @@ def write(path, text):
         f.write(text)
 
 
-def sysfs_nvme_tree(root, ctrl="nvme0", ns="nvme0n1", temps=((1, "Composite", 49850),),
-                    alarm=0, hwmon_under_device=False, partition=None):
+def sysfs_nvme_tree(
+    root,
+    ctrl="nvme0",
+    ns="nvme0n1",
+    temps=((1, "Composite", 49850),),
+    alarm=0,
+    hwmon_under_device=False,
+    partition=None,
+):
     """A /sys (and /proc) tree as Linux 6.1 lays it out for one NVMe controller and namespace.
 
     /sys/class/block/nvme0n1/device → /sys/devices/pci0000:00/0000:00:02.0/nvme/nvme0 (what

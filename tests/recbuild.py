@@ -18,6 +18,7 @@ A job of many hosts, each a recording in JOB/host=<name>/ as `ckprof record --jo
 Times are seconds after the recording's start (`t_s`) unless a key says `t_ns` (monotonic ns).
 Nothing is written before finish(): a builder can be filled, then given a path by job_dir().
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,9 +32,9 @@ from ckprof.collectors.host import HOST_SCHEMA
 from ckprof.recording.job import host_dir
 from ckprof.recording.writer import RecordingWriter
 
-S = 1_000_000_000                     # ns in a second
-START_NS = 5_000 * S                  # the recordings' monotonic start: not 0, so offsets show
-WALL_NS = 1_790_000_000_000_000_000   # its wall-clock anchor (2026-09-21T…Z)
+S = 1_000_000_000  # ns in a second
+START_NS = 5_000 * S  # the recordings' monotonic start: not 0, so offsets show
+WALL_NS = 1_790_000_000_000_000_000  # its wall-clock anchor (2026-09-21T…Z)
 
 
 def t(seconds: float, start_ns: int = START_NS) -> int:
@@ -43,24 +44,30 @@ def t(seconds: float, start_ns: int = START_NS) -> int:
 
 # Collector schemas cut down to the columns the analysis reads, with the real collectors'
 # column names and units (GPU/NVML, RAPL, NVMe SMART, a power meter).
-GPU_SCHEMA = pa.schema([
-    T_NS, col("gpu", pa.string(), "", "label"),
-    col("energy_mj", pa.int64(), "mJ", "counter", doc="nvmlDeviceGetTotalEnergyConsumption"),
-    col("power_w", pa.float64(), "W", doc="nvmlDeviceGetPowerUsage / 1000"),
-    col("util_gpu_pct", pa.float64(), "%", doc="nvmlDeviceGetUtilizationRates.gpu"),
-    col("temp_c", pa.float64(), "C"),
-    col("clocks_event_reasons", pa.int64(), "bitmask", doc="nvmlDeviceGetCurrentClocksEventReasons"),
-])
+GPU_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("gpu", pa.string(), "", "label"),
+        col("energy_mj", pa.int64(), "mJ", "counter", doc="nvmlDeviceGetTotalEnergyConsumption"),
+        col("power_w", pa.float64(), "W", doc="nvmlDeviceGetPowerUsage / 1000"),
+        col("util_gpu_pct", pa.float64(), "%", doc="nvmlDeviceGetUtilizationRates.gpu"),
+        col("temp_c", pa.float64(), "C"),
+        col("clocks_event_reasons", pa.int64(), "bitmask", doc="nvmlDeviceGetCurrentClocksEventReasons"),
+    ]
+)
 POWER_SCHEMA = pa.schema([T_NS, col("device", pa.string(), "", "label"), col("power_w", pa.float64(), "W")])
-RAPL_SCHEMA = pa.schema([T_NS, col("domain", pa.string(), "", "label"),
-                         col("energy_uj", pa.int64(), "uJ", "counter")])
-NVME_SCHEMA = pa.schema([
-    T_NS, col("device", pa.string(), "", "label"),
-    col("temp_c", pa.float64(), "C"), col("critical_warning", pa.int64(), "bitmask"),
-    col("thm_temp1_trans_count", pa.int64(), "events", "counter"),
-    col("thm_temp1_total_time", pa.int64(), "s", "counter"),
-    col("power_w", pa.float64(), "W", provenance="estimated", doc="power state table"),
-])
+RAPL_SCHEMA = pa.schema([T_NS, col("domain", pa.string(), "", "label"), col("energy_uj", pa.int64(), "uJ", "counter")])
+NVME_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("device", pa.string(), "", "label"),
+        col("temp_c", pa.float64(), "C"),
+        col("critical_warning", pa.int64(), "bitmask"),
+        col("thm_temp1_trans_count", pa.int64(), "events", "counter"),
+        col("thm_temp1_total_time", pa.int64(), "s", "counter"),
+        col("power_w", pa.float64(), "W", provenance="estimated", doc="power state table"),
+    ]
+)
 
 
 def _schema(columns) -> pa.Schema:
@@ -87,15 +94,24 @@ class RecordingBuilder:
     """One host's recording. `duration_s` is where it ends (or its last row, if later);
     `interval_s` is the grid that block(), host() and series() sample on (rows() take any times)."""
 
-    def __init__(self, path=None, *, start_ns: int = START_NS, wall_ns: int = WALL_NS,
-                 duration_s: float = 10.0, interval_s: float = 0.1, command=("python", "train.py"),
-                 hostname: str = "synth", meta: dict | None = None):
+    def __init__(
+        self,
+        path=None,
+        *,
+        start_ns: int = START_NS,
+        wall_ns: int = WALL_NS,
+        duration_s: float = 10.0,
+        interval_s: float = 0.1,
+        command=("python", "train.py"),
+        hostname: str = "synth",
+        meta: dict | None = None,
+    ):
         self.path = None if path is None else str(path)
         self.start_ns, self.wall_ns = start_ns, wall_ns
         self.duration_s, self.interval_s = duration_s, interval_s
         self.meta = {"command": list(command), "host": {"hostname": hostname}, **(meta or {})}
         self.t_s = np.round(np.arange(0, duration_s + interval_s / 2, interval_s), 9)
-        self.collectors: dict[str, dict] = {}   # name → {"schema", "rows", "describe"}
+        self.collectors: dict[str, dict] = {}  # name → {"schema", "rows", "describe"}
         self.events: list[dict] = []
 
     def ns(self, seconds: float) -> int:
@@ -127,10 +143,17 @@ class RecordingBuilder:
         """A row at every grid point: each keyword is a column, given as a constant or as a
         function of the grid's seconds (numpy, vectorised)."""
         schema = self.collector(name, columns).collectors[name]["schema"]
-        cols = {c: np.broadcast_to(np.asarray(v(self.t_s) if callable(v) else v, dtype=object), self.t_s.shape)
-                for c, v in values.items()}
-        return self.rows(name, [{"t_s": s, **{c: _value(schema.field(c).type, v[i]) for c, v in cols.items()}}
-                                for i, s in enumerate(self.t_s)])
+        cols = {
+            c: np.broadcast_to(np.asarray(v(self.t_s) if callable(v) else v, dtype=object), self.t_s.shape)
+            for c, v in values.items()
+        }
+        return self.rows(
+            name,
+            [
+                {"t_s": s, **{c: _value(schema.field(c).type, v[i]) for c, v in cols.items()}}
+                for i, s in enumerate(self.t_s)
+            ],
+        )
 
     def block(self, device: str, write_bps, queue=lambda t: 0.0) -> "RecordingBuilder":
         """A block device's cumulative counters whose per-interval deltas follow write_bps(t)
@@ -142,19 +165,46 @@ class RecordingBuilder:
         tiq = np.concatenate([[0], np.cumsum(q[1:] * dt * 1000)]).round().astype(np.int64)
         busy = np.concatenate([[0], np.cumsum((rate[1:] > 0) * dt * 1000)]).astype(np.int64)
         zero = {f.name: 0 for f in BLOCK_SCHEMA if f.name not in ("t_ns", "device")}
-        return self.rows("block", [
-            {**zero, "t_s": s, "device": device, "write_sectors": int(sectors[i]), "write_ios": int(sectors[i] // 256),
-             "time_in_queue_ms": int(tiq[i]), "io_ticks_ms": int(busy[i]), "in_flight": int(round(q[i]))}
-            for i, s in enumerate(self.t_s)], BLOCK_SCHEMA)
+        return self.rows(
+            "block",
+            [
+                {
+                    **zero,
+                    "t_s": s,
+                    "device": device,
+                    "write_sectors": int(sectors[i]),
+                    "write_ios": int(sectors[i] // 256),
+                    "time_in_queue_ms": int(tiq[i]),
+                    "io_ticks_ms": int(busy[i]),
+                    "in_flight": int(round(q[i])),
+                }
+                for i, s in enumerate(self.t_s)
+            ],
+            BLOCK_SCHEMA,
+        )
 
     def host(self, dirty_bytes=lambda t: 0.0) -> "RecordingBuilder":
         """/proc/stat and /proc/meminfo as the host collector writes them; dirty_bytes(t) in B."""
         d = np.broadcast_to(np.asarray(dirty_bytes(self.t_s), dtype=float), self.t_s.shape)
-        return self.rows("host", [
-            {"t_s": s, "cpu_user_s": i * 0.01, "cpu_system_s": i * 0.01, "cpu_iowait_s": 0.0, "cpu_idle_s": i * 0.1,
-             "cpu_total_s": i * 0.12, "mem_total_bytes": 8 << 30, "mem_available_bytes": 4 << 30,
-             "dirty_bytes": int(d[i]), "writeback_bytes": 0}
-            for i, s in enumerate(self.t_s)], HOST_SCHEMA)
+        return self.rows(
+            "host",
+            [
+                {
+                    "t_s": s,
+                    "cpu_user_s": i * 0.01,
+                    "cpu_system_s": i * 0.01,
+                    "cpu_iowait_s": 0.0,
+                    "cpu_idle_s": i * 0.1,
+                    "cpu_total_s": i * 0.12,
+                    "mem_total_bytes": 8 << 30,
+                    "mem_available_bytes": 4 << 30,
+                    "dirty_bytes": int(d[i]),
+                    "writeback_bytes": 0,
+                }
+                for i, s in enumerate(self.t_s)
+            ],
+            HOST_SCHEMA,
+        )
 
     # -- events -------------------------------------------------------------------------------
     def event(self, event: str, t_s: float, **fields) -> "RecordingBuilder":
@@ -162,9 +212,19 @@ class RecordingBuilder:
         self.events.append({"t_ns": self.ns(t_s), "event": event, **fields})
         return self
 
-    def checkpoint(self, start_s: float, end_s: float | None, nbytes: int | None = None, *, kind: str = "save",
-                   step: int | None = None, path: str | None = None, rank: int = 0, source: str = "api",
-                   **end_fields) -> "RecordingBuilder":
+    def checkpoint(
+        self,
+        start_s: float,
+        end_s: float | None,
+        nbytes: int | None = None,
+        *,
+        kind: str = "save",
+        step: int | None = None,
+        path: str | None = None,
+        rank: int = 0,
+        source: str = "api",
+        **end_fields,
+    ) -> "RecordingBuilder":
         """A checkpoint window as `with ckprof.checkpoint(...)` marks it; end_s None: never ended."""
         start = {"id": f"synth:{len(self.events)}", "kind": kind, "source": source, "pid": 1, "rank": rank}
         start.update({k: v for k, v in (("bytes", nbytes), ("step", step), ("path", path)) if v is not None})
@@ -181,22 +241,37 @@ class RecordingBuilder:
         if self.path is None:
             raise ValueError("finish(path): this builder was made without a path")
         w = RecordingWriter(self.path)
-        w.create({"ckprof_version": "test", **self.meta, "notes": self.meta.get("notes", []),
-                  "start": {"monotonic_ns": self.start_ns, "wall_ns": self.wall_ns, "uncertainty_ns": 0},
-                  "interval_s": self.interval_s})
+        w.create(
+            {
+                "ckprof_version": "test",
+                **self.meta,
+                "notes": self.meta.get("notes", []),
+                "start": {"monotonic_ns": self.start_ns, "wall_ns": self.wall_ns, "uncertainty_ns": 0},
+                "interval_s": self.interval_s,
+            }
+        )
         described = {}
         for name, c in self.collectors.items():
             w.add_collector(name, c["schema"])
             w.append(name, c["rows"])
-            described[name] = {"period_s": self.interval_s, "columns": schema_units(c["schema"]),
-                               "describe": c["describe"]}
+            described[name] = {
+                "period_s": self.interval_s,
+                "columns": schema_units(c["schema"]),
+                "describe": c["describe"],
+            }
         for e in sorted(self.events, key=lambda e: e["t_ns"]):
             w.event(e)
         if complete:  # it ends at duration_s, or at its last row or event if later
-            end_ns = max([self.ns(self.duration_s), *(e["t_ns"] for e in self.events),
-                          *(r["t_ns"] for c in self.collectors.values() for r in c["rows"])])
-            w.finish(end={"monotonic_ns": end_ns, "wall_ns": self.wall_ns + end_ns - self.start_ns},
-                     collectors=described)
+            end_ns = max(
+                [
+                    self.ns(self.duration_s),
+                    *(e["t_ns"] for e in self.events),
+                    *(r["t_ns"] for c in self.collectors.values() for r in c["rows"]),
+                ]
+            )
+            w.finish(
+                end={"monotonic_ns": end_ns, "wall_ns": self.wall_ns + end_ns - self.start_ns}, collectors=described
+            )
         else:
             w.write_meta(collectors=described)
             w.flush()

@@ -1,4 +1,5 @@
 """Energy with known answers: constant power, a ramp, a wrapping counter, the idle baseline."""
+
 import numpy as np
 import pytest
 from recbuild import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, RecordingBuilder
@@ -10,6 +11,7 @@ from ckprof.power.integrate import cumulative_j, power_j, unwrap_counter
 
 def counter_energy_j(t, raw, joules_per_unit, a, b):
     return cumulative_j(t, unwrap_counter(raw) * joules_per_unit, a, b)
+
 
 MiB = 2**20
 
@@ -60,10 +62,26 @@ def _record(tmp_path, **kw):
     # GPU: 100 W idle, 250 W during the checkpoint; as a mJ energy counter that wraps at 2**32
     gpu_w = lambda t: np.where((t > 5) & (t <= 8), 250.0, 100.0)  # noqa: E731
     energy_mj = lambda t: (4_294_000_000 + np.concatenate([[0], np.cumsum(gpu_w(t)[1:] * 0.1 * 1000)])) % 2**32  # noqa: E731
-    rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=energy_mj, power_w=gpu_w, util_gpu_pct=90, temp_c=50,
-              clocks_event_reasons=0)
-    rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=40, critical_warning=0, thm_temp1_trans_count=0,
-              thm_temp1_total_time=0, power_w=lambda t: np.where((t > 5) & (t <= 8), 8.0, 3.0))
+    rb.series(
+        "gpu",
+        GPU_SCHEMA,
+        gpu="0",
+        energy_mj=energy_mj,
+        power_w=gpu_w,
+        util_gpu_pct=90,
+        temp_c=50,
+        clocks_event_reasons=0,
+    )
+    rb.series(
+        "nvme",
+        NVME_SCHEMA,
+        device="nvme0",
+        temp_c=40,
+        critical_warning=0,
+        thm_temp1_trans_count=0,
+        thm_temp1_total_time=0,
+        power_w=lambda t: np.where((t > 5) & (t <= 8), 8.0, 3.0),
+    )
     rb.series("rapl", RAPL_SCHEMA, domain="package-0", energy_uj=lambda t: (t * 40e6).astype(np.int64))
     rb.series("node", POWER_SCHEMA, device="psu", power_w=10.0)
     rb.checkpoint(5, 8, 150 * MiB, step=1, **kw)

@@ -1,4 +1,5 @@
 """Windows (markers, inferred bursts), durability, throttling, GPU idle time, run cost at scale."""
+
 import math
 
 import numpy as np
@@ -6,8 +7,7 @@ import pytest
 from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 import ckprof
-from ckprof.analysis import analyze
-from ckprof.analysis import scale
+from ckprof.analysis import analyze, scale
 
 MiB = 2**20
 
@@ -82,14 +82,22 @@ def test_fsynced_checkpoint_is_durable_at_return(tmp_path):
 def _thermal(tmp_path, throttle: bool):
     rb = RecordingBuilder(tmp_path / "rec", duration_s=30)
     spans = [(3, 5), (10, 12), (17, 19), (24, 26)]
-    rb.block("nvme0n1", lambda t: bursts(spans, 1000 * MiB)(t) - np.where(throttle & (t > 24), 500 * MiB, 0) * (bursts(spans, 1)(t)),
-            queue=lambda t: bursts(spans, 32.0)(t))
+    rb.block(
+        "nvme0n1",
+        lambda t: bursts(spans, 1000 * MiB)(t) - np.where(throttle & (t > 24), 500 * MiB, 0) * (bursts(spans, 1)(t)),
+        queue=lambda t: bursts(spans, 32.0)(t),
+    )
     temp = lambda t: 40 + 1.5 * t  # noqa: E731  heats up through the run, 76 °C at 24 s
-    rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=temp,
-              critical_warning=lambda t: np.where(throttle & (t > 24.5), 0x02, 0),
-              thm_temp1_trans_count=lambda t: np.where(throttle & (t > 24), 1, 0),
-              thm_temp1_total_time=lambda t: np.where(throttle, np.clip(t - 24, 0, None), 0).astype(int),
-              power_w=5)
+    rb.series(
+        "nvme",
+        NVME_SCHEMA,
+        device="nvme0",
+        temp_c=temp,
+        critical_warning=lambda t: np.where(throttle & (t > 24.5), 0x02, 0),
+        thm_temp1_trans_count=lambda t: np.where(throttle & (t > 24), 1, 0),
+        thm_temp1_total_time=lambda t: np.where(throttle, np.clip(t - 24, 0, None), 0).astype(int),
+        power_w=5,
+    )
     for i, (a, b) in enumerate(spans):
         rb.checkpoint(a, b, 2000 * MiB, step=i)
     return analyze(ckprof.load(rb.finish())).report
@@ -129,9 +137,16 @@ def test_gpu_idle_seconds_and_thermal_reason(tmp_path):
     rb.block("sda", bursts([(4, 7)], 10 * MiB))
     for g in ("0", "1"):
         idle_from = 4 if g == "0" else 5  # GPU 0 idles for the whole 3 s save, GPU 1 for 2 s
-        rb.series("gpu", GPU_SCHEMA, gpu=g, energy_mj=lambda t: t * 1e5, power_w=100, temp_c=60,
-                  util_gpu_pct=lambda t, a=idle_from: np.where((t > a) & (t <= 7), 0, 95),
-                  clocks_event_reasons=lambda t, g=g: np.where((g == "1") & (t > 6) & (t <= 6.5), 0x40, 0x1))
+        rb.series(
+            "gpu",
+            GPU_SCHEMA,
+            gpu=g,
+            energy_mj=lambda t: t * 1e5,
+            power_w=100,
+            temp_c=60,
+            util_gpu_pct=lambda t, a=idle_from: np.where((t > a) & (t <= 7), 0, 95),
+            clocks_event_reasons=lambda t, g=g: np.where((g == "1") & (t > 6) & (t <= 6.5), 0x40, 0x1),
+        )
     rb.checkpoint(4, 7, 30 * MiB)
     rep = analyze(ckprof.load(rb.finish())).report
     (cp,) = rep["checkpoints"]
@@ -167,7 +182,9 @@ def test_young_daly_and_llama3_failure_model():
     assert d == pytest.approx(math.sqrt(2 * 60 * 10800) * (1 + math.sqrt(60 / 21600) / 3 + 60 / (18 * 10800)) - 60)
     assert scale.daly_interval_s(100, 40) == 40  # δ ≥ 2M: checkpoint every MTBF
     sc = scale.at_scale(60, gpus=16384, restart_s=120)
-    assert sc["overhead_at_daly"] == pytest.approx(60 / sc["daly_interval_s"] + (sc["daly_interval_s"] / 2 + 120) / sc["mtbf_s"])
+    assert sc["overhead_at_daly"] == pytest.approx(
+        60 / sc["daly_interval_s"] + (sc["daly_interval_s"] / 2 + 120) / sc["mtbf_s"]
+    )
     assert sc["goodput_at_daly"] == pytest.approx(1 - sc["overhead_at_daly"])
     assert "419" in sc["mtbf_source"]
     assert scale.at_scale(60) == {}

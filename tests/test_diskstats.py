@@ -1,21 +1,21 @@
 """/proc/diskstats in every kernel layout, and iostat's own test vectors (sysstat)."""
+
 import re
 
-import numpy as np
 import pandas as pd
 import pytest
+from conftest import DATA
 
 from ckprof.collectors.diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
 from ckprof.recording.rates import block_rates
-from conftest import DATA
 
 # One line per layout the kernel has printed (Documentation/admin-guide/iostats.rst).
 LINE_17 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11 12 13 14 15 16 17"
 LINE_15 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11 12 13 14 15"
 LINE_11 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11"
-LINE_4 = "   8       1 sda1 101 303 505 707"          # 2.6.0–2.6.24 partitions
+LINE_4 = "   8       1 sda1 101 303 505 707"  # 2.6.0–2.6.24 partitions
 LINE_24 = "   8     0   1048576 sda 101 2 303 4 505 6 707 8 1 10 11"  # 2.4 /proc/partitions
-LINE_20 = LINE_17 + " 18 19 20"                      # a future kernel appending fields
+LINE_20 = LINE_17 + " 18 19 20"  # a future kernel appending fields
 
 
 @pytest.mark.parametrize("line,n", [(LINE_11, 11), (LINE_15, 15), (LINE_17, 17), (LINE_20, 17), (LINE_24, 11)])
@@ -38,7 +38,9 @@ def test_old_partition_layout():
 
 
 def test_sys_block_stat_and_inflight():
-    st = parse_sys_block_stat("     101        2      303        4      505        6      707        8        1       10       11\n")
+    st = parse_sys_block_stat(
+        "     101        2      303        4      505        6      707        8        1       10       11\n"
+    )
     assert st["write_ios"] == 505 and st["discard_ios"] is None
     assert parse_inflight("       3       16\n") == (3, 16)
 
@@ -73,8 +75,14 @@ def test_against_sysstat_vectors():
     rates = block_rates(pd.DataFrame(rows)).set_index("device")
     expected = _iostat_second_report(vec / "expected.iostat-x")
     assert set(expected) <= set(rates.index)
-    ours = {"r/s": "read_iops", "w/s": "write_iops", "r_await": "r_await_ms", "w_await": "w_await_ms",
-            "aqu-sz": "aqu_sz", "%util": "util_pct"}
+    ours = {
+        "r/s": "read_iops",
+        "w/s": "write_iops",
+        "r_await": "r_await_ms",
+        "w_await": "w_await_ms",
+        "aqu-sz": "aqu_sz",
+        "%util": "util_pct",
+    }
     checked = 0
     for dev, exp in expected.items():
         r = rates.loc[dev]

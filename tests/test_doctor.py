@@ -1,10 +1,11 @@
 """`ckprof doctor` on a machine without NVMe: it says so, what one would give, and what it needs."""
+
 import os
 
 import pytest
+from conftest import ckprof_cmd
 
 from ckprof.cli.doctor import nvme_controllers, nvme_lines
-from conftest import ckprof_cmd
 
 
 def test_doctor_without_nvme_says_what_it_would_record(tmp_path):
@@ -14,8 +15,14 @@ def test_doctor_without_nvme_says_what_it_would_record(tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "no NVMe controller on this machine" in out
-    for measured in ("temperature", "thermal throttling", "power state", "data units read and written",
-                     "critical warnings", "Power Measurement log"):
+    for measured in (
+        "temperature",
+        "thermal throttling",
+        "power state",
+        "data units read and written",
+        "critical warnings",
+        "Power Measurement log",
+    ):
         assert measured in out
     assert "nvme-cli: " in out and "root: " in out
 
@@ -35,4 +42,5 @@ def test_nvme_here_but_not_behind_the_path(tmp_path):
     assert "nvme0, nvme1 here, but none behind the checkpoint path" in lines[0]
     assert "--device nvme0n1" in lines[0]
     assert nvme_lines({"nvme": {"ok": True}}, sys_root=str(tmp_path)) == [
-        "NVMe: nvme0, nvme1 here; see the nvme and nvme_hwmon lines above"]
+        "NVMe: nvme0, nvme1 here; see the nvme and nvme_hwmon lines above"
+    ]

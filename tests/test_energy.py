@@ -1,4 +1,5 @@
 """Energy over windows: trapezoid integration, energy counters (wrap-safe), baselines, GPU idle."""
+
 from __future__ import annotations
 
 import math
@@ -9,13 +10,13 @@ import pyarrow as pa
 import pytest
 
 import ckprof
+from ckprof.analysis.gpu_idle import idle_flags as gpu_idle
 from ckprof.collectors.base import col
-from ckprof.record.clock import FakeClock
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.rapl import RaplCollector
-from ckprof.analysis.gpu_idle import idle_flags as gpu_idle
 from ckprof.power.energy import components, energy_j
 from ckprof.power.integrate import coverage, cumulative_j, power_j, unwrap_counter
+from ckprof.record.clock import FakeClock
 
 
 def integrate_power(t_ns, watts, a, b):
@@ -25,13 +26,14 @@ def integrate_power(t_ns, watts, a, b):
 
 def counter_energy(t_ns, raw, a, b, joules_per_unit, width=None):
     return cumulative_j(t_ns, unwrap_counter(raw, width) * joules_per_unit, a, b), coverage(t_ns, a, b)
-from ckprof.errors import UsageError
-from ckprof.record.recorder import Recorder
-from ckprof.recording.writer import RecordingWriter
+
 
 from recbuild import START_NS, RecordingBuilder, t
 from test_rapl import PKG_RANGE, make_powercap, set_energy
 
+from ckprof.errors import UsageError
+from ckprof.record.recorder import Recorder
+from ckprof.recording.writer import RecordingWriter
 
 METER = [col("power_w", pa.float64(), "W")]  # one power reading, no label: a meter on one thing
 
@@ -74,9 +76,14 @@ def test_window_past_the_readings_is_not_extrapolated():
 
 def test_rapl_counter_wrap_in_a_recording(tmp_path):
     """20 W on package-0 sampled at 1 Hz by the real collector; the counter wraps after 3 s."""
-    root = make_powercap(tmp_path / "sys", {"intel-rapl:0": ("package-0", PKG_RANGE - 50_000_000, PKG_RANGE),
-                                            "intel-rapl-mmio:0": ("package-0", 7, PKG_RANGE),
-                                            "intel-rapl:0:0": ("dram", 1_000, 65712999613)})
+    root = make_powercap(
+        tmp_path / "sys",
+        {
+            "intel-rapl:0": ("package-0", PKG_RANGE - 50_000_000, PKG_RANGE),
+            "intel-rapl-mmio:0": ("package-0", 7, PKG_RANGE),
+            "intel-rapl:0:0": ("dram", 1_000, 65712999613),
+        },
+    )
     c = RaplCollector(period_s=1.0, sys_root=root)
     assert c.probe().ok
     clock = FakeClock(START_NS)
@@ -117,8 +124,13 @@ def gpu_rows(gpu, power_w, energy_w=None, n=11, lost_after=None, **extra):
         lost = lost_after is not None and i > lost_after
         row = {"t_s": i * 0.5, "gpu": gpu, "lost": lost}
         if not lost:
-            row.update(power_w=power_w, util_gpu_pct=0.0, util_mem_pct=0.0, reason_idle=True,
-                       energy_mj=None if energy_w is None else 987_654_321 + round(energy_w * i * 0.5 * 1000))
+            row.update(
+                power_w=power_w,
+                util_gpu_pct=0.0,
+                util_mem_pct=0.0,
+                reason_idle=True,
+                energy_mj=None if energy_w is None else 987_654_321 + round(energy_w * i * 0.5 * 1000),
+            )
             row.update(extra)
         rows.append(row)
     return rows
@@ -132,7 +144,10 @@ def test_gpu_prefers_the_energy_counter_and_combines_provenance(tmp_path):
     g1 = energy_j(rec, "gpu1", t(1), t(4))
     assert g1.joules == pytest.approx(240.0) and (g1.provenance, g1.method) == ("derived", "integrated power")
     both = energy_j(rec, "gpu", t(1), t(4))
-    assert both.joules == pytest.approx(1140.0) and (both.provenance, both.method) == ("derived", "energy counter, integrated power")
+    assert both.joules == pytest.approx(1140.0) and (both.provenance, both.method) == (
+        "derived",
+        "energy counter, integrated power",
+    )
     assert components(rec) == ["gpu"]
 
 
@@ -160,13 +175,15 @@ def test_unknown_component_names_those_there(tmp_path):
 
 
 def test_gpu_idle_decision():
-    df = pd.DataFrame({
-        "gpu": [0, 0, 0, 0, 1, 1, 1],
-        "lost": [False] * 6 + [True],
-        "util_gpu_pct": [0, 0, 87, 0, 0, 0, np.nan],
-        "util_mem_pct": [0, 35, 40, 0, 0, 0, np.nan],   # a D2H checkpoint copy: SM idle, memory busy
-        "reason_idle": [True, False, False, False, None, None, None],
-        "power_w": [70.0, 180.0, 690.0, 75.0, 61.0, 140.0, np.nan],
-        "power_instant_w": [np.nan] * 7,
-    })
+    df = pd.DataFrame(
+        {
+            "gpu": [0, 0, 0, 0, 1, 1, 1],
+            "lost": [False] * 6 + [True],
+            "util_gpu_pct": [0, 0, 87, 0, 0, 0, np.nan],
+            "util_mem_pct": [0, 35, 40, 0, 0, 0, np.nan],  # a D2H checkpoint copy: SM idle, memory busy
+            "reason_idle": [True, False, False, False, None, None, None],
+            "power_w": [70.0, 180.0, 690.0, 75.0, 61.0, 140.0, np.nan],
+            "power_instant_w": [np.nan] * 7,
+        }
+    )
     assert gpu_idle(df).tolist() == [True, False, False, False, True, False, False]

@@ -5,6 +5,7 @@ The fakes return the binding's real ctypes structures with values as an H100 SXM
 1980 MHz under load, energy counter in the 10^8..10^11 mJ range). `test_real_nvml` runs the
 collector against the real library when a driver and a GPU are present, and skips otherwise.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,9 @@ import pytest
 pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py not installed (pip install 'ckprof[gpu]')")
 
 import ckprof  # noqa: E402
-from ckprof.record.clock import FakeClock  # noqa: E402
 from ckprof.collectors import gpu as gpu_mod  # noqa: E402
 from ckprof.collectors.gpu import GpuCollector, visible_gpus  # noqa: E402
+from ckprof.record.clock import FakeClock  # noqa: E402
 from ckprof.record.recorder import Recorder  # noqa: E402
 from ckprof.recording.writer import RecordingWriter  # noqa: E402
 
@@ -31,11 +32,25 @@ HW_THERMAL = 0x40
 
 
 def h100(index, **over):
-    g = {"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-5e0e5f2c-8a1b-4c3d-9e7f-00000000000{index}",
-         "bus": f"00000000:{0x18 + index:02X}:00.0", "limit_mw": 700000, "mem_total": 85520809984,
-         "util": (0, 0), "mem_used": 532676608, "power_mw": 71234, "instant_mw": 70980,
-         "energy_mj": 123456789012, "sm_mhz": 345, "reasons": IDLE, "temp": 33,
-         "pcie_tx": 312, "pcie_rx": 1024, "procs": [], "errors": {}}
+    g = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": f"GPU-5e0e5f2c-8a1b-4c3d-9e7f-00000000000{index}",
+        "bus": f"00000000:{0x18 + index:02X}:00.0",
+        "limit_mw": 700000,
+        "mem_total": 85520809984,
+        "util": (0, 0),
+        "mem_used": 532676608,
+        "power_mw": 71234,
+        "instant_mw": 70980,
+        "energy_mj": 123456789012,
+        "sm_mhz": 345,
+        "reasons": IDLE,
+        "temp": 33,
+        "pcie_tx": 312,
+        "pcie_rx": 1024,
+        "procs": [],
+        "errors": {},
+    }
     g.update(over)
     return g
 
@@ -60,6 +75,7 @@ class FakeNvml:
         def side_effect(handle, *args):
             self._maybe_fail(handle, key)
             return value(self._g(handle), *args)
+
         return side_effect
 
     def _field_values(self, handle, field_ids):
@@ -91,8 +107,7 @@ class FakeNvml:
             return pynvml.c_nvmlUtilization_t(gpu=g["util"][0], memory=g["util"][1])
 
         def mem(g, version=None):
-            return pynvml.c_nvmlMemory_t(total=g["mem_total"], free=g["mem_total"] - g["mem_used"],
-                                         used=g["mem_used"])
+            return pynvml.c_nvmlMemory_t(total=g["mem_total"], free=g["mem_total"] - g["mem_used"], used=g["mem_used"])
 
         def pci(g):
             info = pynvml.nvmlPciInfo_t()
@@ -100,9 +115,12 @@ class FakeNvml:
             return info
 
         def procs(g):
-            return [pynvml.nvmlFriendlyObject({"pid": p, "usedGpuMemory": 1 << 30,
-                                               "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF})
-                    for p in (g["procs"]() if callable(g["procs"]) else g["procs"])]
+            return [
+                pynvml.nvmlFriendlyObject(
+                    {"pid": p, "usedGpuMemory": 1 << 30, "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF}
+                )
+                for p in (g["procs"]() if callable(g["procs"]) else g["procs"])
+            ]
 
         fns = {
             "nvmlInit": lambda: self._init(),
@@ -118,18 +136,20 @@ class FakeNvml:
             "nvmlDeviceGetUtilizationRates": self._fn("util", util),
             "nvmlDeviceGetPowerUsage": self._fn("power", lambda g: g["power_mw"]),
             "nvmlDeviceGetFieldValues": self._field_values,
-            "nvmlDeviceGetClockInfo": self._fn("clock", lambda g, t: g["sm_mhz"] if t == pynvml.NVML_CLOCK_SM else 1593),
+            "nvmlDeviceGetClockInfo": self._fn(
+                "clock", lambda g, t: g["sm_mhz"] if t == pynvml.NVML_CLOCK_SM else 1593
+            ),
             "nvmlDeviceGetCurrentClocksEventReasons": self._fn("event_reasons", lambda g: g["reasons"]),
             "nvmlDeviceGetCurrentClocksThrottleReasons": self._fn("throttle_reasons", lambda g: g["reasons"]),
             "nvmlDeviceGetTemperature": self._fn("temp", lambda g, s: g["temp"]),
             "nvmlDeviceGetPcieThroughput": self._fn(
-                "pcie", lambda g, c: g["pcie_tx"] if c == pynvml.NVML_PCIE_UTIL_TX_BYTES else g["pcie_rx"]),
+                "pcie", lambda g, c: g["pcie_tx"] if c == pynvml.NVML_PCIE_UTIL_TX_BYTES else g["pcie_rx"]
+            ),
             "nvmlDeviceGetComputeRunningProcesses": self._fn("procs", procs),
         }
         self._stack = ExitStack()
         for name, fn in fns.items():
-            self.mocks[name] = self._stack.enter_context(
-                mock.patch.object(pynvml, name, autospec=True, side_effect=fn))
+            self.mocks[name] = self._stack.enter_context(mock.patch.object(pynvml, name, autospec=True, side_effect=fn))
         return self
 
     def __exit__(self, *exc):
@@ -137,9 +157,20 @@ class FakeNvml:
 
 
 def test_sample_two_gpus_busy_and_idle_and_which_the_command_uses():
-    busy = h100(0, util=(87, 45), mem_used=61203283968, power_mw=688412, instant_mw=701337,
-                energy_mj=123456789012, sm_mhz=1980, reasons=SW_POWER_CAP, temp=67,
-                pcie_tx=2480000, pcie_rx=15200, procs=[os.getpid(), 1])
+    busy = h100(
+        0,
+        util=(87, 45),
+        mem_used=61203283968,
+        power_mw=688412,
+        instant_mw=701337,
+        energy_mj=123456789012,
+        sm_mhz=1980,
+        reasons=SW_POWER_CAP,
+        temp=67,
+        pcie_tx=2480000,
+        pcie_rx=15200,
+        procs=[os.getpid(), 1],
+    )
     idle = h100(1)
     with FakeNvml([busy, idle]) as nv:
         c = GpuCollector(root_pid=os.getpid, env={"CUDA_VISIBLE_DEVICES": "0"})
@@ -166,8 +197,9 @@ def test_sample_two_gpus_busy_and_idle_and_which_the_command_uses():
 
 
 def test_unsupported_queries_are_null_and_asked_once():
-    old = h100(0, instant_mw=None, errors={"energy": pynvml.NVML_ERROR_NOT_SUPPORTED,
-                                           "pcie": pynvml.NVML_ERROR_NOT_SUPPORTED})
+    old = h100(
+        0, instant_mw=None, errors={"energy": pynvml.NVML_ERROR_NOT_SUPPORTED, "pcie": pynvml.NVML_ERROR_NOT_SUPPORTED}
+    )
     with FakeNvml([old]) as nv:
         c = GpuCollector()
         probe = c.probe()
@@ -176,8 +208,7 @@ def test_unsupported_queries_are_null_and_asked_once():
         assert nv.mocks["nvmlDeviceGetTotalEnergyConsumption"].call_count == 2  # probe, first sample
         assert nv.mocks["nvmlDeviceGetFieldValues"].call_count == 1
         assert nv.mocks["nvmlDeviceGetPowerUsage"].call_count == 3
-    assert all(r["energy_mj"] is None and r["power_instant_w"] is None and r["pcie_tx_kb_per_s"] is None
-               for r in rows)
+    assert all(r["energy_mj"] is None and r["power_instant_w"] is None and r["pcie_tx_kb_per_s"] is None for r in rows)
     assert rows[-1]["power_w"] == pytest.approx(71.234)
 
 
@@ -222,11 +253,14 @@ def test_gpu_lost_mid_run_is_a_row_flag_and_an_event(tmp_path):
     assert json.load(open(tmp_path / "rec" / "meta.json"))["collectors"]["gpu"]["describe"]["lost"] == [1]
 
 
-@pytest.mark.parametrize("code,words,fix", [
-    ("NVML_ERROR_LIBRARY_NOT_FOUND", "no NVIDIA driver", "install the NVIDIA driver"),
-    ("NVML_ERROR_DRIVER_NOT_LOADED", "driver is not loaded", "modprobe nvidia"),
-    ("NVML_ERROR_NO_PERMISSION", "no permission", "/dev/nvidia"),
-])
+@pytest.mark.parametrize(
+    "code,words,fix",
+    [
+        ("NVML_ERROR_LIBRARY_NOT_FOUND", "no NVIDIA driver", "install the NVIDIA driver"),
+        ("NVML_ERROR_DRIVER_NOT_LOADED", "driver is not loaded", "modprobe nvidia"),
+        ("NVML_ERROR_NO_PERMISSION", "no permission", "/dev/nvidia"),
+    ],
+)
 def test_probe_without_driver_says_why_and_the_fix(code, words, fix):
     with FakeNvml([], init_error=getattr(pynvml, code)):
         p = GpuCollector().probe()
@@ -258,7 +292,9 @@ def test_probe_without_nvidia_ml_py(monkeypatch):
 def test_visible_gpus_maps_indices_and_uuids():
     gpus = [{"index": 0, "uuid": "GPU-aaaa-1"}, {"index": 1, "uuid": "GPU-bbbb-2"}]
     assert visible_gpus("1,GPU-aaaa", gpus, "PCI_BUS_ID") == [
-        {"entry": "1", "gpu": 1, "exact": True}, {"entry": "GPU-aaaa", "gpu": 0, "exact": True}]
+        {"entry": "1", "gpu": 1, "exact": True},
+        {"entry": "GPU-aaaa", "gpu": 0, "exact": True},
+    ]
     assert visible_gpus("MIG-1234,-1,0", gpus) == [{"entry": "MIG-1234", "gpu": None, "exact": False}]
     assert visible_gpus("", gpus) == [] and visible_gpus(None, gpus) == []
 
@@ -279,8 +315,14 @@ def test_record_a_command_on_fake_gpus(tmp_path):
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     try:
         with FakeNvml(gpus):
-            result = record([sys.executable, "-c", "import time; time.sleep(1.5)"], str(tmp_path / "rec"),
-                            0.1, [str(tmp_path)], [], quiet=True)
+            result = record(
+                [sys.executable, "-c", "import time; time.sleep(1.5)"],
+                str(tmp_path / "rec"),
+                0.1,
+                [str(tmp_path)],
+                [],
+                quiet=True,
+            )
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     assert result.exit_code == 0

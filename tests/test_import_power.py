@@ -1,4 +1,5 @@
 """`ckprof import-power`: run as a user runs it (the real executable), on real and built recordings."""
+
 from __future__ import annotations
 
 import json
@@ -9,19 +10,19 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
+from recbuild import WALL_NS, RecordingBuilder, t
 
 import ckprof
 from ckprof.collectors.base import col
+from ckprof.errors import UsageError
 from ckprof.power.energy import energy_j
 from ckprof.recording.import_power import parse_time_ns, read_trace
-from ckprof.errors import UsageError
-
-from recbuild import WALL_NS, RecordingBuilder, t
 
 
 def ckprof_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ckprof.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "ckprof.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def iso(wall_ns: int, zone: str = "Z") -> str:
@@ -71,8 +72,10 @@ def write(tmp_path, text, name="trace.csv"):
 
 def test_unix_seconds_semicolons_decimal_commas_and_clock_offset(tmp_path, built):
     w0 = WALL_NS / 1e9
-    trace = write(tmp_path, "# WT310E export\nTime;Power (W)\n" +
-                  "".join(f"{w0 + 2 + k * 0.5:.3f};{k + 10},5\n" for k in range(5)))
+    trace = write(
+        tmp_path,
+        "# WT310E export\nTime;Power (W)\n" + "".join(f"{w0 + 2 + k * 0.5:.3f};{k + 10},5\n" for k in range(5)),
+    )
     out = ckprof_cli("import-power", built, trace, "--device", "ssd.a", "--clock-offset", "-1.5")
     assert out.returncode == 0, out.stderr
     s = ckprof.load(built).samples("power_ssd.a")

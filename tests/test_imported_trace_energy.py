@@ -5,6 +5,7 @@ checkpoint): report JSON, Markdown and HTML, compare, Parquet export — for one
 of two hosts. The trace is written in the analyzer's own terms (Unix seconds, watts) and put on
 the recording's clock by import-power.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,15 +15,16 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import CKPROF
 
 WATTS = 10.0
-CHILD = ("import ckprof, time\n"
-         "time.sleep(1.2)\n"
-         "with ckprof.checkpoint(step=1, bytes=1 << 20):\n"
-         "    time.sleep(2.0)\n"
-         "time.sleep(0.5)\n")
+CHILD = (
+    "import ckprof, time\n"
+    "time.sleep(1.2)\n"
+    "with ckprof.checkpoint(step=1, bytes=1 << 20):\n"
+    "    time.sleep(2.0)\n"
+    "time.sleep(0.5)\n"
+)
 UNITS_J = {"J": 1.0, "kJ": 1e3, "MJ": 1e6}
 
 
@@ -79,8 +81,8 @@ def test_report_json_gives_10_w_times_the_window(recs):
     rep = report_json(recs["one"])
     (cp,) = rep["checkpoints"]
     e = cp["energy"]
-    assert list(e) == ["external:psu"], e   # the one vocabulary: an imported trace is external:<name>
-    assert e["external:psu"]["provenance"] == "derived"   # measured power, integrated
+    assert list(e) == ["external:psu"], e  # the one vocabulary: an imported trace is external:<name>
+    assert e["external:psu"]["provenance"] == "derived"  # measured power, integrated
     assert e["external:psu"]["energy_j"] == pytest.approx(WATTS * window_s(cp), rel=1e-3)
     assert cp["energy_total_j"] == pytest.approx(WATTS * window_s(cp), rel=1e-3)
     assert rep["run"]["idle_power_w"]["power_psu.power_w"] == pytest.approx(WATTS, rel=1e-6)

@@ -1,5 +1,6 @@
 """Zero-code instrumentation under `ckprof record`: one window per torch.save / DCP save, with
 path and bytes; --no-patch; chaining to an existing sitecustomize; no torch import paid for."""
+
 import json
 import os
 import subprocess
@@ -18,8 +19,13 @@ CKPROF = os.path.join(os.path.dirname(sys.executable), "ckprof")
 
 def record(tmp_path, *cmd, opts=(), env=None):
     out = tmp_path / "rec"
-    r = subprocess.run([CKPROF, "record", "-q", "-o", str(out), "--path", str(tmp_path), *opts, "--", *cmd],
-                       capture_output=True, text=True, env=env, timeout=240)
+    r = subprocess.run(
+        [CKPROF, "record", "-q", "-o", str(out), "--path", str(tmp_path), *opts, "--", *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stderr
     return ckprof.load(str(out)), r
 
@@ -32,8 +38,22 @@ def events(rec):
 def test_torch_save_and_dcp_give_one_window_per_save(tmp_path):
     pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
     ck = tmp_path / "ckpt"
-    rec, r = record(tmp_path, sys.executable, EXAMPLE, "--dir", str(ck), "--saver", "both",
-                    "--steps", "40", "--every", "10", "--width", "128", "--fsync")
+    rec, r = record(
+        tmp_path,
+        sys.executable,
+        EXAMPLE,
+        "--dir",
+        str(ck),
+        "--saver",
+        "both",
+        "--steps",
+        "40",
+        "--every",
+        "10",
+        "--width",
+        "128",
+        "--fsync",
+    )
     assert r.stdout.count("saved ") == 4
     cps = analyze(rec).report["checkpoints"]
     assert [c["source"] for c in cps] == ["patch"] * 4  # DCP's own torch.save calls inside are not windows
@@ -41,16 +61,29 @@ def test_torch_save_and_dcp_give_one_window_per_save(tmp_path):
     for c, step in zip(cps, (10, 20, 30, 40)):
         path = os.path.join(ck, f"step{step:05d}" + (".pt" if c["api"] == "torch.save" else ""))
         assert c["path"] == path
-        on_disk = os.path.getsize(path) if os.path.isfile(path) else sum(
-            os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+        on_disk = (
+            os.path.getsize(path)
+            if os.path.isfile(path)
+            else sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+        )
         assert c["bytes_app"] == on_disk > 100_000
         assert c["duration_s"] > 0 and c["ok"] is True
 
 
 def test_no_patch_marks_nothing(tmp_path):
     pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
-    rec, _ = record(tmp_path, sys.executable, EXAMPLE, "--dir", str(tmp_path / "c"), "--steps", "10",
-                    "--width", "32", opts=("--no-patch",))
+    rec, _ = record(
+        tmp_path,
+        sys.executable,
+        EXAMPLE,
+        "--dir",
+        str(tmp_path / "c"),
+        "--steps",
+        "10",
+        "--width",
+        "32",
+        opts=("--no-patch",),
+    )
     assert not [e for e in events(rec) if e["event"] == "checkpoint_start"]
     assert rec.meta["patch"] is False
 
@@ -61,7 +94,8 @@ def test_async_save_window_ends_when_the_write_completes(tmp_path):
     script.write_text(
         "import torch, torch.distributed.checkpoint as dcp\n"
         "f = dcp.async_save({'w': torch.zeros(1000, 1000)}, checkpoint_id=%r)\n"
-        "f.result()\n" % str(tmp_path / "async"))
+        "f.result()\n" % str(tmp_path / "async")
+    )
     rec, _ = record(tmp_path, sys.executable, str(script))
     ends = [e for e in events(rec) if e["event"] == "checkpoint_end"]
     assert len(ends) == 1 and ends[0]["ok"] is True
@@ -73,8 +107,10 @@ def test_safetensors_save_file(tmp_path):
     pytest.importorskip("torch", reason="needs CPU torch")
     pytest.importorskip("safetensors", reason="safetensors not installed")
     script = tmp_path / "s.py"
-    script.write_text("import torch\nfrom safetensors.torch import save_file\n"
-                      "save_file({'w': torch.ones(256, 256)}, %r)\n" % str(tmp_path / "m.safetensors"))
+    script.write_text(
+        "import torch\nfrom safetensors.torch import save_file\n"
+        "save_file({'w': torch.ones(256, 256)}, %r)\n" % str(tmp_path / "m.safetensors")
+    )
     rec, _ = record(tmp_path, sys.executable, str(script))
     (cp,) = analyze(rec).report["checkpoints"]
     assert cp["api"] == "safetensors.torch.save_file"
@@ -86,8 +122,10 @@ def test_chains_to_an_existing_sitecustomize_and_does_not_import_torch(tmp_path)
     theirs.mkdir()
     (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIR_SITECUSTOMIZE'] = 'ran'\n")
     script = tmp_path / "p.py"
-    script.write_text("import os, sys\nprint(os.environ.get('THEIR_SITECUSTOMIZE'), 'torch' in sys.modules,"
-                      " '_ckprof_autopatch' in sys.modules)\n")
+    script.write_text(
+        "import os, sys\nprint(os.environ.get('THEIR_SITECUSTOMIZE'), 'torch' in sys.modules,"
+        " '_ckprof_autopatch' in sys.modules)\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(theirs))
     rec, r = record(tmp_path, sys.executable, str(script), env=env)
     assert r.stdout.split() == ["ran", "False", "True"]
@@ -108,11 +146,14 @@ def test_dcp_load_is_a_load_window(tmp_path):
         "dcp.save(sd, checkpoint_id=%r)\n"
         "out = {'w': torch.zeros(512, 512)}\n"
         "dcp.load(out, checkpoint_id=%r)\n"
-        "assert bool((out['w'] == 1).all())\n" % (str(ck), str(ck)))
+        "assert bool((out['w'] == 1).all())\n" % (str(ck), str(ck))
+    )
     rec, _ = record(tmp_path, sys.executable, str(script))
     rep = analyze(rec).report
     assert [(c["kind"], c["api"]) for c in rep["checkpoints"]] == [
-        ("save", "torch.distributed.checkpoint.save"), ("load", "torch.distributed.checkpoint.load")]
+        ("save", "torch.distributed.checkpoint.save"),
+        ("load", "torch.distributed.checkpoint.load"),
+    ]
     assert rep["run"]["loads"] == 1 and rep["run"]["mean_restart_s"] > 0
 
 
@@ -123,9 +164,12 @@ def test_save_inside_a_marked_checkpoint_is_one_window(tmp_path):
         "import torch, ckprof\n"
         "with ckprof.checkpoint(step=7, path=%r):\n"
         "    torch.save({'w': torch.ones(64, 64)}, %r)\n"
-        "torch.save({'w': torch.ones(64, 64)}, %r)\n" % (str(tmp_path), str(tmp_path / "a.pt"), str(tmp_path / "b.pt")))
+        "torch.save({'w': torch.ones(64, 64)}, %r)\n" % (str(tmp_path), str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
+    )
     rec, _ = record(tmp_path, sys.executable, str(script))
     assert len([e for e in events(rec) if e["event"] == "checkpoint_start"]) == 3
     cps = analyze(rec).report["checkpoints"]
     assert [(c["source"], c["step"], c["path"]) for c in cps] == [
-        ("api", 7, str(tmp_path)), ("patch", None, str(tmp_path / "b.pt"))]
+        ("api", 7, str(tmp_path)),
+        ("patch", None, str(tmp_path / "b.pt")),
+    ]

@@ -3,6 +3,7 @@
 The two outputs are ipmitool's own layouts: 1.8.18 (as captured on a Supermicro board and
 quoted in OpenBMC's test suite) and 1.8.19+ (the "key : value" layout of lib/ipmi_dcmi.c).
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,7 @@ DEACTIVATED = """
     Power reading state is:                   deactivated
 """
 
-NO_DEVICE = ("Could not open device at /dev/ipmi0 or /dev/ipmi/0 or /dev/ipmidev/0: "
-             "No such file or directory\n")
+NO_DEVICE = "Could not open device at /dev/ipmi0 or /dev/ipmi/0 or /dev/ipmidev/0: No such file or directory\n"
 
 
 def fake_ipmitool(tmp_path, monkeypatch, stdout: str = "", stderr: str = "", rc: int = 0, sleep: float = 0):
@@ -69,10 +69,22 @@ exit {rc}
 
 
 def test_parse_both_ipmitool_layouts():
-    assert parse_dcmi_power(OLD) == {"power_w": 50, "power_min_w": 6, "power_max_w": 304, "power_avg_w": 49,
-                                     "sampling_period_s": 1, "reading_active": True}
-    assert parse_dcmi_power(NEW) == {"power_w": 214, "power_min_w": 2, "power_max_w": 468, "power_avg_w": 184,
-                                     "sampling_period_s": 1.0, "reading_active": True}
+    assert parse_dcmi_power(OLD) == {
+        "power_w": 50,
+        "power_min_w": 6,
+        "power_max_w": 304,
+        "power_avg_w": 49,
+        "sampling_period_s": 1,
+        "reading_active": True,
+    }
+    assert parse_dcmi_power(NEW) == {
+        "power_w": 214,
+        "power_min_w": 2,
+        "power_max_w": 468,
+        "power_avg_w": 184,
+        "sampling_period_s": 1.0,
+        "reading_active": True,
+    }
     assert parse_dcmi_power(DEACTIVATED)["reading_active"] is False
     with pytest.raises(ValueError):
         parse_dcmi_power("DCMI request failed because: Invalid command (c1)\n")
@@ -84,8 +96,17 @@ def test_probe_and_sample_with_fake_ipmitool(tmp_path, monkeypatch):
     p = c.probe()
     assert p.ok and "214 W" in p.detail
     (bindir / "out.txt").write_text(OLD)
-    assert c.sample(42) == [{"t_ns": 42, "power_w": 50, "power_min_w": 6, "power_max_w": 304,
-                             "power_avg_w": 49, "sampling_period_s": 1, "reading_active": True}]
+    assert c.sample(42) == [
+        {
+            "t_ns": 42,
+            "power_w": 50,
+            "power_min_w": 6,
+            "power_max_w": 304,
+            "power_avg_w": 49,
+            "sampling_period_s": 1,
+            "reading_active": True,
+        }
+    ]
 
 
 def test_deactivated_reading_is_said_in_probe(tmp_path, monkeypatch):

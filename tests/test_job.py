@@ -1,4 +1,5 @@
 """A job across hosts: one recording per node under host=<name>/, read back as one Job."""
+
 import os
 import shutil
 import socket
@@ -6,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import CKPROF, ckprof_cmd
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
 from ckprof.errors import RecordingError
 from ckprof.recording.job import Job, job_identity
-from conftest import CKPROF, ckprof_cmd
 
 # Two ranks per node; every rank writes its shard inside a checkpoint window.
 NODE = """
@@ -32,9 +33,28 @@ def start_node(tmp_path, job, name, node, delay, extra=()):
     script = tmp_path / "node.py"
     script.write_text(NODE.format(d=str(tmp_path)))
     env = dict(os.environ, SLURM_JOB_ID="4242", SLURM_NODEID=str(node))
-    return subprocess.Popen([*CKPROF, "record", "-q", "--job-dir", str(job), "--host-name", name,
-                             "--path", str(tmp_path), *extra, "--", sys.executable, str(script), str(node), str(delay)],
-                            env=env, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            *CKPROF,
+            "record",
+            "-q",
+            "--job-dir",
+            str(job),
+            "--host-name",
+            name,
+            "--path",
+            str(tmp_path),
+            *extra,
+            "--",
+            sys.executable,
+            str(script),
+            str(node),
+            str(delay),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_nodes_one_job(tmp_path):
@@ -67,7 +87,9 @@ def test_two_nodes_one_job(tmp_path):
             assert len(both[both["host"] == name]) == len(mine), frame
             assert set(mine.columns) - {"host"} <= set(both.columns), frame
     one = j.hosts["node-a"]
-    assert list(one.hosts) == [one.host_name] and j.collectors == sorted(set(one.collectors) | set(j.hosts["node-b"].collectors))
+    assert list(one.hosts) == [one.host_name] and j.collectors == sorted(
+        set(one.collectors) | set(j.hosts["node-b"].collectors)
+    )
     # the clock-sync state is recorded, and an unsynchronised clock is said, not hidden
     assert "kernel" in meta_b["clock_sync"]
 
@@ -105,7 +127,11 @@ def test_job_options_need_job_dir(tmp_path):
 
 def test_job_identity_from_launchers():
     assert job_identity(None, {"TORCHELASTIC_RUN_ID": "abc", "GROUP_RANK": "3"}) == {
-        "id": "abc", "id_source": "TORCHELASTIC_RUN_ID", "node_rank": 3, "node_rank_source": "GROUP_RANK"}
+        "id": "abc",
+        "id_source": "TORCHELASTIC_RUN_ID",
+        "node_rank": 3,
+        "node_rank_source": "GROUP_RANK",
+    }
     assert job_identity("mine", {"SLURM_JOB_ID": "1"})["id"] == "mine"
 
 
@@ -117,8 +143,22 @@ def test_real_hostnames_in_uts_namespaces(tmp_path):
     job = tmp_path / "job"
     procs = []
     for name in ("alpha", "beta"):
-        cmd = " ".join([f"hostname {name} &&", *CKPROF, "record", "-q", "--job-dir", str(job), "--path", str(tmp_path),
-                        "--", sys.executable, "-c", "'import ckprof; ckprof.mark(\"hello\")'"])
+        cmd = " ".join(
+            [
+                f"hostname {name} &&",
+                *CKPROF,
+                "record",
+                "-q",
+                "--job-dir",
+                str(job),
+                "--path",
+                str(tmp_path),
+                "--",
+                sys.executable,
+                "-c",
+                "'import ckprof; ckprof.mark(\"hello\")'",
+            ]
+        )
         procs.append(subprocess.Popen(["unshare", "-u", "sh", "-c", cmd], stderr=subprocess.PIPE, text=True))
     for p in procs:
         assert p.wait(timeout=60) == 0, p.stderr.read()
@@ -145,12 +185,49 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
         port = s.getsockname()[1]
     procs = []
     for node in (0, 1):
-        inner = [*CKPROF, "record", "-q", "--job-dir", str(job), "--path", str(target), "--", *torchrun,
-                 "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                 "--master-port", str(port), "-m", "ckprof.cli", "workload", "--preset", "llama3-8b",
-                 "--total-size", "16MiB", "--target", str(target), "--count", "2", "--interval", "0.2s", "--load"]
-        procs.append(subprocess.Popen(["unshare", "-u", "sh", "-c", f'hostname node{node} && exec "$@"', "sh", *inner],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        inner = [
+            *CKPROF,
+            "record",
+            "-q",
+            "--job-dir",
+            str(job),
+            "--path",
+            str(target),
+            "--",
+            *torchrun,
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node),
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-m",
+            "ckprof.cli",
+            "workload",
+            "--preset",
+            "llama3-8b",
+            "--total-size",
+            "16MiB",
+            "--target",
+            str(target),
+            "--count",
+            "2",
+            "--interval",
+            "0.2s",
+            "--load",
+        ]
+        procs.append(
+            subprocess.Popen(
+                ["unshare", "-u", "sh", "-c", f'hostname node{node} && exec "$@"', "sh", *inner],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     j = ckprof.load(str(job))
@@ -171,5 +248,7 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
         assert c["slowest_host"] in {"node0", "node1"} and c["stall_s"] >= c["slowest_host_s"] - 1e-6
         assert set(c["per_host"]) == {"node0", "node1"} and c["bytes_app"] == 16 << 20  # each node its ranks' share
     assert [c["kind"] for c in jr["checkpoints"]].count("load") == 1
-    html = subprocess.run([*CKPROF, "report", str(job), "-o", str(tmp_path / "job.html")], capture_output=True, text=True)
+    html = subprocess.run(
+        [*CKPROF, "report", str(job), "-o", str(tmp_path / "job.html")], capture_output=True, text=True
+    )
     assert html.returncode == 0 and "id='plot-nodes'" in (tmp_path / "job.html").read_text()

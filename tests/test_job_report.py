@@ -4,6 +4,7 @@ Synthetic hosts (tests/recbuild.py: the real RecordingWriter) give known answers
 wall clock, the slowest node and device, the spread, the totals. Real `ckprof record --job-dir`
 runs are in tests/test_job.py.
 """
+
 import json
 
 import numpy as np
@@ -27,14 +28,26 @@ def on(a, b, rate):
 
 def host(wall_shift_s, windows, devices, gpu_w=200.0, hostname="synth"):
     """windows: (step, rank, start_s, end_s, bytes); devices: name → rate function."""
-    rb = RecordingBuilder(duration_s=10, wall_ns=WALL_NS + int(wall_shift_s * 1e9), hostname=hostname,
-                          meta={"job": {"id": "77", "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 10}}}})
+    rb = RecordingBuilder(
+        duration_s=10,
+        wall_ns=WALL_NS + int(wall_shift_s * 1e9),
+        hostname=hostname,
+        meta={"job": {"id": "77", "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 10}}}},
+    )
     for dev, fn in devices.items():
         rb.block(dev, fn)
     rb.host()
     if gpu_w:
-        rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=lambda t: t * gpu_w * 1e3, power_w=gpu_w, util_gpu_pct=50,
-                  temp_c=50, clocks_event_reasons=0)
+        rb.series(
+            "gpu",
+            GPU_SCHEMA,
+            gpu="0",
+            energy_mj=lambda t: t * gpu_w * 1e3,
+            power_w=gpu_w,
+            util_gpu_pct=50,
+            temp_c=50,
+            clocks_event_reasons=0,
+        )
     for step, rank, a, b, n in windows:
         rb.checkpoint(a, b, n, step=step, rank=rank)
     return rb
@@ -45,9 +58,16 @@ def make_job(job, evil=False):
     and 3 from 3 s, the last ending at 6 s; nvme0 at 100 MiB/s, nvme1 at 50 MiB/s (its slowest
     carrying device) and sda at 1 MiB/s all along (under 10 % of the bytes: not a candidate)."""
     a = host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
-    b = host(0.5, [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
-             {"nvme0n1": on(3, 6, 100 * MiB), f"nvme1n1{EVIL if evil else ''}": on(3, 6, 50 * MiB),
-              "sda": lambda t: 0 * t + 1 * MiB}, hostname=EVIL if evil else "synth")
+    b = host(
+        0.5,
+        [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
+        {
+            "nvme0n1": on(3, 6, 100 * MiB),
+            f"nvme1n1{EVIL if evil else ''}": on(3, 6, 50 * MiB),
+            "sda": lambda t: 0 * t + 1 * MiB,
+        },
+        hostname=EVIL if evil else "synth",
+    )
     return job_dir(job, {"a": a, f"b{HEVIL}" if evil else "b": b})
 
 
@@ -123,8 +143,13 @@ def test_half_written_host_and_host_without_checkpoints(tmp_path):
 
 
 def test_one_host_with_no_checkpoints_still_reports(tmp_path):
-    job = job_dir(tmp_path / "job", {"x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)}),
-                                     "y": host(0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0)})
+    job = job_dir(
+        tmp_path / "job",
+        {
+            "x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)}),
+            "y": host(0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0),
+        },
+    )
     for fmt in ("json", "md", "html"):
         r = run("report", job, "--format", fmt, "-o", tmp_path / f"r.{fmt}")
         assert r.exit_code == 0, r.output

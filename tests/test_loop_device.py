@@ -3,16 +3,14 @@
 The loop device runs with --direct-io=on so the bytes it is given reach its backing disk as they
 come, and O_DIRECT writes reach the loop device without the page cache.
 """
+
 import json
-import os
-import subprocess
 import sys
 
-import numpy as np
 import pytest
+from conftest import REPO, ckprof_cmd, need_binary
 
 import ckprof
-from conftest import REPO, ckprof_cmd, need_binary, need_root
 
 WRITER = """
 import ckprof, mmap, os, time
@@ -34,8 +32,18 @@ time.sleep(0.3)
 def test_direct_write_bytes_match_and_window_brackets_them(loop_ext4, tmp_path):
     lp, mp = loop_ext4
     n_mib = 96
-    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "rec"), "--path", str(mp), "--",
-                   sys.executable, "-c", WRITER.format(n=n_mib, path=str(mp / "ckpt.bin")))
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "-o",
+        str(tmp_path / "rec"),
+        "--path",
+        str(mp),
+        "--",
+        sys.executable,
+        "-c",
+        WRITER.format(n=n_mib, path=str(mp / "ckpt.bin")),
+    )
     assert r.returncode == 0, r.stderr
     rec = ckprof.load(str(tmp_path / "rec"))
     b = rec.block()
@@ -64,16 +72,35 @@ def test_fio_queue_depth(make_loop, tmp_path):
     need_binary("fio")
     lp = make_loop("2G")
     out = tmp_path / "fio.json"
-    r = ckprof_cmd("record", "-q", "--interval", "10ms", "-o", str(tmp_path / "rec"), "--device", lp.name, "--",
-                   "fio", "--name=qd16", f"--filename={lp.dev}", "--rw=write", "--bs=512k", "--iodepth=16",
-                   "--ioengine=libaio", "--direct=1", "--size=1536M", "--output-format=json", f"--output={out}")
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--interval",
+        "10ms",
+        "-o",
+        str(tmp_path / "rec"),
+        "--device",
+        lp.name,
+        "--",
+        "fio",
+        "--name=qd16",
+        f"--filename={lp.dev}",
+        "--rw=write",
+        "--bs=512k",
+        "--iodepth=16",
+        "--ioengine=libaio",
+        "--direct=1",
+        "--size=1536M",
+        "--output-format=json",
+        f"--output={out}",
+    )
     assert r.returncode == 0, r.stderr
     w = json.loads(out.read_text())["jobs"][0]["write"]
     fio_depth = w["iops"] * w["lat_ns"]["mean"] / 1e9
     b = ckprof.load(str(tmp_path / "rec")).block()
     assert b["inflight_write"].max() >= 8
     busy = b[b["write_bytes"] > 0]
-    win = b.loc[busy.index[0]:busy.index[-1]]
+    win = b.loc[busy.index[0] : busy.index[-1]]
     ours = (win["aqu_sz"] * win["dt_s"]).sum() / win["dt_s"].sum()
     assert abs(ours - fio_depth) / fio_depth < 0.10, (ours, fio_depth)
     assert b["write_bytes"].sum() == 1536 << 20
@@ -84,16 +111,30 @@ def test_disk_full_while_recording(make_loop, tmp_path):
     """The recording's own disk fills up: one warning, the command runs on, its status is kept."""
     lp = make_loop("8M", direct_io=False)
     small = lp.mkfs_mount(tmp_path / "small")
-    code = ("import os, time\n"
-            f"f = open({str(small / 'filler')!r}, 'wb')\n"
-            "try:\n"
-            "    while True: f.write(b'x' * 65536); f.flush()\n"
-            "except OSError: pass\n"
-            "time.sleep(1.5)\n"
-            "print('child finished')\n"
-            "raise SystemExit(5)\n")
-    r = ckprof_cmd("record", "-q", "--flush-interval", "100ms", "-o", str(small / "rec"), "--path", str(tmp_path), "--",
-                   sys.executable, "-c", code)
+    code = (
+        "import os, time\n"
+        f"f = open({str(small / 'filler')!r}, 'wb')\n"
+        "try:\n"
+        "    while True: f.write(b'x' * 65536); f.flush()\n"
+        "except OSError: pass\n"
+        "time.sleep(1.5)\n"
+        "print('child finished')\n"
+        "raise SystemExit(5)\n"
+    )
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--flush-interval",
+        "100ms",
+        "-o",
+        str(small / "rec"),
+        "--path",
+        str(tmp_path),
+        "--",
+        sys.executable,
+        "-c",
+        code,
+    )
     assert r.returncode == 5
     assert "child finished" in r.stdout
     warnings = [ln for ln in r.stderr.splitlines() if "disk full" in ln]
@@ -107,9 +148,24 @@ def test_disk_full_while_recording(make_loop, tmp_path):
 @pytest.mark.root
 def test_example_under_record(loop_ext4, tmp_path):
     lp, mp = loop_ext4
-    r = ckprof_cmd("record", "-o", str(tmp_path / "rec"), "--path", str(mp), "--", sys.executable,
-                   str(REPO / "examples" / "marked_checkpoints.py"), "--dir", str(mp / "ckpt"),
-                   "--steps", "2", "--size-mib", "16", "--compute-s", "0.3")
+    r = ckprof_cmd(
+        "record",
+        "-o",
+        str(tmp_path / "rec"),
+        "--path",
+        str(mp),
+        "--",
+        sys.executable,
+        str(REPO / "examples" / "marked_checkpoints.py"),
+        "--dir",
+        str(mp / "ckpt"),
+        "--steps",
+        "2",
+        "--size-mib",
+        "16",
+        "--compute-s",
+        "0.3",
+    )
     assert r.returncode == 0, r.stderr
     assert "2 checkpoint(s) marked" in r.stderr
     rec = ckprof.load(str(tmp_path / "rec"))

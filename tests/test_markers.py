@@ -1,4 +1,5 @@
 """Markers: events from many processes at once; a silent no-op outside a recording."""
+
 import json
 import multiprocessing as mp
 import os

@@ -1,21 +1,22 @@
 """The NVMe collectors against a fake `nvme` executable (real subprocesses) and a sysfs tree in
 tmp_path; registration in sources; a hung/denied/broken nvme-cli is a note, never a crash."""
+
 import os
 
 import psutil
 import pytest
+from nvme_fakes import fake_nvme, sysfs_nvme_tree
+from test_nvme_parse import ocp_c0_bytes
 
 import ckprof
-from ckprof.record.clock import FakeClock
 from ckprof.collectors.nvme import NvmeSmartCollector, controllers_behind
 from ckprof.collectors.nvme_cli import NvmeCli, NvmeCliError
 from ckprof.collectors.nvme_hwmon import NvmeHwmonCollector
 from ckprof.collectors.topology import Topology
+from ckprof.record.clock import FakeClock
 from ckprof.record.recorder import Recorder
-from ckprof.recording.writer import RecordingWriter
 from ckprof.record.sources import SourceOptions, build_sources
-from nvme_fakes import fake_nvme, sysfs_nvme_tree
-from test_nvme_parse import ocp_c0_bytes
+from ckprof.recording.writer import RecordingWriter
 
 
 def smart(tmp_path, mode="good", overrides=None, timeout_s=5.0, ctrls=None):
@@ -53,8 +54,11 @@ def test_ocp_log_read_when_the_drive_has_it(tmp_path):
     assert c.probe().ok
     assert c.describe()["controllers"]["nvme0"]["ocp_c0"] is True
     (row,) = c.sample(1)
-    assert (row["ocp_thermal_throttling_status"], row["ocp_thermal_throttling_events"],
-            row["ocp_power_state_changes"]) == (1, 4, 9)
+    assert (
+        row["ocp_thermal_throttling_status"],
+        row["ocp_thermal_throttling_events"],
+        row["ocp_power_state_changes"],
+    ) == (1, 4, 9)
 
 
 def no_leftover(marker: str) -> bool:
@@ -79,12 +83,15 @@ def test_hanging_nvme_cli_times_out_and_leaves_no_process(tmp_path):
     assert no_leftover(str(tmp_path))
 
 
-@pytest.mark.parametrize("mode,kind,words", [
-    ("denied", "permission", "Permission denied"),
-    ("fails", "failed", "Internal Error"),
-    ("garbage", "unparseable", "no 'key: value' lines"),
-    ("truncated", "unparseable", "unreadable JSON"),
-])
+@pytest.mark.parametrize(
+    "mode,kind,words",
+    [
+        ("denied", "permission", "Permission denied"),
+        ("fails", "failed", "Internal Error"),
+        ("garbage", "unparseable", "no 'key: value' lines"),
+        ("truncated", "unparseable", "unreadable JSON"),
+    ],
+)
 def test_broken_nvme_cli_probes_false_with_the_reason(tmp_path, mode, kind, words):
     c = smart(tmp_path, mode)
     p = c.probe()
@@ -104,10 +111,12 @@ def test_missing_nvme_cli(tmp_path):
 
 def test_one_controller_failing_keeps_the_other(tmp_path):
     smart_json = os.path.join(os.path.dirname(__file__), "data", "nvme", "qemu", "smart-log.before.json")
-    over = {"smart-log": f'case "$2" in */nvme1) echo "open: Permission denied" >&2; exit 1;; '
-                         f'*) cat "{smart_json}";; esac'}
-    c = NvmeSmartCollector({"nvme0": ["nvme0n1"], "nvme1": ["nvme1n1"]},
-                           cli=NvmeCli(fake_nvme(tmp_path, "good", over), 5))
+    over = {
+        "smart-log": f'case "$2" in */nvme1) echo "open: Permission denied" >&2; exit 1;; *) cat "{smart_json}";; esac'
+    }
+    c = NvmeSmartCollector(
+        {"nvme0": ["nvme0n1"], "nvme1": ["nvme1n1"]}, cli=NvmeCli(fake_nvme(tmp_path, "good", over), 5)
+    )
     p = c.probe()
     assert p.ok and "skipped nvme1" in p.detail
     assert [r["ctrl"] for r in c.sample(1)] == ["nvme0"]
@@ -147,8 +156,10 @@ def test_hwmon_reads_composite_sensors_and_alarm(tmp_path):
     c = NvmeHwmonCollector(["nvme0"], sys_root=sys_root)
     assert c.probe().ok
     rows = c.sample(5)
-    assert [(r["sensor"], r["label"], r["temp_c"]) for r in rows] == [("temp1", "Composite", 49.85),
-                                                                      ("temp2", "Sensor 1", 51.25)]
+    assert [(r["sensor"], r["label"], r["temp_c"]) for r in rows] == [
+        ("temp1", "Composite", 49.85),
+        ("temp2", "Sensor 1", 51.25),
+    ]
     assert rows[0]["alarm"] is True and rows[1]["alarm"] is None
     d = c.describe()["sensors"]["nvme0"]["temp1"]
     assert (d["max_c"], d["crit_c"]) == (69.85, 99.85)
@@ -180,8 +191,9 @@ def test_controllers_behind_disk_and_partition(tmp_path):
 def test_sources_register_nvme_and_note_a_broken_nvme_cli(tmp_path):
     sys_root, proc_root, _ = sysfs_nvme_tree(tmp_path)
     good = fake_nvme(tmp_path, "good")
-    opts = SourceOptions(paths=[], devices=["nvme0n1"], sys_root=sys_root, proc_root=proc_root,
-                         nvme_bin=good, nvme_interval_s=0.5)
+    opts = SourceOptions(
+        paths=[], devices=["nvme0n1"], sys_root=sys_root, proc_root=proc_root, nvme_bin=good, nvme_interval_s=0.5
+    )
     s = build_sources(opts)
     names = [c.name for c in s.collectors]
     assert "nvme" in names and "nvme_hwmon" in names
@@ -231,18 +243,22 @@ def test_power_state_and_critical_warning_changes_are_events(tmp_path):
     q = os.path.join(os.path.dirname(__file__), "data", "nvme", "qemu")
     state = tmp_path / "state"
     state.write_text("before")
-    over = {"smart-log": f'if [ "$(cat {state})" = before ]; then cat "{q}/smart-log.before.json"; '
-                         f'else cat "{q}/smart-log.after-overtemp.json"; fi',
-            "get-feature": f'if [ "$(cat {state})" = before ]; then echo "Current value:00000000"; '
-                           f'else echo "Current value:00000002"; fi'}
+    over = {
+        "smart-log": f'if [ "$(cat {state})" = before ]; then cat "{q}/smart-log.before.json"; '
+        f'else cat "{q}/smart-log.after-overtemp.json"; fi',
+        "get-feature": f'if [ "$(cat {state})" = before ]; then echo "Current value:00000000"; '
+        f'else echo "Current value:00000002"; fi',
+    }
     c = smart(tmp_path, overrides=over)
     assert c.probe().ok
     c.sample(1)
     assert c.events() == []  # the first poll is the baseline
     state.write_text("after")
     c.sample(2)
-    assert c.events() == [{"event": "nvme_power_state", "ctrl": "nvme0", "from": 0, "to": 2},
-                          {"event": "nvme_critical_warning", "ctrl": "nvme0", "from": 0, "to": 2}]
+    assert c.events() == [
+        {"event": "nvme_power_state", "ctrl": "nvme0", "from": 0, "to": 2},
+        {"event": "nvme_critical_warning", "ctrl": "nvme0", "from": 0, "to": 2},
+    ]
     c.sample(3)
     assert c.events() == []
 

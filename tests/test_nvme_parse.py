@@ -1,14 +1,24 @@
 """nvme-cli output parsers against every captured fixture (tests/data/nvme/public, /qemu) and
 spec-built ones (tests/data/nvme/spec: built by hand from the NVMe 2.1 / OCP 2.0 layouts)."""
+
 import json
 import os
 
 import pytest
 
 from ckprof.collectors.nvme import smart_row
-from ckprof.collectors.nvme_parse import (DATA_UNIT_BYTES, OCP_C0_LEN, ParseError, decode_ipm,
-                                          parse_id_ctrl, parse_kelvin, parse_number, parse_ocp_c0,
-                                          parse_power_state, parse_smart_log)
+from ckprof.collectors.nvme_parse import (
+    DATA_UNIT_BYTES,
+    OCP_C0_LEN,
+    ParseError,
+    decode_ipm,
+    parse_id_ctrl,
+    parse_kelvin,
+    parse_number,
+    parse_ocp_c0,
+    parse_power_state,
+    parse_smart_log,
+)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nvme")
 
@@ -18,25 +28,53 @@ def read(*parts):
         return f.read()
 
 
-@pytest.mark.parametrize("value,expected", [
-    (12, 12), (12.0, 12), (12.5, 12.5), ("12", 12), ("0x0c", 12), ("0X2", 2), ("1,784,910", 1784910),
-    ("100%", 100), ("33 (16.90 MB)", 33), (" 7 secs", 7), ("9898518.0", 9898518), ("1e3", 1000),
-    ({"value": 2, "temp_threshold": 1}, 2), (None, None), ("", None), ("n/a", None), (True, None),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (12, 12),
+        (12.0, 12),
+        (12.5, 12.5),
+        ("12", 12),
+        ("0x0c", 12),
+        ("0X2", 2),
+        ("1,784,910", 1784910),
+        ("100%", 100),
+        ("33 (16.90 MB)", 33),
+        (" 7 secs", 7),
+        ("9898518.0", 9898518),
+        ("1e3", 1000),
+        ({"value": 2, "temp_threshold": 1}, 2),
+        (None, None),
+        ("", None),
+        ("n/a", None),
+        (True, None),
+    ],
+)
 def test_parse_number_every_style(value, expected):
     assert parse_number(value) == expected
 
 
-@pytest.mark.parametrize("value,kelvin", [
-    (323, 323), ("323", 323), ("50°C (323 Kelvin)", 323), ("50°C (323 K, 122°F)", 323),
-    ("34 C", 307), (310.0, 310), (0, None), ("0", None),
-])
+@pytest.mark.parametrize(
+    "value,kelvin",
+    [
+        (323, 323),
+        ("323", 323),
+        ("50°C (323 Kelvin)", 323),
+        ("50°C (323 K, 122°F)", 323),
+        ("34 C", 307),
+        (310.0, 310),
+        (0, None),
+        ("0", None),
+    ],
+)
 def test_parse_kelvin(value, kelvin):
     assert parse_kelvin(value) == kelvin
 
 
-@pytest.mark.parametrize("name", ["smart-log.nvmecli2.netdata.json", "smart-log.float-style.netdata.json",
-                                  "smart-log.string-style.netdata.json"])
+@pytest.mark.parametrize(
+    "name",
+    ["smart-log.nvmecli2.netdata.json", "smart-log.float-style.netdata.json", "smart-log.string-style.netdata.json"],
+)
 def test_public_smart_logs_in_three_number_styles_read_the_same(name):
     s = parse_smart_log(read("public", name))
     assert s["temperature_k"] == 310
@@ -50,12 +88,19 @@ def test_public_smart_logs_in_three_number_styles_read_the_same(name):
     assert row["cw_temperature"] is False
 
 
-@pytest.mark.parametrize("name,cw,duw", [
-    ("smart-log.before.json", 0, 0), ("smart-log.after-io.json", 0, 66),
-    ("smart-log.after-overtemp.json", 2, 66), ("smart-log.after-restore.json", 0, 66),
-    ("smart-log.qmp-injected-cw2.json", 2, 0), ("smart-log.startup-cw4.json", 4, 0),
-    ("smart-log.before.txt", 0, 0), ("smart-log.after-overtemp.txt", 2, 66),
-])
+@pytest.mark.parametrize(
+    "name,cw,duw",
+    [
+        ("smart-log.before.json", 0, 0),
+        ("smart-log.after-io.json", 0, 66),
+        ("smart-log.after-overtemp.json", 2, 66),
+        ("smart-log.after-restore.json", 0, 66),
+        ("smart-log.qmp-injected-cw2.json", 2, 0),
+        ("smart-log.startup-cw4.json", 4, 0),
+        ("smart-log.before.txt", 0, 0),
+        ("smart-log.after-overtemp.txt", 2, 66),
+    ],
+)
 def test_qemu_smart_logs_json_and_text(name, cw, duw):
     s = parse_smart_log(read("qemu", name))
     assert s["temperature_k"] == 323
@@ -93,18 +138,34 @@ def test_spec_built_nvme21_fields_and_verbose_critical_warning():
 
 
 def test_key_aliases_of_other_versions():
-    s = parse_smart_log(json.dumps({"temperature": 300, "host_reads": 5, "host_writes": "6",
-                                    "thermal_mgmt_temp1_transition_count": 3, "ctrl_busy_time": 9}))
-    assert (s["host_read_commands"], s["host_write_commands"], s["thm_temp1_trans_count"],
-            s["controller_busy_time"]) == (5, 6, 3, 9)
+    s = parse_smart_log(
+        json.dumps(
+            {
+                "temperature": 300,
+                "host_reads": 5,
+                "host_writes": "6",
+                "thermal_mgmt_temp1_transition_count": 3,
+                "ctrl_busy_time": 9,
+            }
+        )
+    )
+    assert (
+        s["host_read_commands"],
+        s["host_write_commands"],
+        s["thm_temp1_trans_count"],
+        s["controller_busy_time"],
+    ) == (5, 6, 3, 9)
 
 
-@pytest.mark.parametrize("raw,expected", [
-    (1000 | 2 << 16 | 1 << 20, (10.0, 1)),     # 1000 × 0.01 W
-    (12345 | 1 << 16, (1.2345, 0)),           # 12345 × 0.0001 W
-    (500 | 0 << 16 | 2 << 20, (None, 2)),     # scale 00b: not reported
-    (0, (None, None)),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        (1000 | 2 << 16 | 1 << 20, (10.0, 1)),  # 1000 × 0.01 W
+        (12345 | 1 << 16, (1.2345, 0)),  # 12345 × 0.0001 W
+        (500 | 0 << 16 | 2 << 20, (None, 2)),  # scale 00b: not reported
+        (0, (None, None)),
+    ],
+)
 def test_decode_interval_power_measurement(raw, expected):
     assert decode_ipm(raw) == expected
 
@@ -131,16 +192,30 @@ def test_id_ctrl_qemu():
     c = parse_id_ctrl(read("qemu", "id-ctrl.json"))
     assert c["model"] == "QEMU NVMe Ctrl" and c["firmware"] == "7.2.22"
     assert (c["wctemp_k"], c["cctemp_k"], c["mntmt_k"]) == (343, 373, None)
-    assert c["power_states"] == [{"max_power_w": 25.0, "non_operational": False, "entry_lat_us": 16,
-                                  "exit_lat_us": 4, "idle_power_w": None, "active_power_w": None}]
+    assert c["power_states"] == [
+        {
+            "max_power_w": 25.0,
+            "non_operational": False,
+            "entry_lat_us": 16,
+            "exit_lat_us": 4,
+            "idle_power_w": None,
+            "active_power_w": None,
+        }
+    ]
 
 
 def test_id_ctrl_new_scale_layout_spec_built():
     c = parse_id_ctrl(read("spec", "id-ctrl.nvmecli2-scales.json"))
     ps = c["power_states"]
-    assert ps[0] == {"max_power_w": 8.5, "non_operational": False, "entry_lat_us": 0, "exit_lat_us": 0,
-                     "idle_power_w": 3.5, "active_power_w": 7.2}
-    assert ps[1]["max_power_w"] == pytest.approx(4.5)          # 45000 × 0.0001 W
+    assert ps[0] == {
+        "max_power_w": 8.5,
+        "non_operational": False,
+        "entry_lat_us": 0,
+        "exit_lat_us": 0,
+        "idle_power_w": 3.5,
+        "active_power_w": 7.2,
+    }
+    assert ps[1]["max_power_w"] == pytest.approx(4.5)  # 45000 × 0.0001 W
     assert ps[2]["non_operational"] is True and ps[2]["idle_power_w"] == pytest.approx(0.05)
 
 
@@ -149,11 +224,15 @@ def test_power_state_from_qemu_text(name, ps):
     assert parse_power_state(read("qemu", name)) == ps
 
 
-@pytest.mark.parametrize("text,ps", [
-    ("get-feature:0x02 (Power Management), Current value:00000003", 3),
-    ("get-feature:0x02 (Power Management), Current value:0x00000064", 4),   # WH=3, PS=4
-    ('{"power_state": 2}', 2), ('{"Current value": "0x00000021"}', 1),
-])
+@pytest.mark.parametrize(
+    "text,ps",
+    [
+        ("get-feature:0x02 (Power Management), Current value:00000003", 3),
+        ("get-feature:0x02 (Power Management), Current value:0x00000064", 4),  # WH=3, PS=4
+        ('{"power_state": 2}', 2),
+        ('{"Current value": "0x00000021"}', 1),
+    ],
+)
 def test_power_state_other_styles(text, ps):
     assert parse_power_state(text) == ps
 
@@ -166,11 +245,11 @@ def test_power_state_garbage():
 def ocp_c0_bytes(events, status, ps_changes, guid=True):
     """C0h built from OCP Datacenter NVMe SSD spec 2.0 §4.8.3 offsets, independently of the parser."""
     b = bytearray(OCP_C0_LEN)
-    b[96] = events                                  # Thermal Throttling Status and Count, byte 96
-    b[97] = status                                  # byte 97: current throttling status
-    b[200:208] = ps_changes.to_bytes(8, "little")   # Power State Change Count, bytes 207:200
-    b[494:496] = (3).to_bytes(2, "little")          # Log Page Version (2.0: 3)
-    if guid:                                        # Log Page GUID AFD514C97C6F4F9CA4F2BFEA2810AFC5h
+    b[96] = events  # Thermal Throttling Status and Count, byte 96
+    b[97] = status  # byte 97: current throttling status
+    b[200:208] = ps_changes.to_bytes(8, "little")  # Power State Change Count, bytes 207:200
+    b[494:496] = (3).to_bytes(2, "little")  # Log Page Version (2.0: 3)
+    if guid:  # Log Page GUID AFD514C97C6F4F9CA4F2BFEA2810AFC5h
         b[496:512] = int("AFD514C97C6F4F9CA4F2BFEA2810AFC5", 16).to_bytes(16, "little")
     return bytes(b)
 

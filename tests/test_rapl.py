@@ -3,6 +3,7 @@
 Zone names and ranges are those of a two-socket Xeon (Ice Lake SP) and an Intel client with the
 MMIO interface: package max_energy_range_uj 262143328850, dram 65712999613.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-
 
 from ckprof.collectors.rapl import RaplCollector, find_zones
 from ckprof.recording.counters import counter_delta
@@ -50,16 +50,30 @@ def test_probe_and_sample_every_zone(tmp_path):
     c = RaplCollector(sys_root=root)
     p = c.probe()
     assert p.ok, p.detail
-    assert [z.zone for z in c.zones] == ["intel-rapl:0", "intel-rapl:0:0", "intel-rapl:1", "intel-rapl:1:0",
-                                         "intel-rapl-mmio:0"]
+    assert [z.zone for z in c.zones] == [
+        "intel-rapl:0",
+        "intel-rapl:0:0",
+        "intel-rapl:1",
+        "intel-rapl:1:0",
+        "intel-rapl-mmio:0",
+    ]
     assert "intel-rapl:0:0 (dram)" in p.detail
     rows = {r["zone"]: r for r in c.sample(7)}
-    assert rows["intel-rapl:1:0"] == {"t_ns": 7, "zone": "intel-rapl:1:0", "domain": "dram",
-                                      "parent": "intel-rapl:1", "energy_uj": 28801122017,
-                                      "max_energy_range_uj": DRAM_RANGE}
+    assert rows["intel-rapl:1:0"] == {
+        "t_ns": 7,
+        "zone": "intel-rapl:1:0",
+        "domain": "dram",
+        "parent": "intel-rapl:1",
+        "energy_uj": 28801122017,
+        "max_energy_range_uj": DRAM_RANGE,
+    }
     assert rows["intel-rapl:0"]["parent"] is None and rows["intel-rapl-mmio:0"]["domain"] == "package-0"
-    assert c.describe()["zones"][0] == {"zone": "intel-rapl:0", "domain": "package-0", "parent": None,
-                                        "max_energy_range_uj": PKG_RANGE}
+    assert c.describe()["zones"][0] == {
+        "zone": "intel-rapl:0",
+        "domain": "package-0",
+        "parent": None,
+        "max_energy_range_uj": PKG_RANGE,
+    }
 
 
 def test_counter_wrap_between_samples_gives_the_right_delta(tmp_path):
@@ -112,8 +126,9 @@ def test_root_only_energy_uj_gives_the_cve_hint(tmp_path):
             make_powercap(root, XEON)
             for z in XEON:
                 os.chmod(os.path.join(root, "class", "powercap", z, "energy_uj"), 0o400)
-            out = subprocess.run([sys.executable, "-c", PROBE_AS_NOBODY, root], capture_output=True,
-                                 text=True, timeout=60, cwd="/")
+            out = subprocess.run(
+                [sys.executable, "-c", PROBE_AS_NOBODY, root], capture_output=True, text=True, timeout=60, cwd="/"
+            )
             assert out.returncode == 0, out.stderr
             p = json.loads(out.stdout)
         finally:

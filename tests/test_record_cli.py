@@ -1,4 +1,5 @@
 """`ckprof record` as a user runs it: the real executable, real child processes, real signals."""
+
 import json
 import os
 import signal
@@ -7,9 +8,9 @@ import sys
 import time
 
 import pytest
+from conftest import CKPROF, ckprof_cmd
 
 import ckprof
-from conftest import CKPROF, ckprof_cmd
 
 PY = sys.executable
 
@@ -20,7 +21,9 @@ def rec_args(tmp_path, *extra):
 
 
 def test_exit_code_passes_through(tmp_path):
-    r = ckprof_cmd(*rec_args(tmp_path), PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)")
+    r = ckprof_cmd(
+        *rec_args(tmp_path), PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
+    )
     assert r.returncode == 3
     assert r.stdout == "out\n" and "err" in r.stderr
     rec = ckprof.load(str(tmp_path / "rec"))
@@ -62,8 +65,12 @@ def test_environment_only_gains_ckprof_variables(tmp_path):
 
 
 def _start(tmp_path, code, *extra):
-    return subprocess.Popen([*CKPROF, *rec_args(tmp_path, *extra), PY, "-c", code],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [*CKPROF, *rec_args(tmp_path, *extra), PY, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(path, timeout=20):
@@ -99,7 +106,9 @@ def test_signal_is_forwarded_and_recording_finalised(tmp_path, sig):
 
 
 def test_child_killed_by_signal_is_re_raised(tmp_path):
-    p = _start(tmp_path, "import os, time; open(os.path.join(%r, 'ready'), 'w').close(); time.sleep(60)" % str(tmp_path))
+    p = _start(
+        tmp_path, "import os, time; open(os.path.join(%r, 'ready'), 'w').close(); time.sleep(60)" % str(tmp_path)
+    )
     _wait_for(tmp_path / "ready")
     p.send_signal(signal.SIGTERM)  # the child has no handler: it dies of SIGTERM, and so does ckprof
     p.communicate(timeout=30)
@@ -109,8 +118,10 @@ def test_child_killed_by_signal_is_re_raised(tmp_path):
 
 
 def test_stubborn_child_is_killed_after_grace(tmp_path):
-    code = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "open(os.path.join(%r, 'ready'), 'w').close(); time.sleep(60)" % str(tmp_path))
+    code = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "open(os.path.join(%r, 'ready'), 'w').close(); time.sleep(60)" % str(tmp_path)
+    )
     p = _start(tmp_path, code, "--kill-after", "0.5")
     _wait_for(tmp_path / "ready")
     p.send_signal(signal.SIGTERM)
@@ -120,11 +131,13 @@ def test_stubborn_child_is_killed_after_grace(tmp_path):
 
 
 def test_sigkill_of_the_recorder_leaves_a_readable_recording(tmp_path):
-    code = ("import ckprof, os, time\n"
-            "with ckprof.checkpoint(step=1):\n"
-            "    time.sleep(0.2)\n"
-            "open(os.path.join(%r, 'ready'), 'w').close()\n"
-            "time.sleep(30)\n" % str(tmp_path))
+    code = (
+        "import ckprof, os, time\n"
+        "with ckprof.checkpoint(step=1):\n"
+        "    time.sleep(0.2)\n"
+        "open(os.path.join(%r, 'ready'), 'w').close()\n"
+        "time.sleep(30)\n" % str(tmp_path)
+    )
     p = _start(tmp_path, code, "--flush-interval", "200ms")
     _wait_for(tmp_path / "ready")
     time.sleep(1.0)  # let a few flushes land

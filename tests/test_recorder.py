@@ -1,12 +1,11 @@
 """The recorder with a replaced clock and /proc, /sys roots in tmp_path: no test sleeps."""
-import os
 
 import pyarrow as pa
 
 import ckprof
-from ckprof.record.clock import FakeClock
 from ckprof.collectors.base import T_NS, Collector, col
 from ckprof.collectors.blockdev import BlockCollector
+from ckprof.record.clock import FakeClock
 from ckprof.record.recorder import Recorder
 from ckprof.recording.writer import RecordingWriter
 
@@ -15,15 +14,21 @@ def fake_block_tree(root, dev="sda", iostats=1):
     (root / "proc").mkdir(parents=True, exist_ok=True)
     q = root / "sys" / "class" / "block" / dev / "queue"
     q.mkdir(parents=True, exist_ok=True)
-    for attr, v in {"nr_requests": "64", "rotational": "0", "logical_block_size": "512",
-                    "scheduler": "mq-deadline [none]", "iostats": str(iostats)}.items():
+    for attr, v in {
+        "nr_requests": "64",
+        "rotational": "0",
+        "logical_block_size": "512",
+        "scheduler": "mq-deadline [none]",
+        "iostats": str(iostats),
+    }.items():
         (q / attr).write_text(v + "\n")
     return root
 
 
 def set_counters(root, dev, write_sectors, write_ios, queue_ms, io_ms, inflight_w):
     (root / "proc" / "diskstats").write_text(
-        f"   8       0 {dev} 0 0 0 0 {write_ios} 0 {write_sectors} {queue_ms} {inflight_w} {io_ms} {queue_ms} 0 0 0 0 0 0\n")
+        f"   8       0 {dev} 0 0 0 0 {write_ios} 0 {write_sectors} {queue_ms} {inflight_w} {io_ms} {queue_ms} 0 0 0 0 0 0\n"
+    )
     (root / "sys" / "class" / "block" / dev / "inflight").write_text(f"0 {inflight_w}\n")
 
 
@@ -80,6 +85,7 @@ def test_sys_block_stat_fallback(tmp_path):
 
 class Slow(Collector):
     """Each sample takes 2.5 periods of the fake clock."""
+
     name = "slow"
     schema = pa.schema([T_NS, col("n", pa.int64(), "1")])
     period_s = 0.1

@@ -1,4 +1,5 @@
 """The recording format: parts written atomically, merged by level, read back after a crash."""
+
 import json
 import os
 
@@ -29,8 +30,13 @@ def parts(w):
 def write_rows(w, n_flushes, rows_per_flush=3):
     t = START["monotonic_ns"]
     for i in range(n_flushes):
-        w.append("c", [{"t_ns": t + (i * rows_per_flush + j) * 1000, "device": "d", "x": i * rows_per_flush + j}
-                       for j in range(rows_per_flush)])
+        w.append(
+            "c",
+            [
+                {"t_ns": t + (i * rows_per_flush + j) * 1000, "device": "d", "x": i * rows_per_flush + j}
+                for j in range(rows_per_flush)
+            ],
+        )
         w.flush()
 
 
@@ -55,6 +61,7 @@ def test_unfinished_merge_is_not_read_twice(tmp_path):
     write_rows(w, 3)
     d = w.collector_dir("c")
     import pyarrow.parquet as pq
+
     tables = [pq.read_table(os.path.join(d, f)) for f in sorted(os.listdir(d))]
     pq.write_table(pa.concat_tables(tables), os.path.join(d, "part-000000-000002.parquet"))
     assert len(os.listdir(d)) == 4

@@ -5,6 +5,7 @@ on load it counts the images that decoded and logs one console line, which shows
 capture works before we assert that nothing else was logged. A screenshot is kept in the
 test's tmp directory (its path is printed) for a person to look at.
 """
+
 import os
 import re
 import shutil
@@ -18,11 +19,20 @@ from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 from ckprof.cli import main
 
 MiB = 2**20
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
-PROBE = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
-         "document.body.setAttribute('data-plots-loaded',im.filter(i=>i.complete&&i.naturalWidth>0).length);"
-         "console.log('ckprof-probe '+im.length)});</script></body>")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PROBE = (
+    "<script>window.addEventListener('load',()=>{const im=[...document.images];"
+    "document.body.setAttribute('data-plots-loaded',im.filter(i=>i.complete&&i.naturalWidth>0).length);"
+    "console.log('ckprof-probe '+im.length)});</script></body>"
+)
 
 
 def chromium():
@@ -39,11 +49,26 @@ def make(path):
     rb.block("nvme0n1", lambda t: act(t) * 800 * MiB * (1 - 0.01 * t), queue=lambda t: act(t) * 16)
     rb.block("nvme1n1", lambda t: act(t) * 780 * MiB, queue=lambda t: act(t) * 15)
     rb.host(lambda t: act(t) * 100 * MiB)
-    rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=lambda t: t * 3e5 + np.cumsum(act(t)) * 1e4, power_w=300,
-              util_gpu_pct=lambda t: np.where(act(t) > 0, 2, 97), temp_c=lambda t: 55 + 0.3 * t, clocks_event_reasons=0)
-    rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=lambda t: 45 + t, critical_warning=0,
-              thm_temp1_trans_count=lambda t: (t > 21).astype(int), thm_temp1_total_time=lambda t: np.clip(t - 21, 0, None),
-              power_w=lambda t: 4 + 5 * act(t))
+    rb.series(
+        "gpu",
+        GPU_SCHEMA,
+        gpu="0",
+        energy_mj=lambda t: t * 3e5 + np.cumsum(act(t)) * 1e4,
+        power_w=300,
+        util_gpu_pct=lambda t: np.where(act(t) > 0, 2, 97),
+        temp_c=lambda t: 55 + 0.3 * t,
+        clocks_event_reasons=0,
+    )
+    rb.series(
+        "nvme",
+        NVME_SCHEMA,
+        device="nvme0",
+        temp_c=lambda t: 45 + t,
+        critical_warning=0,
+        thm_temp1_trans_count=lambda t: (t > 21).astype(int),
+        thm_temp1_total_time=lambda t: np.clip(t - 21, 0, None),
+        power_w=lambda t: 4 + 5 * act(t),
+    )
     for i, (a, b) in enumerate(spans):
         rb.checkpoint(a, b, int(2 * 780 * MiB * (b - a)), step=100 * (i + 1), path=f"/ckpt/step{i}<i>")
     return rb.finish()
@@ -58,8 +83,12 @@ def test_html_report_in_headless_chromium(tmp_path):
     probed = tmp_path / "probed.html"
     probed.write_text(html.read_text().replace("</body>", PROBE))
     prof = tmp_path / "profile"
-    dom = subprocess.run([exe, *FLAGS, f"--user-data-dir={prof}", "--enable-logging=stderr", "--v=0",
-                          "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [exe, *FLAGS, f"--user-data-dir={prof}", "--enable-logging=stderr", "--v=0", "--dump-dom", probed.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     m = re.search(r'data-plots-loaded="(\d+)"', dom.stdout)
     assert m and int(m.group(1)) == 3, "the three plots did not all decode"
@@ -68,8 +97,19 @@ def test_html_report_in_headless_chromium(tmp_path):
     errors = [line for line in console if "ckprof-probe" not in line]
     assert errors == []
     shot = tmp_path / "report.png"
-    subprocess.run([exe, *FLAGS, f"--user-data-dir={prof}", "--hide-scrollbars", "--window-size=1400,2600",
-                    f"--screenshot={shot}", html.as_uri()], capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            exe,
+            *FLAGS,
+            f"--user-data-dir={prof}",
+            "--hide-scrollbars",
+            "--window-size=1400,2600",
+            f"--screenshot={shot}",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert shot.exists() and shot.stat().st_size > 20_000
     print(f"screenshot: {shot}")
     os.environ.get("CKPROF_KEEP_SCREENSHOT") and shutil.copy(shot, os.environ["CKPROF_KEEP_SCREENSHOT"])

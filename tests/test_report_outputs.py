@@ -1,4 +1,5 @@
 """Report outputs (HTML, Markdown, JSON, compare, export) and bad input: one line, never a traceback."""
+
 import json
 import os
 import subprocess
@@ -26,11 +27,26 @@ def builder(rate=100 * MiB, evil=False, gpu=True):
     rb.block("nvme0n1" if not evil else f"dev{EVIL}", bursts(spans, rate), queue=lambda t: bursts(spans, 8.0)(t))
     rb.host()
     if gpu:
-        rb.series("gpu", GPU_SCHEMA, gpu="0", energy_mj=lambda t: t * 2e5, power_w=200,
-                  util_gpu_pct=lambda t: np.where(bursts(spans, 1)(t) > 0, 0, 90), temp_c=lambda t: 50 + t,
-                  clocks_event_reasons=0)
-        rb.series("nvme", NVME_SCHEMA, device="nvme0", temp_c=lambda t: 40 + t, critical_warning=0,
-                  thm_temp1_trans_count=0, thm_temp1_total_time=0, power_w=6)
+        rb.series(
+            "gpu",
+            GPU_SCHEMA,
+            gpu="0",
+            energy_mj=lambda t: t * 2e5,
+            power_w=200,
+            util_gpu_pct=lambda t: np.where(bursts(spans, 1)(t) > 0, 0, 90),
+            temp_c=lambda t: 50 + t,
+            clocks_event_reasons=0,
+        )
+        rb.series(
+            "nvme",
+            NVME_SCHEMA,
+            device="nvme0",
+            temp_c=lambda t: 40 + t,
+            critical_warning=0,
+            thm_temp1_trans_count=0,
+            thm_temp1_total_time=0,
+            power_w=6,
+        )
     for i, (a, b) in enumerate(spans):
         rb.checkpoint(a, b, int(rate * (b - a)), step=i, path=f"/ckpt/{EVIL if evil else i}")
     return rb
@@ -110,6 +126,7 @@ def test_export_perfetto_csv_parquet(tmp_path):
 
 
 # -- bad input -----------------------------------------------------------------------------
+
 
 def one_line_error(r, *words, code=1):
     assert r.exit_code == code, r.output

@@ -1,5 +1,6 @@
 """On a real loop device: windows from markers and from fio's write bursts, bytes per window,
 and a save without fsync flagged as not durable. Root only; every fixture cleans up."""
+
 import os
 import shutil
 import subprocess
@@ -74,9 +75,29 @@ def _record_saver(tmp_path, mnt, n, size, mode):
     script = tmp_path / "saver.py"
     script.write_text(SAVER)
     out = tmp_path / f"rec-{mode}"
-    r = subprocess.run([CKPROF, "record", "-q", "--interval", "50ms", "--path", str(mnt), "-o", str(out), "--",
-                        sys.executable, str(script), str(mnt), str(n), str(size), mode],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            CKPROF,
+            "record",
+            "-q",
+            "--interval",
+            "50ms",
+            "--path",
+            str(mnt),
+            "-o",
+            str(out),
+            "--",
+            sys.executable,
+            str(script),
+            str(mnt),
+            str(n),
+            str(size),
+            mode,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return analyze(ckprof.load(str(out))).report
 
@@ -101,7 +122,8 @@ def test_save_without_fsync_is_flagged_not_durable(tmp_path, ext4):
     # least half of it was dirty (Dirty is machine-wide: another program's `sync` can flush it
     # soon after, so only the moment of return is checked)
     assert all(c["durable_at_return"] is False for c in cps), [
-        (c["pending_bytes_at_return"], c["durable_basis"]) for c in cps]
+        (c["pending_bytes_at_return"], c["durable_basis"]) for c in cps
+    ]
     assert rep["run"]["not_durable_at_return"] == 2
 
 
@@ -110,11 +132,35 @@ def test_fio_bursts_with_thinktime_become_inferred_windows(tmp_path, loopdev):
     k, burst = 4, 24
     out = tmp_path / "rec-fio"
     # K bursts of 24 MiB at 100 MiB/s, 1.5 s apart (fio thinktime after every 24 blocks of 1 MiB)
-    r = subprocess.run([CKPROF, "record", "-q", "--interval", "50ms", "--device", os.path.basename(loopdev),
-                        "-o", str(out), "--", "fio", "--name=bursts", f"--filename={loopdev}", "--rw=write",
-                        "--bs=1M", "--direct=1", "--ioengine=psync", f"--size={k * burst}M", "--rate=100m",
-                        "--thinktime=1500000", f"--thinktime_blocks={burst}", "--output=/dev/null"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            CKPROF,
+            "record",
+            "-q",
+            "--interval",
+            "50ms",
+            "--device",
+            os.path.basename(loopdev),
+            "-o",
+            str(out),
+            "--",
+            "fio",
+            "--name=bursts",
+            f"--filename={loopdev}",
+            "--rw=write",
+            "--bs=1M",
+            "--direct=1",
+            "--ioengine=psync",
+            f"--size={k * burst}M",
+            "--rate=100m",
+            "--thinktime=1500000",
+            f"--thinktime_blocks={burst}",
+            "--output=/dev/null",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     rep = analyze(ckprof.load(str(out))).report
     cps = rep["checkpoints"]
@@ -126,9 +172,30 @@ def test_fio_bursts_with_thinktime_become_inferred_windows(tmp_path, loopdev):
 
 def test_workload_recording_windows_and_bytes(tmp_path, ext4):
     out = tmp_path / "rec-workload"
-    r = subprocess.run([CKPROF, "workload", "--preset", "llama3-8b", "--total-size", "64MiB", "--ranks", "2",
-                        "--target", str(ext4 / "ck"), "--count", "3", "--interval", "1s", "--load",
-                        "-o", str(out)], capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [
+            CKPROF,
+            "workload",
+            "--preset",
+            "llama3-8b",
+            "--total-size",
+            "64MiB",
+            "--ranks",
+            "2",
+            "--target",
+            str(ext4 / "ck"),
+            "--count",
+            "3",
+            "--interval",
+            "1s",
+            "--load",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr
     cps = analyze(ckprof.load(str(out))).report["checkpoints"]
     saves = [c for c in cps if c["kind"] == "save"]

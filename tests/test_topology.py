@@ -1,13 +1,14 @@
 """Path → mount → partition/dm/md → disks, on sysfs trees in tmp_path and on real loop devices."""
+
 import os
 import subprocess
 
 import pytest
+from conftest import need_binary, run
 
 from ckprof.collectors.topology import SysfsTree, Topology, parse_mountinfo
 from ckprof.collectors.udev import UdevTree
 from ckprof.record.sources import disk_identities, watched_devices
-from conftest import need_binary, run
 
 MOUNTINFO = """\
 22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
@@ -114,8 +115,7 @@ def test_real_loop_ext4(loop_ext4):
 def test_real_partitioned_loop(make_loop, tmp_path):
     need_binary("sfdisk")
     lp = make_loop("256M", partscan=True)
-    subprocess.run(["sfdisk", "-q", lp.dev], input="label: gpt\n,100M\n,\n", text=True, check=True,
-                   capture_output=True)
+    subprocess.run(["sfdisk", "-q", lp.dev], input="label: gpt\n,100M\n,\n", text=True, check=True, capture_output=True)
     run(["partx", "-u", lp.dev]) if not os.path.exists(lp.dev + "p2") else None
     mp = lp.mkfs_mount(tmp_path / "p2", dev=lp.dev + "p2")
     node = Topology().node(lp.name + "p2")
@@ -126,8 +126,9 @@ def test_real_partitioned_loop(make_loop, tmp_path):
 def test_real_btrfs_over_two_loops(make_loop, tmp_path):
     need_binary("mkfs.btrfs")
     a, b = make_loop("256M"), make_loop("256M")
-    r = subprocess.run(["mkfs.btrfs", "-f", "-q", "-d", "raid0", "-m", "raid1", a.dev, b.dev],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["mkfs.btrfs", "-f", "-q", "-d", "raid0", "-m", "raid1", a.dev, b.dev], capture_output=True, text=True
+    )
     if r.returncode != 0:
         pytest.skip(f"mkfs.btrfs failed here: {r.stderr.strip()}")
     mp = tmp_path / "btr"
@@ -141,19 +142,29 @@ def test_real_btrfs_over_two_loops(make_loop, tmp_path):
 def test_identity_from_sysfs_says_so(tmp_path):
     topo = build_sys(tmp_path)
     ident = topo.identity("nvme0n1")
-    assert ident == {"model": "Samsung SSD 980 PRO 1TB", "serial": "S5P2NG0R123456",
-                     "wwn": "eui.002538b111b2c3d4", "firmware_rev": "5B2QGXA7",
-                     "source": {"model": "sysfs", "serial": "sysfs", "wwn": "sysfs", "firmware_rev": "sysfs"}}
-    assert topo.identity("sda") == {"model": None, "serial": None, "wwn": None, "firmware_rev": None,
-                                    "source": {}}
+    assert ident == {
+        "model": "Samsung SSD 980 PRO 1TB",
+        "serial": "S5P2NG0R123456",
+        "wwn": "eui.002538b111b2c3d4",
+        "firmware_rev": "5B2QGXA7",
+        "source": {"model": "sysfs", "serial": "sysfs", "wwn": "sysfs", "firmware_rev": "sysfs"},
+    }
+    assert topo.identity("sda") == {"model": None, "serial": None, "wwn": None, "firmware_rev": None, "source": {}}
 
 
 class TreeWithUdevDatabase(SysfsTree):
     """A sysfs tree plus what udevd would have stored for nvme0n1 (/run/udev/data/b259:0)."""
 
     def properties(self, name):
-        return {"ID_MODEL": "Samsung SSD 980 PRO 1TB", "ID_SERIAL_SHORT": "S5P2NG0R123456",
-                "ID_WWN": "eui.002538b111b2c3d4"} if name == "nvme0n1" else {}
+        return (
+            {
+                "ID_MODEL": "Samsung SSD 980 PRO 1TB",
+                "ID_SERIAL_SHORT": "S5P2NG0R123456",
+                "ID_WWN": "eui.002538b111b2c3d4",
+            }
+            if name == "nvme0n1"
+            else {}
+        )
 
 
 def test_identity_prefers_the_udev_database_field_by_field(tmp_path):
@@ -168,7 +179,14 @@ def test_meta_identity_and_watched_names_follow_the_chain(tmp_path):
     topo = build_sys(tmp_path)
     assert list(disk_identities(topo, ["nvme0n1p1", "dm-0"])) == ["nvme0n1", "sda", "sdc"]
     assert watched_devices(topo, ["nvme0n1p1", "dm-0"]) == {
-        "nvme0n1p1", "nvme0n1", "nvme0", "dm-0", "md0", "sda", "sdc"}
+        "nvme0n1p1",
+        "nvme0n1",
+        "nvme0",
+        "dm-0",
+        "md0",
+        "sda",
+        "sdc",
+    }
 
 
 def test_custom_root_reads_files_real_sys_reads_libudev(tmp_path):
@@ -185,8 +203,7 @@ def test_libudev_and_sysfs_walks_agree_on_real_devices(make_loop, tmp_path):
     if udev is None:
         pytest.skip("libudev.so.1 cannot be loaded here")
     lp = make_loop("64M", partscan=True)
-    subprocess.run(["sfdisk", "-q", lp.dev], input="label: gpt\n,20M\n,\n", text=True, check=True,
-                   capture_output=True)
+    subprocess.run(["sfdisk", "-q", lp.dev], input="label: gpt\n,20M\n,\n", text=True, check=True, capture_output=True)
     run(["partx", "-u", lp.dev]) if not os.path.exists(lp.dev + "p2") else None
     by_udev, by_files = Topology(tree=udev), Topology(tree=SysfsTree("/sys"))
     names = [lp.name, lp.name + "p1", lp.name + "p2"]

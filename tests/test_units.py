@@ -1,4 +1,5 @@
 """Quantities as users type them: one parser each, in ckprof.units."""
+
 import pytest
 
 from ckprof.errors import UsageError
@@ -20,8 +21,16 @@ def test_size(text, n):
     assert parse_size(text) == n
 
 
-@pytest.mark.parametrize("parse,text", [(parse_interval, "fast"), (parse_interval, "0"), (parse_duration, "3 weeks"),
-                                        (parse_duration, "0h"), (parse_size, "lots")])
+@pytest.mark.parametrize(
+    "parse,text",
+    [
+        (parse_interval, "fast"),
+        (parse_interval, "0"),
+        (parse_duration, "3 weeks"),
+        (parse_duration, "0h"),
+        (parse_size, "lots"),
+    ],
+)
 def test_bad_input_is_a_usage_error(parse, text):
     with pytest.raises(UsageError):
         parse(text)

@@ -1,4 +1,5 @@
 """Checkpoint sizing against MLPerf Storage v2.0's reference figures (DLIO base_checkpointing.py)."""
+
 import re
 
 import pytest
@@ -27,8 +28,10 @@ def test_llama3_405b_matches_mlperf():
     assert plan.nbytes == 5_682_508_791_808
     # ZeRO-1: only data-parallel rank 0 (ranks 0..255) writes model layers; every rank its optimizer.
     assert all(len(r.files) == 1 and r.files[0].kind == "optimizer" for r in plan.ranks[256:])
-    assert {f.name for f in plan.ranks[0].files} >= {"layer_0-model_0_model_states.pt",
-                                                    "zero_pp_rank_0_mp_rank_0_optim_states.pt"}
+    assert {f.name for f in plan.ranks[0].files} >= {
+        "layer_0-model_0_model_states.pt",
+        "zero_pp_rank_0_mp_rank_0_optim_states.pt",
+    }
 
 
 def test_layers_cover_every_index_once():
@@ -72,11 +75,14 @@ def test_custom_shape_and_param_count():
     assert flat.num_parameters() == 1000
 
 
-@pytest.mark.parametrize("kw,msg", [
-    (dict(scale=0), "--scale must be more than 0"),
-    (dict(scale=-1), "--scale must be more than 0"),
-    (dict(ranks=12), "not a multiple of TP×PP"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (dict(scale=0), "--scale must be more than 0"),
+        (dict(scale=-1), "--scale must be more than 0"),
+        (dict(ranks=12), "not a multiple of TP×PP"),
+    ],
+)
 def test_bad_plans(kw, msg):
     with pytest.raises(UsageError, match=re.escape(msg)):
         make_plan(PRESETS["llama3-70b"], **kw)
@@ -96,15 +102,18 @@ def test_dry_run_prints_plan_with_units():
     assert "1,544 files, 5,682,508,791,808 B" in r.output and "512 ranks" in r.output
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--preset", "llama3-9b"], "unknown preset 'llama3-9b'"),
-    (["--scale", "0"], "--scale must be more than 0"),
-    (["--scale", "-0.5"], "--scale must be more than 0"),
-    (["--preset", "llama3-405b", "--ranks", "100"], "not a multiple of TP×PP"),
-    (["--hidden", "64", "--ffn", "128", "--layers", "2", "--heads", "6", "--tp", "4"], "TP=4 does not divide"),
-    (["--preset", "llama3-8b", "--pp", "64"], "PP=64 pipeline stages but only 32 layers"),
-    (["--params", "abc"], "bad parameter count"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--preset", "llama3-9b"], "unknown preset 'llama3-9b'"),
+        (["--scale", "0"], "--scale must be more than 0"),
+        (["--scale", "-0.5"], "--scale must be more than 0"),
+        (["--preset", "llama3-405b", "--ranks", "100"], "not a multiple of TP×PP"),
+        (["--hidden", "64", "--ffn", "128", "--layers", "2", "--heads", "6", "--tp", "4"], "TP=4 does not divide"),
+        (["--preset", "llama3-8b", "--pp", "64"], "PP=64 pipeline stages but only 32 layers"),
+        (["--params", "abc"], "bad parameter count"),
+    ],
+)
 def test_bad_input_is_one_line_error(args, msg):
     r = run(*args, "--dry-run")
     assert r.exit_code == 2

@@ -3,6 +3,7 @@
 The loop device is made here (losetup --direct-io=on, mkfs.ext4) and always taken down. Tests
 that need it skip, saying why, where the machine cannot make one (not root, no losetup).
 """
+
 import json
 import os
 import shutil
@@ -48,8 +49,11 @@ def loopfs(tmp_path_factory):
         if r.returncode != 0:
             pytest.skip(f"losetup failed: {r.stderr.strip()}")
         dev = r.stdout.strip()
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev],
+            check=True,
+            capture_output=True,
+        )
         subprocess.run(["mount", dev, str(mnt)], check=True, capture_output=True)
         mounted = True
         yield str(mnt), os.path.basename(dev)
@@ -82,8 +86,24 @@ def test_scaled_run_device_bytes_match_plan_inside_markers(loopfs, tmp_path):
     mnt, dev = loopfs
     target, rec = os.path.join(mnt, "scaled"), str(tmp_path / "rec")
     plan_bytes = 256 * MiB
-    r = workload("--preset", "llama3-8b", "--total-size", "256MiB", "--ranks", "2", "--count", "2",
-                 "--interval", "0.5s", "--target", target, "-o", rec, "--sample-interval", "50ms")
+    r = workload(
+        "--preset",
+        "llama3-8b",
+        "--total-size",
+        "256MiB",
+        "--ranks",
+        "2",
+        "--count",
+        "2",
+        "--interval",
+        "0.5s",
+        "--target",
+        target,
+        "-o",
+        rec,
+        "--sample-interval",
+        "50ms",
+    )
     assert r.returncode == 0, r.stderr
     assert "global_epoch1_step2" in r.stdout and "GiB/s" in r.stdout and rec in r.stdout
     recording = ckprof.load(rec)
@@ -140,8 +160,9 @@ def test_flipped_byte_fails_load_naming_the_file(loopfs, tmp_path):
 
 def test_keep_two_after_four_leaves_two(tmp_path):
     target = tmp_path / "keep"
-    r = workload("--total-size", "4MiB", "--ranks", "2", "--count", "4", "--keep", "2", "--target", str(target),
-                 "--no-record")
+    r = workload(
+        "--total-size", "4MiB", "--ranks", "2", "--count", "4", "--keep", "2", "--target", str(target), "--no-record"
+    )
     assert r.returncode == 0, r.stderr
     assert published(target) == ["global_epoch1_step3", "global_epoch1_step4"]
     assert named_like_checkpoints(target) == ["global_epoch1_step3", "global_epoch1_step4"]
@@ -151,12 +172,24 @@ def test_keep_two_after_four_leaves_two(tmp_path):
     assert published(target) == ["global_epoch1_step4", "global_epoch1_step5"]
 
 
-@pytest.mark.parametrize("action,reason", [("die", "was killed by signal 9 (SIGKILL)"),
-                                           ("raise", "failed: OSError: injected fault on rank 1")])
+@pytest.mark.parametrize(
+    "action,reason",
+    [("die", "was killed by signal 9 (SIGKILL)"), ("raise", "failed: OSError: injected fault on rank 1")],
+)
 def test_a_rank_that_dies_stops_all_and_publishes_nothing(tmp_path, action, reason):
     target = tmp_path / "die"
-    r = workload("--total-size", "32MiB", "--ranks", "4", "--chunk-size", "1MiB", "--target", str(target),
-                 "--no-record", env={"CKPROF_WORKLOAD_FAULT": f"rank=1,after={2 * MiB},action={action}"})
+    r = workload(
+        "--total-size",
+        "32MiB",
+        "--ranks",
+        "4",
+        "--chunk-size",
+        "1MiB",
+        "--target",
+        str(target),
+        "--no-record",
+        env={"CKPROF_WORKLOAD_FAULT": f"rank=1,after={2 * MiB},action={action}"},
+    )
     assert r.returncode == 1
     assert f"rank 1 {reason}" in r.stderr and "nothing of that checkpoint was published" in r.stderr
     assert published(target) == [] and os.listdir(target) == []
@@ -166,9 +199,27 @@ def test_killed_mid_checkpoint_leaves_nothing_that_looks_complete(tmp_path):
     target, rec = tmp_path / "killed", tmp_path / "rec"
     e = dict(os.environ, CKPROF_WORKLOAD_FAULT=f"rank=1,after={MiB},action=stall")
     e.pop("CKPROF_EVENTS", None)
-    p = subprocess.Popen([*CKPROF, "workload", "--total-size", "16MiB", "--ranks", "2", "--chunk-size", "1MiB",
-                          "--count", "2", "--target", str(target), "-o", str(rec)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=e)
+    p = subprocess.Popen(
+        [
+            *CKPROF,
+            "workload",
+            "--total-size",
+            "16MiB",
+            "--ranks",
+            "2",
+            "--chunk-size",
+            "1MiB",
+            "--count",
+            "2",
+            "--target",
+            str(target),
+            "-o",
+            str(rec),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=e,
+    )
     import psutil
 
     try:
@@ -203,8 +254,22 @@ def test_killed_mid_checkpoint_leaves_nothing_that_looks_complete(tmp_path):
 
 
 def test_async_reports_blocked_and_durable_separately(tmp_path):
-    r = workload("--total-size", "8MiB", "--ranks", "2", "--count", "2", "--interval", "0.2s", "--async",
-                 "--target", str(tmp_path / "a"), "-o", str(tmp_path / "rec"), "--load")
+    r = workload(
+        "--total-size",
+        "8MiB",
+        "--ranks",
+        "2",
+        "--count",
+        "2",
+        "--interval",
+        "0.2s",
+        "--async",
+        "--target",
+        str(tmp_path / "a"),
+        "-o",
+        str(tmp_path / "rec"),
+        "--load",
+    )
     assert r.returncode == 0, r.stderr
     res = ckprof.load(str(tmp_path / "rec")).meta["workload"]["results"]
     for c in res["checkpoints"]:
@@ -225,8 +290,19 @@ def test_data_neither_compresses_nor_dedups(tmp_path):
     import zlib
 
     t = tmp_path / "d"
-    r = workload("--total-size", "8MiB", "--ranks", "2", "--count", "2", "--chunk-size", "64KiB", "--target", str(t),
-                 "--no-record")
+    r = workload(
+        "--total-size",
+        "8MiB",
+        "--ranks",
+        "2",
+        "--count",
+        "2",
+        "--chunk-size",
+        "64KiB",
+        "--target",
+        str(t),
+        "--no-record",
+    )
     assert r.returncode == 0, r.stderr
     blocks = set()
     total = 0
@@ -237,15 +313,18 @@ def test_data_neither_compresses_nor_dedups(tmp_path):
             data = (t / ck / name).read_bytes()
             assert len(zlib.compress(data[:MiB], 6)) > 0.99 * len(data[:MiB])
             for i in range(0, len(data), 4096):
-                blocks.add(data[i:i + 4096])
+                blocks.add(data[i : i + 4096])
                 total += 1
     assert len(blocks) == total  # no two 4 KiB blocks alike, within or across checkpoints
 
 
-@pytest.mark.parametrize("make,args,msg", [
-    ("file-parent", [], "cannot write to --target"),
-    ("tiny", [], "free; 1 checkpoint(s) of"),
-])
+@pytest.mark.parametrize(
+    "make,args,msg",
+    [
+        ("file-parent", [], "cannot write to --target"),
+        ("tiny", [], "free; 1 checkpoint(s) of"),
+    ],
+)
 def test_bad_targets_refused_before_any_rank_starts(tmp_path, make, args, msg):
     if make == "file-parent":
         (tmp_path / "afile").write_text("x")
@@ -269,7 +348,9 @@ def test_too_small_loop_target_is_refused(loopfs):
 
 
 def test_chunk_size_must_align(tmp_path):
-    r = workload("--total-size", "4MiB", "--ranks", "2", "--chunk-size", "1000", "--target", str(tmp_path), "--no-record")
+    r = workload(
+        "--total-size", "4MiB", "--ranks", "2", "--chunk-size", "1000", "--target", str(tmp_path), "--no-record"
+    )
     assert r.returncode == 2 and "multiple of 4 KiB" in r.stderr
 
 
@@ -281,9 +362,28 @@ def test_torchrun_two_ranks_save_and_load(tmp_path):
         pytest.skip("torchrun not found")
     e = {k: v for k, v in os.environ.items() if not k.startswith("CKPROF_")}
     e["OMP_NUM_THREADS"] = "1"
-    r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "ckprof.cli", "workload",
-                        "--total-size", "8MiB", "--target", str(tmp_path / "t"), "-o", str(tmp_path / "rec"), "--load"],
-                       capture_output=True, text=True, timeout=180, env=e)
+    r = subprocess.run(
+        [
+            torchrun,
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "ckprof.cli",
+            "workload",
+            "--total-size",
+            "8MiB",
+            "--target",
+            str(tmp_path / "t"),
+            "-o",
+            str(tmp_path / "rec"),
+            "--load",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=e,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verified" in r.stdout
     res = ckprof.load(str(tmp_path / "rec")).meta["workload"]

@@ -1,4 +1,5 @@
 """The workload's pieces on their own: launcher detection, data, checksums, publishing, keeping."""
+
 import os
 
 import numpy as np
@@ -11,14 +12,17 @@ from ckprof.workloads.data import RING_MIN_BYTES, Pool, aligned_buffer, chunk_ke
 from ckprof.workloads.shardio import ChecksumMismatch, FileJob, read_files, write_files
 
 
-@pytest.mark.parametrize("env,which,world", [
-    ({}, None, None),
-    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "torchrun", 2),
-    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4"}, "mpirun", 4),
-    ({"PMI_RANK": "3", "PMI_SIZE": "8"}, "mpi", 8),
-    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "16"}, "srun", 16),
-    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None, 1),  # a one-task allocation: run locally
-])
+@pytest.mark.parametrize(
+    "env,which,world",
+    [
+        ({}, None, None),
+        ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "torchrun", 2),
+        ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4"}, "mpirun", 4),
+        ({"PMI_RANK": "3", "PMI_SIZE": "8"}, "mpi", 8),
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "16"}, "srun", 16),
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None, 1),  # a one-task allocation: run locally
+    ],
+)
 def test_launcher_detection(env, which, world):
     assert launcher_env(env) == which
     assert launcher_world(env) == world
@@ -50,9 +54,9 @@ def test_streamed_file_longer_than_the_ring_has_no_equal_blocks_and_does_not_com
         data = open(j.path, "rb").read()
         assert len(data) == n
         for off in (0, RING_MIN_BYTES - 2**19):
-            assert len(zlib.compress(data[off:off + 2**20], 6)) > 0.99 * 2**20
+            assert len(zlib.compress(data[off : off + 2**20], 6)) > 0.99 * 2**20
         for i in range(0, n - n % 4096, 4096):
-            blocks.add(data[i:i + 4096])
+            blocks.add(data[i : i + 4096])
             total += 1
     assert len(blocks) == total
 
@@ -62,8 +66,17 @@ def test_write_then_read_round_trip(tmp_path, threads, direct):
     sizes = [0, 4096, 3 * 65536 + 4096, 65536 * 5 + 100]  # empty, one block, several chunks, a tail
     jobs = [FileJob(str(tmp_path / f"f{i}"), f"f{i}", n, i) for i, n in enumerate(sizes)]
     seen = []
-    res = write_files(jobs, Pool(65536, 1), seed=1, rank=0, step=1, chunk_bytes=65536, threads=threads,
-                      direct=direct, on_bytes=seen.append)
+    res = write_files(
+        jobs,
+        Pool(65536, 1),
+        seed=1,
+        rank=0,
+        step=1,
+        chunk_bytes=65536,
+        threads=threads,
+        direct=direct,
+        on_bytes=seen.append,
+    )
     assert [os.path.getsize(j.path) for j in jobs] == sizes and sum(seen) == sum(sizes)
     for j, r in zip(jobs, res):
         j.digest = r.digest

@@ -6,6 +6,7 @@
   SLURM_PROCID/SLURM_NTASKS; MPICH/PMIx PMI_RANK/PMI_SIZE): the process is one rank and ranks
   meet through torch.distributed (gloo) or mpi4py, whichever fits and is installed.
 """
+
 from __future__ import annotations
 
 import os
@@ -134,5 +135,7 @@ def from_launcher(which: str) -> Comm:
         os.environ.setdefault("RANK", os.environ.get("SLURM_PROCID", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
         os.environ.setdefault("WORLD_SIZE", str(launcher_world()))
         return TorchComm()
-    raise CkprofError(f"started by {which} on {socket.gethostname()}, but neither mpi4py nor torch.distributed "
-                      "can connect the ranks", hint="pip install mpi4py (or torch, and set MASTER_ADDR/MASTER_PORT)")
+    raise CkprofError(
+        f"started by {which} on {socket.gethostname()}, but neither mpi4py nor torch.distributed can connect the ranks",
+        hint="pip install mpi4py (or torch, and set MASTER_ADDR/MASTER_PORT)",
+    )

@@ -1,4 +1,5 @@
 """What a workload run was asked to do (everything but the plan)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

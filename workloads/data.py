@@ -20,6 +20,7 @@ find those repeats; block- and record-level compression (≤ 1 MiB records, 4 Ki
 
 Buffers come from anonymous mmap: page-aligned, as O_DIRECT needs (open(2), "O_DIRECT").
 """
+
 from __future__ import annotations
 
 import mmap
@@ -54,7 +55,7 @@ class Pool:
         step = 2**20 // 8  # fill in 1 MiB pieces: no second pool-sized temporary
         for i in range(0, words, step):
             n = min(step, words - i)
-            self.words[i:i + n] = rng.integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
+            self.words[i : i + n] = rng.integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
         self.chunk_words = -(-chunk_bytes // 8)
 
     @property
@@ -66,7 +67,7 @@ class Pool:
         n = -(-nbytes // 8)
         span = len(self.words) - n
         start = key % (span + 1)
-        np.bitwise_xor(self.words[start:start + n], np.uint64(key), out=out[:n])
+        np.bitwise_xor(self.words[start : start + n], np.uint64(key), out=out[:n])
 
 
 class Ring:
@@ -87,7 +88,7 @@ class Ring:
         """Make buffer i chunk `key`: the first 8 bytes of each 4 KiB block of its first `nbytes`
         become key + the block's index (mod 2**64)."""
         nblocks = -(-nbytes // BLOCK)
-        np.add(self._index[:nblocks], np.uint64(key), out=self.views[i][:nblocks * (BLOCK // 8):BLOCK // 8])
+        np.add(self._index[:nblocks], np.uint64(key), out=self.views[i][: nblocks * (BLOCK // 8) : BLOCK // 8])
 
 
 def file_digest(chunk_digests: list[int]) -> str:

@@ -5,6 +5,7 @@ the first allgather (a refusal there stops every rank with the same message). Lo
 each host records that host (into -o DIR, or DIR/host=<name> when the job spans hosts) and marks
 the checkpoint windows in its recording. Rank 0 prints the summary.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,9 @@ import secrets
 import socket
 import sys
 
-from ckprof.record import markers
 from ckprof.errors import CkprofError, UsageError
+from ckprof.record import markers
+
 from . import store
 from .comm import from_launcher
 from .rank import Setup, run_load, run_rank
@@ -27,15 +29,20 @@ def run(plan, cfg, which: str) -> int:
     comm = from_launcher(which)
     try:
         if cfg.count and plan.nranks != comm.size:
-            raise UsageError(f"{which} started {comm.size} ranks but the plan has {plan.nranks}",
-                             hint=f"pass --ranks {comm.size} (or start {plan.nranks} processes)")
+            raise UsageError(
+                f"{which} started {comm.size} ranks but the plan has {plan.nranks}",
+                hint=f"pass --ranks {comm.size} (or start {plan.nranks} processes)",
+            )
         proposal = None
         if comm.rank == 0:
             try:
                 if cfg.count:
                     target = preflight(plan, cfg)
-                    proposal = Setup(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
-                                     secrets.randbits(62), store.next_step(target))
+                    proposal = Setup(
+                        f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
+                        secrets.randbits(62),
+                        store.next_step(target),
+                    )
                 else:
                     proposal = Setup("load", 0, 0)
             except CkprofError as e:
@@ -60,8 +67,14 @@ def run(plan, cfg, which: str) -> int:
                 load = run_load(cfg.target, cfg, comm, setup)
                 results = {"load": load} if comm.rank == 0 else None
             if info is not None:
-                info["workload"] = {"plan": plan.to_dict(), "config": cfg.to_dict(), "results": results,
-                                    "rank": comm.rank, "world": comm.size, "launcher": which}
+                info["workload"] = {
+                    "plan": plan.to_dict(),
+                    "config": cfg.to_dict(),
+                    "results": results,
+                    "rank": comm.rank,
+                    "world": comm.size,
+                    "launcher": which,
+                }
         if comm.rank == 0:
             render(results, plan, cfg, out_dir)
             load = results.get("load")

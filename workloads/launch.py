@@ -7,6 +7,7 @@ A rank that dies stops the others; nothing of that checkpoint is published; the 
 1 and the message names the rank and why. Under torchrun, mpirun or srun, this process is one
 rank (comm.from_launcher); local rank 0 of each host records that host.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,11 +17,12 @@ import sys
 
 from ckprof.errors import CkprofError, UsageError
 from ckprof.units import fmt_bytes
+
 from . import store
 from .comm import launcher_env
 from .local import spawn_ranks
-from .recorded import events_env, recording
 from .rank import Setup
+from .recorded import events_env, recording
 
 FREE_MARGIN_MIN = 64 * 2**20
 RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
@@ -37,14 +39,19 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
     """Everything that can be refused before a rank starts. Returns the target's absolute path.
     `local_ranks`: rank processes this host will start (their memory is checked)."""
     if cfg.chunk_bytes < 4096 or cfg.chunk_bytes % 4096:
-        raise UsageError(f"--chunk-size must be a multiple of 4 KiB (got {cfg.chunk_bytes} B)",
-                         hint="O_DIRECT needs aligned lengths; e.g. 1MiB or 4MiB")
+        raise UsageError(
+            f"--chunk-size must be a multiple of 4 KiB (got {cfg.chunk_bytes} B)",
+            hint="O_DIRECT needs aligned lengths; e.g. 1MiB or 4MiB",
+        )
     if cfg.drop_caches and os.geteuid() != 0:
-        raise UsageError("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)",
-                         hint="run as root, or leave it out: reads still use posix_fadvise(DONTNEED) or --direct")
+        raise UsageError(
+            "--drop-caches needs root (it writes /proc/sys/vm/drop_caches)",
+            hint="run as root, or leave it out: reads still use posix_fadvise(DONTNEED) or --direct",
+        )
     if cfg.compute == "gpu":
         try:
             import torch
+
             ok = torch.cuda.is_available()
         except ImportError:
             ok = False
@@ -56,9 +63,11 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
         avail = psutil.virtual_memory().available
         need = local_ranks * (RANK_RSS_ESTIMATE + (cfg.threads + 2) * cfg.chunk_bytes)
         if need > 0.8 * avail:
-            raise UsageError(f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, "
-                             f"{fmt_bytes(avail)} is available",
-                             hint="run fewer ranks: --subset (the first 8 ranks of the full layout) or --ranks N")
+            raise UsageError(
+                f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, "
+                f"{fmt_bytes(avail)} is available",
+                hint="run fewer ranks: --subset (the first 8 ranks of the full layout) or --ranks N",
+            )
     target = os.path.abspath(cfg.target)
     try:
         os.makedirs(target, exist_ok=True)
@@ -67,28 +76,36 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
             f.write("x")
         os.unlink(probe)
     except OSError as e:
-        raise UsageError(f"cannot write to --target {target}: {e.strerror}",
-                         hint="choose a directory you can write") from None
+        raise UsageError(
+            f"cannot write to --target {target}: {e.strerror}", hint="choose a directory you can write"
+        ) from None
     stale = [n for n in os.listdir(target) if n.startswith(store.PARTIAL)]
     if stale:
-        print(f"ckprof: note: {len(stale)} unfinished {store.PARTIAL}* director{'y' if len(stale) == 1 else 'ies'} "
-              f"in {target} from earlier runs (killed?); not checkpoints, left as they are", file=sys.stderr)
+        print(
+            f"ckprof: note: {len(stale)} unfinished {store.PARTIAL}* director{'y' if len(stale) == 1 else 'ies'} "
+            f"in {target} from earlier runs (killed?); not checkpoints, left as they are",
+            file=sys.stderr,
+        )
     st = os.statvfs(target)
     free = st.f_bavail * st.f_frsize
     need = retained_bytes(plan, cfg)
     margin = max(FREE_MARGIN_MIN, int(need * FREE_MARGIN_FRACTION))
     if need + margin > free:
         n = need // plan.nbytes
-        raise UsageError(f"--target {target} has {fmt_bytes(free)} free; {n} checkpoint(s) of "
-                         f"{fmt_bytes(plan.nbytes)} need {fmt_bytes(need)} plus a margin of {fmt_bytes(margin)}",
-                         hint="use a smaller --total-size or --scale, --keep 1, or another --target")
+        raise UsageError(
+            f"--target {target} has {fmt_bytes(free)} free; {n} checkpoint(s) of "
+            f"{fmt_bytes(plan.nbytes)} need {fmt_bytes(need)} plus a margin of {fmt_bytes(margin)}",
+            hint="use a smaller --total-size or --scale, --keep 1, or another --target",
+        )
     if cfg.async_:
         import psutil
 
         avail = psutil.virtual_memory().available
         if plan.nbytes > 0.8 * avail:
-            raise UsageError(f"--async stages {fmt_bytes(plan.nbytes)} in memory, but only {fmt_bytes(avail)} "
-                             "is available", hint="scale the checkpoint down or drop --async")
+            raise UsageError(
+                f"--async stages {fmt_bytes(plan.nbytes)} in memory, but only {fmt_bytes(avail)} is available",
+                hint="scale the checkpoint down or drop --async",
+            )
     return target
 
 
@@ -100,8 +117,11 @@ def main(plan, cfg) -> int:
 
         return run_distributed(plan, cfg, which)
     target = preflight(plan, cfg, local_ranks=plan.nranks)
-    setup = Setup(run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}", seed=secrets.randbits(62),
-                  first_step=store.next_step(target))
+    setup = Setup(
+        run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
+        seed=secrets.randbits(62),
+        first_step=store.next_step(target),
+    )
     total = plan.nbytes * cfg.count + (plan.nbytes if cfg.load else 0)
     return _run_local(plan, cfg, setup, target, total, plan.nranks)
 
@@ -122,8 +142,12 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
             raise
         finally:
             if info is not None:
-                info["workload"] = {"plan": plan.to_dict() if plan else None, "config": cfg.to_dict(),
-                                    "results": results, "error": error}
+                info["workload"] = {
+                    "plan": plan.to_dict() if plan else None,
+                    "config": cfg.to_dict(),
+                    "results": results,
+                    "error": error,
+                }
     render(results, plan, cfg, out_dir)
     load = results.get("load")
     if load and not load["verified"]:

@@ -6,6 +6,7 @@ rank that dies (a signal, an exception it reports, a non-zero exit) stops the ot
 (SIGTERM, then SIGKILL after 5 s) and the run fails naming that rank and why. Ranks ask the
 kernel to kill them when the launcher dies (prctl PR_SET_PDEATHSIG), so none is orphaned.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -15,6 +16,7 @@ import sys
 import time
 
 from ckprof.errors import CkprofError
+
 from .comm import Aborted, HubComm
 from .rank import Progress, Setup, run_load, run_rank
 
@@ -75,8 +77,12 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
     for r in range(n):
         parent, child = ctx.Pipe()
         slot = ctx.Value("q", 0, lock=False)
-        p = ctx.Process(target=rank_entry, name=f"ckprof-rank-{r}", daemon=True,
-                        args=(child, r, n, plan, cfg, setup, env, slot, os.getpid()))
+        p = ctx.Process(
+            target=rank_entry,
+            name=f"ckprof-rank-{r}",
+            daemon=True,
+            args=(child, r, n, plan, cfg, setup, env, slot, os.getpid()),
+        )
         p.start()
         child.close()
         procs.append(p)
@@ -91,8 +97,9 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
     bar = _progress_bar(total_bytes)
     try:
         while failure is None and (any(p.exitcode is None for p in procs) or live_conns):
-            ready = wait([conns[i] for i in live_conns] + [p.sentinel for p in procs if p.exitcode is None],
-                         timeout=0.1)
+            ready = wait(
+                [conns[i] for i in live_conns] + [p.sentinel for p in procs if p.exitcode is None], timeout=0.1
+            )
             for obj in ready:
                 if id(obj) not in rank_of:
                     continue
@@ -152,10 +159,16 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
 
 class _Bar:
     def __init__(self, total: int):
-        from rich.progress import BarColumn, DownloadColumn, Progress as RichProgress, TransferSpeedColumn
+        from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+        from rich.progress import Progress as RichProgress
 
-        self.p = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(binary_units=True),
-                              TransferSpeedColumn(), transient=True)
+        self.p = RichProgress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            transient=True,
+        )
         self.p.start()
         self.task = self.p.add_task("writing", total=total)
 

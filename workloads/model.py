@@ -20,6 +20,7 @@ dlio_benchmark/checkpointing/base_checkpointing.py) with the llama3 configs of m
   model, one file per layer when PP > 1, else one file. ZeRO 3 (and 0): one model and one
   optimizer file per rank. ZeRO 0: only the first TP·PP ranks write.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -68,12 +69,14 @@ class Shape:
             return [h * self.vocab // tp // sharding]  # embedding or lm_head
         if index == L + 2:
             return [h // sharding]  # final norm
-        return [h // sharding,  # input norm
-                h * (h + 2 * kv_dim) // tp // sharding,  # QKV
-                h * h // tp // sharding,  # attention output (dense)
-                h // sharding,  # post-attention norm
-                h * 2 * self.ffn // tp // sharding,  # MLP h→ffn, ×2 for the gated unit
-                h * self.ffn // tp // sharding]  # MLP ffn→h
+        return [
+            h // sharding,  # input norm
+            h * (h + 2 * kv_dim) // tp // sharding,  # QKV
+            h * h // tp // sharding,  # attention output (dense)
+            h // sharding,  # post-attention norm
+            h * 2 * self.ffn // tp // sharding,  # MLP h→ffn, ×2 for the gated unit
+            h * self.ffn // tp // sharding,
+        ]  # MLP ffn→h
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,30 @@ class Preset:
 # configs/dlio/workload/llama3_{8b,70b,405b,1t}.yaml (shape, TP, PP, ZeRO) and
 # mlpstorage/config.py LLM_ALLOWED_VALUES (closed-division process counts → DP).
 PRESETS: dict[str, Preset] = {
-    "llama3-8b": Preset("llama3-8b", Shape(layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256),
-                        Parallelism(tp=1, pp=1, dp=8, zero=3), source="llama3_8b.yaml, 8 processes"),
-    "llama3-70b": Preset("llama3-70b", Shape(layers=80, hidden=8192, ffn=28672, heads=128, kv_heads=8, vocab=128256),
-                         Parallelism(tp=8, pp=1, dp=8, zero=3), source="llama3_70b.yaml, 64 processes"),
-    "llama3-405b": Preset("llama3-405b", Shape(layers=126, hidden=16384, ffn=53248, heads=128, kv_heads=8, vocab=128256),
-                          Parallelism(tp=8, pp=32, dp=2, zero=1), source="llama3_405b.yaml, 512 processes"),
-    "llama3-1t": Preset("llama3-1t", Shape(layers=128, hidden=25872, ffn=98304, heads=192, kv_heads=32, vocab=128256),
-                        Parallelism(tp=8, pp=64, dp=2, zero=1), source="llama3_1t.yaml, 1024 processes"),
+    "llama3-8b": Preset(
+        "llama3-8b",
+        Shape(layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256),
+        Parallelism(tp=1, pp=1, dp=8, zero=3),
+        source="llama3_8b.yaml, 8 processes",
+    ),
+    "llama3-70b": Preset(
+        "llama3-70b",
+        Shape(layers=80, hidden=8192, ffn=28672, heads=128, kv_heads=8, vocab=128256),
+        Parallelism(tp=8, pp=1, dp=8, zero=3),
+        source="llama3_70b.yaml, 64 processes",
+    ),
+    "llama3-405b": Preset(
+        "llama3-405b",
+        Shape(layers=126, hidden=16384, ffn=53248, heads=128, kv_heads=8, vocab=128256),
+        Parallelism(tp=8, pp=32, dp=2, zero=1),
+        source="llama3_405b.yaml, 512 processes",
+    ),
+    "llama3-1t": Preset(
+        "llama3-1t",
+        Shape(layers=128, hidden=25872, ffn=98304, heads=192, kv_heads=32, vocab=128256),
+        Parallelism(tp=8, pp=64, dp=2, zero=1),
+        source="llama3_1t.yaml, 1024 processes",
+    ),
 }
 
 
@@ -120,8 +139,10 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name.lower()]
     except KeyError:
-        raise UsageError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}",
-                         hint="or describe a model with --params or --hidden/--ffn/--layers/--heads/--kv-heads") from None
+        raise UsageError(
+            f"unknown preset {name!r}; presets: {', '.join(PRESETS)}",
+            hint="or describe a model with --params or --hidden/--ffn/--layers/--heads/--kv-heads",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -173,8 +194,9 @@ def rank_plan(preset: Preset, rank: int) -> RankPlan:
     mbytes, obytes = DTYPE_BYTES[preset.model_dtype], DTYPE_BYTES[preset.optimizer_dtype]
     start, end = layer_range(pp_rank, p.pp, s.layers)
     sharding = p.dp if p.zero >= 3 else 1
-    layer_bytes = {i: sum(t for t in s.layer_tensors(i, p.tp, sharding) if t > 0) * mbytes
-                   for i in range(start, end + 1)}
+    layer_bytes = {
+        i: sum(t for t in s.layer_tensors(i, p.tp, sharding) if t > 0) * mbytes for i in range(start, end + 1)
+    }
     prefix = f"zero_pp_rank_{dp_rank}_mp_rank_{mp_rank}"
     if 0 < p.zero < 3:
         if dp_rank == 0 and s.layers > 0:
@@ -210,11 +232,15 @@ def validate(preset: Preset) -> None:
     if p.zero not in (0, 1, 2, 3):
         raise UsageError(f"ZeRO stage must be 0, 1, 2 or 3 (got {p.zero})")
     if p.pp > s.layers:
-        raise UsageError(f"PP={p.pp} pipeline stages but only {s.layers} layers: some stages would hold no layer",
-                         hint="lower --pp or raise --layers")
+        raise UsageError(
+            f"PP={p.pp} pipeline stages but only {s.layers} layers: some stages would hold no layer",
+            hint="lower --pp or raise --layers",
+        )
     if not s.flat_params:
         if s.hidden < 1 or s.heads < 1 or s.kv_heads < 1:
             raise UsageError("a model shape needs --hidden, --heads and --kv-heads of at least 1")
         if s.heads % p.tp or s.kv_heads % p.tp and p.tp % s.kv_heads:
-            raise UsageError(f"TP={p.tp} does not divide the shape: {s.heads} attention heads, {s.kv_heads} KV heads",
-                             hint="choose a TP that divides the number of heads")
+            raise UsageError(
+                f"TP={p.tp} does not divide the shape: {s.heads} attention heads, {s.kv_heads} KV heads",
+                hint="choose a TP that divides the number of heads",
+            )

@@ -9,6 +9,7 @@ Python as from the command line.
     run(ModelOptions(preset="llama3-8b", total_bytes=512 * 2**20),
         RunConfig(target="/mnt/ckpt", count=3, interval_s=2.0, load=True))   # → exit status
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ class ModelOptions:
     """A preset, a custom model of N parameters, or a custom shape; parallelism and sizing."""
 
     preset: str | None = None
-    params: int | str | None = None     # a whole model of N parameters ('13B')
+    params: int | str | None = None  # a whole model of N parameters ('13B')
     hidden: int | None = None
     ffn: int | None = None
     layers: int | None = None
@@ -52,7 +53,7 @@ class ModelOptions:
     ranks: int | None = None
     subset: bool = False
     scale: float | None = None
-    total_bytes: int | None = None     # scale so one checkpoint is this many bytes
+    total_bytes: int | None = None  # scale so one checkpoint is this many bytes
 
     def _shape_given(self) -> bool:
         return any(v is not None for v in (self.hidden, self.ffn, self.heads, self.kv_heads))
@@ -74,19 +75,45 @@ class ModelOptions:
             if ranks is None and not self.subset:
                 ranks = base.par.mp
         elif self._shape_given() and not self.preset:
-            missing = [n for n, v in (("--hidden", self.hidden), ("--ffn", self.ffn), ("--layers", self.layers),
-                                      ("--heads", self.heads)) if v is None]
+            missing = [
+                n
+                for n, v in (
+                    ("--hidden", self.hidden),
+                    ("--ffn", self.ffn),
+                    ("--layers", self.layers),
+                    ("--heads", self.heads),
+                )
+                if v is None
+            ]
             if missing:
                 raise UsageError(f"a custom shape needs {', '.join(missing)} too (or start from a --preset)")
-            base = Preset("custom", Shape(layers=self.layers, hidden=self.hidden, ffn=self.ffn, heads=self.heads,
-                                          kv_heads=self.kv_heads or self.heads,
-                                          vocab=DEFAULT_VOCAB if self.vocab is None else self.vocab), par)
+            base = Preset(
+                "custom",
+                Shape(
+                    layers=self.layers,
+                    hidden=self.hidden,
+                    ffn=self.ffn,
+                    heads=self.heads,
+                    kv_heads=self.kv_heads or self.heads,
+                    vocab=DEFAULT_VOCAB if self.vocab is None else self.vocab,
+                ),
+                par,
+            )
             if ranks is None and not self.subset:
                 ranks = base.par.mp
         else:
-            base = with_overrides(get_preset(self.preset or DEFAULT_PRESET), layers=self.layers, hidden=self.hidden,
-                                  ffn=self.ffn, heads=self.heads, kv_heads=self.kv_heads, vocab=self.vocab,
-                                  tp=self.tp, pp=self.pp, zero=self.zero)
+            base = with_overrides(
+                get_preset(self.preset or DEFAULT_PRESET),
+                layers=self.layers,
+                hidden=self.hidden,
+                ffn=self.ffn,
+                heads=self.heads,
+                kv_heads=self.kv_heads,
+                vocab=self.vocab,
+                tp=self.tp,
+                pp=self.pp,
+                zero=self.zero,
+            )
             if ranks is None and not self.subset and (self.tp or self.pp):
                 ranks = base.par.mp * base.par.dp
         return make_plan(base, ranks=ranks, subset=self.subset, scale=self.scale, total_bytes=self.total_bytes)

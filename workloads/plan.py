@@ -6,12 +6,14 @@ subset mode does ("checkpoint.mode=subset", mlpstorage/benchmarks/dlio.py). `--s
 `--total-size` multiply every file by the same factor, so the rank and file structure of a
 1,544-file checkpoint stays the same at a laptop's size.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from ckprof.errors import UsageError
 from ckprof.units import fmt_bytes
+
 from .model import SUBSET_RANKS, Preset, RankPlan, ShardFile, rank_plan, validate
 
 ALIGN = 4096  # scaled files are whole 4 KiB blocks (O_DIRECT alignment; the page size)
@@ -40,15 +42,30 @@ class Plan:
 
     def to_dict(self) -> dict:
         p = self.preset
-        return {"preset": p.name, "shape": vars(p.shape), "parallelism": vars(p.par), "world": self.world,
-                "ranks": self.nranks, "subset": self.subset, "scale": self.scale, "files": self.nfiles,
-                "bytes": self.nbytes, "full_bytes": self.full_bytes,
-                "parameters": p.shape.num_parameters(), "model_dtype": p.model_dtype,
-                "optimizer_dtype": p.optimizer_dtype}
+        return {
+            "preset": p.name,
+            "shape": vars(p.shape),
+            "parallelism": vars(p.par),
+            "world": self.world,
+            "ranks": self.nranks,
+            "subset": self.subset,
+            "scale": self.scale,
+            "files": self.nfiles,
+            "bytes": self.nbytes,
+            "full_bytes": self.full_bytes,
+            "parameters": p.shape.num_parameters(),
+            "model_dtype": p.model_dtype,
+            "optimizer_dtype": p.optimizer_dtype,
+        }
 
 
-def make_plan(preset: Preset, ranks: int | None = None, subset: bool = False,
-              scale: float | None = None, total_bytes: int | None = None) -> Plan:
+def make_plan(
+    preset: Preset,
+    ranks: int | None = None,
+    subset: bool = False,
+    scale: float | None = None,
+    total_bytes: int | None = None,
+) -> Plan:
     if scale is not None and not scale > 0:
         raise UsageError(f"--scale must be more than 0 (got {scale})")
     if total_bytes is not None and total_bytes <= 0:
@@ -66,9 +83,10 @@ def make_plan(preset: Preset, ranks: int | None = None, subset: bool = False,
     else:
         world = par.world if ranks is None else ranks
         if world % par.mp:
-            raise UsageError(f"{world} ranks are not a multiple of TP×PP = {par.tp}×{par.pp} = {par.mp} "
-                             f"for {preset.name}",
-                             hint=f"use --ranks {par.mp}·k, or --subset to run the first ranks of the full layout")
+            raise UsageError(
+                f"{world} ranks are not a multiple of TP×PP = {par.tp}×{par.pp} = {par.mp} for {preset.name}",
+                hint=f"use --ranks {par.mp}·k, or --subset to run the first ranks of the full layout",
+            )
         preset = replace(preset, par=replace(par, dp=world // par.mp))
         n = world
     validate(preset)
@@ -103,25 +121,35 @@ def describe(plan: Plan, max_ranks: int = 16) -> str:
     if s.flat_params:
         lines.append(f"model       {p.name}: {s.num_parameters():,} parameters (given), {s.layers} layers")
     else:
-        lines.append(f"model       {p.name}: {s.num_parameters():,} parameters; hidden {s.hidden}, FFN {s.ffn}, "
-                     f"{s.layers} layers, {s.heads} heads, {s.kv_heads} KV heads, vocab {s.vocab}")
-    lines.append(f"layout      TP {par.tp} × PP {par.pp} × DP {plan.world // par.mp} = {plan.world} ranks, "
-                 f"ZeRO-{par.zero}; model state {p.model_dtype}, optimizer state {p.optimizer_dtype}"
-                 + (f"  [{p.source}]" if p.source else ""))
+        lines.append(
+            f"model       {p.name}: {s.num_parameters():,} parameters; hidden {s.hidden}, FFN {s.ffn}, "
+            f"{s.layers} layers, {s.heads} heads, {s.kv_heads} KV heads, vocab {s.vocab}"
+        )
+    lines.append(
+        f"layout      TP {par.tp} × PP {par.pp} × DP {plan.world // par.mp} = {plan.world} ranks, "
+        f"ZeRO-{par.zero}; model state {p.model_dtype}, optimizer state {p.optimizer_dtype}"
+        + (f"  [{p.source}]" if p.source else "")
+    )
     if plan.subset:
         lines.append(f"subset      ranks 0..{plan.nranks - 1} of {plan.world} write their share (MLPerf subset mode)")
     if plan.scale != 1.0:
-        lines.append(f"scale       × {plan.scale:.6g} of {plan.full_bytes:,} B ({fmt_bytes(plan.full_bytes)}); "
-                     f"files rounded to whole {ALIGN} B blocks")
+        lines.append(
+            f"scale       × {plan.scale:.6g} of {plan.full_bytes:,} B ({fmt_bytes(plan.full_bytes)}); "
+            f"files rounded to whole {ALIGN} B blocks"
+        )
     lines.append("rank  files  bytes                    file sizes")
-    shown = plan.ranks if plan.nranks <= max_ranks else plan.ranks[:max_ranks // 2] + plan.ranks[-max_ranks // 2:]
+    shown = plan.ranks if plan.nranks <= max_ranks else plan.ranks[: max_ranks // 2] + plan.ranks[-max_ranks // 2 :]
     for i, r in enumerate(shown):
         if plan.nranks > max_ranks and i == max_ranks // 2:
             lines.append(f"...   ({plan.nranks - max_ranks} ranks not shown)")
         lines.append(f"{r.rank:<5d} {len(r.files):<6d} {r.nbytes:>18,} B  {_sizes(r.files)}")
     first = plan.ranks[0].files
-    names = ", ".join(f"{f.name} ({f.nbytes:,} B)" for f in first[:6]) + (f", … ({len(first) - 6} more)" if len(first) > 6 else "")
+    names = ", ".join(f"{f.name} ({f.nbytes:,} B)" for f in first[:6]) + (
+        f", … ({len(first) - 6} more)" if len(first) > 6 else ""
+    )
     lines.append(f"rank 0      {names}")
-    lines.append(f"total       {plan.nfiles:,} files, {plan.nbytes:,} B ({fmt_bytes(plan.nbytes)}) per checkpoint "
-                 f"over {plan.nranks} ranks")
+    lines.append(
+        f"total       {plan.nfiles:,} files, {plan.nbytes:,} B ({fmt_bytes(plan.nbytes)}) per checkpoint "
+        f"over {plan.nranks} ranks"
+    )
     return "\n".join(lines)

@@ -11,6 +11,7 @@ checkpoint is published, so the markers bracket every byte the ranks write.
 background threads while the next compute phase runs; the checkpoint is durable when every
 rank's writes and fsyncs are done, and it is published then.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ckprof.record import markers
+
 from . import store
 from .data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
 from .shardio import ALIGN, FileJob, FileResult, read_files, write_files
@@ -125,19 +127,24 @@ class _Staged:
             ds = []
             for ci, off in enumerate(range(0, job.nbytes, chunk)):
                 n = min(chunk, job.nbytes - off)
-                pool.fill(view[off // 8:], chunk_key(seed, rank, step, job.index, ci), n)
-                ds.append(chunk_digest(memoryview(buf)[off:off + n]))
+                pool.fill(view[off // 8 :], chunk_key(seed, rank, step, job.index, ci), n)
+                ds.append(chunk_digest(memoryview(buf)[off : off + n]))
             self.bufs.append(buf)
             self.digests.append(ds)
 
     def write(self, threads: int, direct: bool, fsync: bool, on_bytes) -> list[FileResult]:
         tasks = [(i, off) for i, job in enumerate(self.jobs) for off in range(0, job.nbytes, self.chunk)]
-        fds = [os.open(j.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0),
-                       0o644) for j in self.jobs]
+        fds = [
+            os.open(
+                j.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0), 0o644
+            )
+            for j in self.jobs
+        ]
         for fd, j in zip(fds, self.jobs):
             os.ftruncate(fd, j.nbytes)  # as write_files does: no extending writes
-        tails = [os.open(j.path, os.O_WRONLY | os.O_CLOEXEC) if direct and j.nbytes % ALIGN else None
-                 for j in self.jobs]
+        tails = [
+            os.open(j.path, os.O_WRONLY | os.O_CLOEXEC) if direct and j.nbytes % ALIGN else None for j in self.jobs
+        ]
         lock, errors = threading.Lock(), []
 
         def worker():
@@ -148,7 +155,7 @@ class _Staged:
                     i, off = tasks.pop(0)
                 try:
                     n = min(self.chunk, self.jobs[i].nbytes - off)
-                    mv = memoryview(self.bufs[i])[off:off + n]
+                    mv = memoryview(self.bufs[i])[off : off + n]
                     head = n - n % ALIGN if direct else n
                     if head:
                         os.pwrite(fds[i], mv[:head], off)
@@ -198,12 +205,24 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         everyone = comm.allgather(mine)
         if rank == 0:
             _summarise(rec, everyone, plan)
-            files = [dict(name=f.name, rank=r["rank"], bytes=f.nbytes, xxh3=f.digest)
-                     for r in everyone for f in r["files"]]
-            store.publish(rec["partial"], rec["path"], {
-                "name": rec["name"], "step": rec["step"], "run_id": setup.run_id, "ranks": plan.nranks,
-                "world": plan.world, "chunk_bytes": cfg.chunk_bytes, "bytes": rec["bytes"], "files": files,
-                "plan": plan.to_dict()})
+            files = [
+                dict(name=f.name, rank=r["rank"], bytes=f.nbytes, xxh3=f.digest) for r in everyone for f in r["files"]
+            ]
+            store.publish(
+                rec["partial"],
+                rec["path"],
+                {
+                    "name": rec["name"],
+                    "step": rec["step"],
+                    "run_id": setup.run_id,
+                    "ranks": plan.nranks,
+                    "world": plan.world,
+                    "chunk_bytes": cfg.chunk_bytes,
+                    "bytes": rec["bytes"],
+                    "files": files,
+                    "plan": plan.to_dict(),
+                },
+            )
             rec["removed"] = store.prune(target, cfg.keep)
         comm.barrier()  # published before any host marks the end
         if rec.get("marker") is not None:
@@ -214,8 +233,14 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
     for k in range(cfg.count):
         step = setup.first_step + k
         name = store.checkpoint_name(step)
-        rec = {"step": step, "name": name, "path": os.path.join(target, name),
-               "partial": store.partial_dir(target, name, setup.run_id), "bytes": plan.nbytes, "files": plan.nfiles}
+        rec = {
+            "step": step,
+            "name": name,
+            "path": os.path.join(target, name),
+            "partial": store.partial_dir(target, name, setup.run_id),
+            "bytes": plan.nbytes,
+            "files": plan.nfiles,
+        }
         if k > 0:
             compute_phase(cfg.compute, cfg.interval_s)
         if pending is not None:  # the previous async checkpoint must be durable before the next
@@ -224,17 +249,38 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         if rank == 0:
             os.makedirs(rec["partial"])
         if marks:
-            rec["marker"] = markers.checkpoint(step=step, path=rec["path"], bytes=node_bytes, kind="save",
-                                               name=name, rank=rank, source="workload").__enter__()
+            rec["marker"] = markers.checkpoint(
+                step=step, path=rec["path"], bytes=node_bytes, kind="save", name=name, rank=rank, source="workload"
+            ).__enter__()
         comm.barrier()  # the checkpoint starts for everyone here
         t0 = time.monotonic_ns()
         jobs = jobs_for(rec["partial"])
         if not cfg.async_:
-            files = write_files(jobs, pool, seed=setup.seed, rank=rank, step=step, chunk_bytes=cfg.chunk_bytes,
-                                threads=cfg.threads, direct=cfg.direct, fsync=cfg.fsync, on_bytes=progress)
+            files = write_files(
+                jobs,
+                pool,
+                seed=setup.seed,
+                rank=rank,
+                step=step,
+                chunk_bytes=cfg.chunk_bytes,
+                threads=cfg.threads,
+                direct=cfg.direct,
+                fsync=cfg.fsync,
+                on_bytes=progress,
+            )
             t1 = time.monotonic_ns()
-            finish(rec, {"rank": rank, "t0": t0, "t1": t1, "staged": t1, "bytes": me.nbytes, "files": files,
-                         "max_rss_bytes": max_rss_bytes()})
+            finish(
+                rec,
+                {
+                    "rank": rank,
+                    "t0": t0,
+                    "t1": t1,
+                    "staged": t1,
+                    "bytes": me.nbytes,
+                    "files": files,
+                    "max_rss_bytes": max_rss_bytes(),
+                },
+            )
             continue
         staged = _Staged(jobs, pool, setup.seed, rank, step, cfg.chunk_bytes)
         t_staged = time.monotonic_ns()
@@ -245,8 +291,18 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
             # its compute phase meanwhile and makes no collective call until it joins this one.
             try:
                 files = staged.write(cfg.threads, cfg.direct, cfg.fsync, progress)
-                finish(rec, {"rank": rank, "t0": t0, "t1": time.monotonic_ns(), "staged": t_staged,
-                             "bytes": me.nbytes, "files": files, "max_rss_bytes": max_rss_bytes()})
+                finish(
+                    rec,
+                    {
+                        "rank": rank,
+                        "t0": t0,
+                        "t1": time.monotonic_ns(),
+                        "staged": t_staged,
+                        "bytes": me.nbytes,
+                        "files": files,
+                        "max_rss_bytes": max_rss_bytes(),
+                    },
+                )
             except BaseException as e:  # noqa: BLE001
                 box["error"] = e
 
@@ -276,10 +332,16 @@ def _summarise(rec: dict, everyone: list[dict], plan) -> None:
     rec["bytes"] = sum(r["bytes"] for r in everyone)
     rec["gib_per_s"] = rec["bytes"] / GIB / rec["seconds"] if rec["seconds"] > 0 else None
     rec["blocked_s"] = (max(r["staged"] for r in everyone) - t0) / 1e9
-    rec["ranks"] = [{"rank": r["rank"], "seconds": (r["t1"] - r["t0"]) / 1e9, "bytes": r["bytes"],
-                     "max_rss_bytes": r.get("max_rss_bytes"),
-                     "gib_per_s": r["bytes"] / GIB / ((r["t1"] - r["t0"]) / 1e9) if r["t1"] > r["t0"] else None}
-                    for r in everyone]
+    rec["ranks"] = [
+        {
+            "rank": r["rank"],
+            "seconds": (r["t1"] - r["t0"]) / 1e9,
+            "bytes": r["bytes"],
+            "max_rss_bytes": r.get("max_rss_bytes"),
+            "gib_per_s": r["bytes"] / GIB / ((r["t1"] - r["t0"]) / 1e9) if r["t1"] > r["t0"] else None,
+        }
+        for r in everyone
+    ]
 
 
 def max_rss_bytes() -> int:
@@ -302,8 +364,11 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
     manifest = store.read_manifest(path)
     rank, size = comm.rank, comm.size
     chunk = int(manifest["chunk_bytes"])
-    mine = [FileJob(os.path.join(path, f["name"]), f["name"], int(f["bytes"]), i, f["xxh3"])
-            for i, f in enumerate(manifest["files"]) if int(f["rank"]) % size == rank]
+    mine = [
+        FileJob(os.path.join(path, f["name"]), f["name"], int(f["bytes"]), i, f["xxh3"])
+        for i, f in enumerate(manifest["files"])
+        if int(f["rank"]) % size == rank
+    ]
     method = "O_DIRECT" if cfg.direct else "posix_fadvise(POSIX_FADV_DONTNEED)"
     if cfg.drop_caches:
         if comm.local_rank == 0:
@@ -313,8 +378,15 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
     on_node = set(node_ranks(comm))
     node_bytes = sum(int(f["bytes"]) for f in manifest["files"] if int(f["rank"]) % size in on_node)
     if setup.marks and _marking(comm):
-        marker = markers.checkpoint(step=manifest.get("step"), path=path, bytes=node_bytes, kind="load",
-                                    name=manifest.get("name"), rank=rank, source="workload").__enter__()
+        marker = markers.checkpoint(
+            step=manifest.get("step"),
+            path=path,
+            bytes=node_bytes,
+            kind="load",
+            name=manifest.get("name"),
+            rank=rank,
+            source="workload",
+        ).__enter__()
     comm.barrier()
     t0 = time.monotonic_ns()
     error = None
@@ -323,14 +395,28 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
     except Exception as e:  # noqa: BLE001 - every rank reports; rank 0 decides
         error = str(e)
     t1 = time.monotonic_ns()
-    everyone = comm.allgather({"rank": rank, "t0": t0, "t1": t1, "bytes": sum(j.nbytes for j in mine),
-                               "files": len(mine), "error": error, "max_rss_bytes": max_rss_bytes()})
+    everyone = comm.allgather(
+        {
+            "rank": rank,
+            "t0": t0,
+            "t1": t1,
+            "bytes": sum(j.nbytes for j in mine),
+            "files": len(mine),
+            "error": error,
+            "max_rss_bytes": max_rss_bytes(),
+        }
+    )
     if marker is not None:
         marker.__exit__(None, None, None)
     if rank != 0:
         return None
-    rec = {"path": path, "step": manifest.get("step"), "files": len(manifest["files"]), "cache_bypass": method,
-           "errors": [f"rank {r['rank']}: {r['error']}" for r in everyone if r["error"]]}
+    rec = {
+        "path": path,
+        "step": manifest.get("step"),
+        "files": len(manifest["files"]),
+        "cache_bypass": method,
+        "errors": [f"rank {r['rank']}: {r['error']}" for r in everyone if r["error"]],
+    }
     _summarise(rec, [dict(r, staged=r["t1"]) for r in everyone], None)
     rec["verified"] = not rec["errors"]
     return rec

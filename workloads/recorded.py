@@ -4,6 +4,7 @@
 `RecordingWriter`; the ranks get CKPROF_EVENTS so the marking rank's checkpoint_start/end go
 into the same events.jsonl. meta.json gets a `workload` key at the end: plan, options, results.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,10 +31,20 @@ def recording(cfg, path: str, argv: list[str]):
     try:
         yield out_dir, info
     finally:
-        session.writer.event({"t_ns": session.clock.now_ns(), "event": "workload_end", "pid": os.getpid(),
-                              "source": "workload", "error": info.get("error")})
-        close_session(session, workload=info.get("workload"),
-                      exit={"code": 1 if info.get("error") else 0, "signal": None, "error": info.get("error")})
+        session.writer.event(
+            {
+                "t_ns": session.clock.now_ns(),
+                "event": "workload_end",
+                "pid": os.getpid(),
+                "source": "workload",
+                "error": info.get("error"),
+            }
+        )
+        close_session(
+            session,
+            workload=info.get("workload"),
+            exit={"code": 1 if info.get("error") else 0, "signal": None, "error": info.get("error")},
+        )
 
 
 def events_env(out_dir: str | None) -> dict:

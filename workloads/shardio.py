@@ -14,13 +14,13 @@ Reads: `threads` reader threads pread(2) chunks and hash them. The page cache is
 O_DIRECT, or with posix_fadvise(POSIX_FADV_DONTNEED) over each whole file before it is read,
 which drops its clean cached pages (posix_fadvise(2)); the caller says which in the summary.
 """
+
 from __future__ import annotations
 
 import os
 import queue
 import threading
 from dataclasses import dataclass, field
-
 
 from .data import Pool, Ring, aligned_buffer, chunk_digest, chunk_key, file_digest
 
@@ -71,8 +71,19 @@ def _chunks(nbytes: int, chunk: int):
         yield i, off, min(chunk, nbytes - off)
 
 
-def write_files(jobs: list[FileJob], pool: Pool, *, seed: int, rank: int, step: int, chunk_bytes: int,
-                threads: int = 1, direct: bool = False, fsync: bool = True, on_bytes=None) -> list[FileResult]:
+def write_files(
+    jobs: list[FileJob],
+    pool: Pool,
+    *,
+    seed: int,
+    rank: int,
+    step: int,
+    chunk_bytes: int,
+    threads: int = 1,
+    direct: bool = False,
+    fsync: bool = True,
+    on_bytes=None,
+) -> list[FileResult]:
     """Write every job's file in full; return each file's size and checksum. Raises the first error."""
     ring = Ring(chunk_bytes, threads + 2)
     # Each buffer's random bytes are made under a key of its own (file index -1 - i: no file's).
@@ -194,8 +205,9 @@ class ChecksumMismatch(Exception):
     pass
 
 
-def read_files(jobs: list[FileJob], *, chunk_bytes: int, threads: int = 1, direct: bool = False,
-               on_bytes=None) -> list[FileResult]:
+def read_files(
+    jobs: list[FileJob], *, chunk_bytes: int, threads: int = 1, direct: bool = False, on_bytes=None
+) -> list[FileResult]:
     """Read every job's file with `threads` threads; check size and checksum against the job's."""
     tasks: queue.Queue = queue.Queue()
     states = []

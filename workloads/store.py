@@ -8,6 +8,7 @@ holds a complete checkpoint; one killed half-way stays `.partial-*` and has no m
 `--keep N` deletes the oldest complete checkpoints only after the new one is published.
 Names follow DLIO's: global_epoch1_step<N>.
 """
+
 from __future__ import annotations
 
 import json
@@ -102,8 +103,10 @@ def read_manifest(directory: str) -> dict:
         with open(path) as f:
             m = json.load(f)
     except FileNotFoundError:
-        raise CkprofError(f"{directory}: not a complete checkpoint (no {MANIFEST})",
-                          hint="give a directory written by `ckprof workload`, e.g. <target>/global_epoch1_step1") from None
+        raise CkprofError(
+            f"{directory}: not a complete checkpoint (no {MANIFEST})",
+            hint="give a directory written by `ckprof workload`, e.g. <target>/global_epoch1_step1",
+        ) from None
     except ValueError as e:
         raise CkprofError(f"{path}: unreadable manifest ({e})") from None
     if m.get("format") != FORMAT or not isinstance(m.get("files"), list):

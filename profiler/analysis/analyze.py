@@ -1,4 +1,5 @@
 """One recording → the report model (a JSON-able dict, docs/report-format.md) and plot data."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,11 +7,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ckprof
-from . import gpu_idle, scale, thermal as T, timeline, windows as W
-from .checkpoints import _f, checkpoint_row
-from .fields import FIELDS
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
+
+from . import gpu_idle, scale, timeline
+from . import thermal as T
+from . import windows as W
+from .checkpoints import _f, checkpoint_row
+from .fields import FIELDS
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -52,8 +56,13 @@ def _mean(vals):
     return float(np.mean(vals)) if vals else None
 
 
-def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
-            windows_from: str = "auto", burst: W.BurstParams | None = None) -> Analysis:
+def analyze(
+    rec,
+    mtbf_s: float | None = None,
+    gpus: int | None = None,
+    windows_from: str = "auto",
+    burst: W.BurstParams | None = None,
+) -> Analysis:
     """`windows_from`: 'markers', 'inferred', or 'auto' (markers when there are any)."""
     notes: list[str] = list(rec.meta.get("notes") or [])
     tl = timeline.build(rec)
@@ -65,16 +74,20 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     elif windows_from in ("auto", "inferred"):
         wins, wsource = W.infer_windows(tl.total, tl.res_s, burst), "inferred"
         if wins:
-            notes.append("no checkpoint markers in this recording: windows were inferred from device write "
-                         f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
-                         "gaps under 1 s merged); application bytes and end are unknown for them")
+            notes.append(
+                "no checkpoint markers in this recording: windows were inferred from device write "
+                f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
+                "gaps under 1 s merged); application bytes and end are unknown for them"
+            )
     else:
         wins, wsource = [], "markers"
     if tl.total is None:
         notes.append("no block-device samples: bytes at the devices, bandwidth and queue depth not measured")
     if tl.dirty is None:
-        notes.append("no host Dirty/Writeback samples: whether a checkpoint was durable when it returned "
-                     "could not be checked (only device write rates were used)")
+        notes.append(
+            "no host Dirty/Writeback samples: whether a checkpoint was durable when it returned "
+            "could not be checked (only device write rates were used)"
+        )
 
     sources = [s for s in energy_sources(rec, grid=tl, busy=tl.busy, notes=notes) if in_total(s.component)]
     first = min((w["start_ns"] for w in wins), default=None)
@@ -82,32 +95,44 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     if idle_note:
         notes.append(idle_note)
     if not sources:
-        notes.append("energy not measured: the recording has no power or energy series (no GPU, RAPL, "
-                     "NVMe power or node power collector ran)")
+        notes.append(
+            "energy not measured: the recording has no power or energy series (no GPU, RAPL, "
+            "NVMe power or node power collector ran)"
+        )
     temps = T.temperatures(rec, tl)
     sigs = T.signals(rec, tl)
     if not temps:
         notes.append("temperature not measured: no temperature series in this recording (NVMe/GPU collectors)")
     ctx = Context(sources, idle_w, temps, sigs, gpu_idle.idle_series(rec, grid=tl))
 
-    no_durability = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
-                     "durable_basis": ["a load: nothing to make durable"]}
-    rows = [checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability,
-                           tl, ctx) for w in wins]
+    no_durability = {
+        "durable_end_ns": None,
+        "durable_at_return": None,
+        "pending_bytes_at_return": None,
+        "durable_basis": ["a load: nothing to make durable"],
+    }
+    rows = [
+        checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability, tl, ctx)
+        for w in wins
+    ]
     for r in rows:
         if r["kind"] == "load":
             r["durable"] = None
         if r["app_end_s"] is None:
             notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
         if r["durable_at_return"] is False:
-            notes.append(f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
-                         f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
-                         "(no fsync?)")
+            notes.append(
+                f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
+                f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
+                "(no fsync?)"
+            )
     spans = sorted((r["start_s"], r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
     overlaps = sum(1 for (a0, b0), (a1, _) in zip(spans, spans[1:]) if a1 < b0)
     if overlaps:
-        notes.append(f"{overlaps + 1} checkpoint windows overlap (ranks saving at once?): the devices' bytes, "
-                     "bandwidth and energy of the shared time are counted in each of them")
+        notes.append(
+            f"{overlaps + 1} checkpoint windows overlap (ranks saving at once?): the devices' bytes, "
+            "bandwidth and energy of the shared time are counted in each of them"
+        )
     saves = [r for r in rows if r["kind"] == "save"]
     loads = [r for r in rows if r["kind"] == "load"]
     wall_s = tl.duration_s
@@ -116,34 +141,49 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
     ckpt_s = _mean(r["blocking_s"] for r in saves)
     restart_s = _mean(r["duration_s"] for r in loads)
     run = {
-        "wall_s": wall_s, "checkpoints": len(saves), "loads": len(loads), "windows_from": wsource,
-        "blocked_s": blocked, "blocked_share": share,
+        "wall_s": wall_s,
+        "checkpoints": len(saves),
+        "loads": len(loads),
+        "windows_from": wsource,
+        "blocked_s": blocked,
+        "blocked_share": share,
         "goodput_estimate": None if share is None else 1 - share,
-        "mean_checkpoint_s": ckpt_s, "mean_restart_s": restart_s,
+        "mean_checkpoint_s": ckpt_s,
+        "mean_restart_s": restart_s,
         "bytes_app_total": _f(sum(r["bytes_app"] or 0 for r in saves)) if saves else None,
         "bytes_device_total": _f(sum(r["bytes_device"] or 0 for r in saves)) if saves else None,
         "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves),
         "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
         "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
         "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),
-        "write_baseline_bytes_per_s": base_bps, "write_threshold_bytes_per_s": _f(thr_bps),
+        "write_baseline_bytes_per_s": base_bps,
+        "write_threshold_bytes_per_s": _f(thr_bps),
         "idle_power_w": {k: _f(v) for k, v in idle_w.items()},
-        "idle_power_w_by_component": {c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
-                                      for c in sorted({x.component for x in sources if x.name in idle_w})},
+        "idle_power_w_by_component": {
+            c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
+            for c in sorted({x.component for x in sources if x.name in idle_w})
+        },
     }
     from .throttle import throttling
 
     thr, plot_tb = throttling(tl, ctx, rows)
     meta = rec.meta
     report = {
-        "schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION,
+        "schema": REPORT_SCHEMA,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "ckprof_version": ckprof.__version__,
         "recording": {
-            "path": rec.path, "hostname": (meta.get("host") or {}).get("hostname"),
-            "command": meta.get("command"), "start_wall_ns": (meta.get("start") or {}).get("wall_ns"),
-            "duration_s": wall_s, "interval_s": meta.get("interval_s"), "analysis_resolution_s": tl.res_s,
-            "status": meta.get("status"), "exit": meta.get("exit"),
-            "collectors": sorted(rec.collectors), "devices": sorted(tl.devices),
+            "path": rec.path,
+            "hostname": (meta.get("host") or {}).get("hostname"),
+            "command": meta.get("command"),
+            "start_wall_ns": (meta.get("start") or {}).get("wall_ns"),
+            "duration_s": wall_s,
+            "interval_s": meta.get("interval_s"),
+            "analysis_resolution_s": tl.res_s,
+            "status": meta.get("status"),
+            "exit": meta.get("exit"),
+            "collectors": sorted(rec.collectors),
+            "devices": sorted(tl.devices),
         },
         "run": run,
         "scale": scale.at_scale(ckpt_s or 0, mtbf_s, gpus, restart_s),

@@ -1,14 +1,15 @@
 """Per-checkpoint figures: times, bytes, bandwidth, queue depth, energy, temperature, throttling."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from . import thermal as T
 from ckprof.power.energy import total_j, window_energy
+from ckprof.units import GIB
 
+from . import thermal as T
 from .gpu_idle import idle_seconds
 from .timeline import in_window
-from ckprof.units import GIB
 
 
 def _f(x):
@@ -49,10 +50,15 @@ def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict
             d[f"{io}_bytes"] = n
             d[f"mean_{io}_gib_per_s"] = n / span_s / GIB
             d[f"peak_{io}_gib_per_s"] = _f(w[f"{io}_bytes_per_s"].max() / GIB)
-        d.update({"mean_aqu_sz": _f(np.average(w["aqu_sz"], weights=w["dt_s"]) if w["dt_s"].sum() > 0
-                                    else w["aqu_sz"].mean()),
-                  "peak_aqu_sz": _f(w["aqu_sz"].max()),
-                  "peak_in_flight": _f(inflight)})
+        d.update(
+            {
+                "mean_aqu_sz": _f(
+                    np.average(w["aqu_sz"], weights=w["dt_s"]) if w["dt_s"].sum() > 0 else w["aqu_sz"].mean()
+                ),
+                "peak_aqu_sz": _f(w["aqu_sz"].max()),
+                "peak_in_flight": _f(inflight),
+            }
+        )
         out[dev] = d
         total = (total or 0.0) + d[f"{direction}_bytes"]
         longest = max(longest or 0.0, span_s)
@@ -82,9 +88,17 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
     gpu_idle = {name: _f(idle_seconds(t, f, a, end_used)) for name, (t, f) in ctx.gpu_idle.items()}
     gpu_vals = [v for v in gpu_idle.values() if v is not None]
     return {
-        "id": w["id"], "source": w["source"], "kind": w["kind"], "step": w["step"], "rank": w["rank"],
-        "path": w["path"], "api": w.get("name"), "ok": w["ok"],
-        "start_s": _s(tl, a), "app_end_s": _s(tl, app_end), "durable_end_s": _s(tl, dur["durable_end_ns"]),
+        "id": w["id"],
+        "source": w["source"],
+        "kind": w["kind"],
+        "step": w["step"],
+        "rank": w["rank"],
+        "path": w["path"],
+        "api": w.get("name"),
+        "ok": w["ok"],
+        "start_s": _s(tl, a),
+        "app_end_s": _s(tl, app_end),
+        "durable_end_s": _s(tl, dur["durable_end_ns"]),
         "duration_s": duration,
         "blocking_s": w.get("blocking_s") if w.get("blocking_s") is not None else duration,
         "durable_duration_s": None if dur["durable_end_ns"] is None else (dur["durable_end_ns"] - a) / 1e9,
@@ -92,7 +106,8 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         "durable_at_return": dur["durable_at_return"],
         "pending_bytes_at_return": _f(dur["pending_bytes_at_return"]),
         "durable_basis": dur["durable_basis"],
-        "bytes_app": _f(bytes_app), "bytes_device": _f(dev_bytes),
+        "bytes_app": _f(bytes_app),
+        "bytes_device": _f(dev_bytes),
         "device_to_app_ratio": _f(dev_bytes / bytes_app) if (bytes_app and dev_bytes is not None) else None,
         "app_gib_per_s": _f(bytes_app / GIB / duration) if (bytes_app and duration) else None,
         "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s > 0) else None,

@@ -38,7 +38,10 @@ FIELDS = {
     "checkpoints[].peak_temp_c": {"unit": "°C", "provenance": M},
     "checkpoints[].throttle_events": {"unit": "events", "provenance": M},
     "checkpoints[].throttle_s": {"unit": "s (the longest of the sources)", "provenance": M},
-    "checkpoints[].gpu_idle_s": {"unit": "s (mean over GPUs; idle: no kernel, no memory traffic, the driver says idle: docs/power.md)", "provenance": D},
+    "checkpoints[].gpu_idle_s": {
+        "unit": "s (mean over GPUs; idle: no kernel, no memory traffic, the driver says idle: docs/power.md)",
+        "provenance": D,
+    },
     "run.wall_s": {"unit": "s", "provenance": M},
     "run.blocked_s": {"unit": "s", "provenance": D},
     "run.blocked_share": {"unit": "fraction of wall time", "provenance": D},

@@ -10,6 +10,7 @@ The one rule, per sample: idle when
 A window's idle seconds hold each sample's verdict back over the interval before it (NVML's
 utilisation describes the period that ended at the reading).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,9 @@ from ckprof.recording import columns as S
 IDLE_MARGIN_W = 10.0
 
 
-def idle_flags(samples: pd.DataFrame, idle_margin_w: float = IDLE_MARGIN_W, util: str = "util_gpu_pct",
-               gpu: str = "gpu") -> pd.Series:
+def idle_flags(
+    samples: pd.DataFrame, idle_margin_w: float = IDLE_MARGIN_W, util: str = "util_gpu_pct", gpu: str = "gpu"
+) -> pd.Series:
     """Per sample: True where the GPU was idle by the rule above (columns it lacks are not used)."""
     if samples.empty:
         return pd.Series(dtype=bool)
@@ -55,8 +57,11 @@ def idle_series(rec, grid=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return {}
     col = cols[0]
     have = set(rec.units(col.collector))
-    want = [c for c in (col.name, "util_mem_pct", "reason_idle", "power_instant_w", "power_w", "lost", *col.labels)
-            if c in have]
+    want = [
+        c
+        for c in (col.name, "util_mem_pct", "reason_idle", "power_instant_w", "power_w", "lost", *col.labels)
+        if c in have
+    ]
     df = rec.samples(col.collector, columns=want)
     if df.empty:
         return {}

@@ -16,18 +16,20 @@ Rules (docs/report-format.md, `job`):
   SLOW_DEVICE_MIN_SHARE of that node's bytes in the checkpoint's direction, the one with the
   lowest mean GiB/s (the data is striped: the slowest carrying device sets the node's time).
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
 import ckprof
+from ckprof.errors import CkprofError, RecordingError
+from ckprof.power.energy import total_j, window_energy
+from ckprof.units import GIB
+
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
 from .checkpoints import _f, device_stats
 from .fields import FIELDS
-from ckprof.power.energy import total_j, window_energy
-from ckprof.errors import CkprofError, RecordingError
-from ckprof.units import GIB
 
 SLOW_DEVICE_MIN_SHARE = 0.10
 
@@ -75,14 +77,22 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
     carrying = {d: v for d, v in devs.items() if dev_bytes and v[f"{io}_bytes"] >= SLOW_DEVICE_MIN_SHARE * dev_bytes}
     if carrying:
         d = min(carrying, key=lambda d: carrying[d][f"mean_{io}_gib_per_s"])
-        slow_dev = {"device": d, "gib_per_s": _f(carrying[d][f"mean_{io}_gib_per_s"]),
-                    "bytes": _f(carrying[d][f"{io}_bytes"]), "of_devices": len(carrying)}
+        slow_dev = {
+            "device": d,
+            "gib_per_s": _f(carrying[d][f"mean_{io}_gib_per_s"]),
+            "bytes": _f(carrying[d][f"{io}_bytes"]),
+            "of_devices": len(carrying),
+        }
     seconds = None if end_s is None else end_s - start_s
     return {
-        "windows": len(rows), "ranks": sorted({r["rank"] for r in rows if r["rank"] is not None}),
-        "start_wall_ns": _wall_ns(rec, tl, start_s), "end_wall_ns": _wall_ns(rec, tl, end_s),
-        "seconds": seconds, "durable_s": last_s - start_s if end_s is not None else None,
-        "bytes_app": _f(bytes_app), "bytes_device": _f(dev_bytes),
+        "windows": len(rows),
+        "ranks": sorted({r["rank"] for r in rows if r["rank"] is not None}),
+        "start_wall_ns": _wall_ns(rec, tl, start_s),
+        "end_wall_ns": _wall_ns(rec, tl, end_s),
+        "seconds": seconds,
+        "durable_s": last_s - start_s if end_s is not None else None,
+        "bytes_app": _f(bytes_app),
+        "bytes_device": _f(dev_bytes),
         "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s) else None,
         "app_gib_per_s": _f(bytes_app / GIB / seconds) if (bytes_app and seconds) else None,
         "energy_j": _f(total_j(energy)),
@@ -107,16 +117,21 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
     b_app, b_dev = _sum(n["bytes_app"] for n in per_host.values()), _sum(n["bytes_device"] for n in per_host.values())
     sd = per_host[slowest]["slowest_device"] if slowest else None
     return {
-        "kind": kind, "step": step, "hosts": len(per_host),
+        "kind": kind,
+        "step": step,
+        "hosts": len(per_host),
         "missing_hosts": [h for h in all_hosts if h not in per_host],
         "unfinished_hosts": [h for h in per_host if h not in timed],
         "ranks": sum(n["windows"] for n in per_host.values()),  # one window per rank
-        "start_wall_ns": min(starts), "stall_s": stall,
-        "slowest_host": slowest, "slowest_host_s": timed[slowest]["seconds"] if slowest else None,
+        "start_wall_ns": min(starts),
+        "stall_s": stall,
+        "slowest_host": slowest,
+        "slowest_host_s": timed[slowest]["seconds"] if slowest else None,
         "fastest_host_s": fastest_s,
         "spread_s": (timed[slowest]["seconds"] - fastest_s) if slowest else None,
         "slowest_device": None if sd is None else {"host": slowest, **sd},
-        "bytes_app": b_app, "bytes_device": b_dev,
+        "bytes_app": b_app,
+        "bytes_device": b_dev,
         "app_gib_per_s": _f(b_app / GIB / stall) if (b_app and stall) else None,
         "device_gib_per_s": _f(b_dev / GIB / stall) if (b_dev and stall) else None,
         "energy_j": _sum(n["energy_j"] for n in per_host.values()),
@@ -157,8 +172,10 @@ def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
         ends[name] = _wall_ns(rec, an.timeline, an.timeline.duration_s)
         rows = an.report["checkpoints"]
         if not rows:
-            notes.append(f"host={name}: no checkpoint windows (no markers, no write bursts): "
-                         "the job's figures are from the other hosts")
+            notes.append(
+                f"host={name}: no checkpoint windows (no markers, no write bursts): "
+                "the job's figures are from the other hosts"
+            )
         for key, rs in _groups(rows).items():
             by_key.setdefault(key, {})[name] = node_figures(rec, an, rs)
         if len(kept) < keep_analyses:
@@ -174,12 +191,15 @@ def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
         if c["missing_hosts"]:
             notes.append(f"{label}: not seen on host(s) {', '.join(c['missing_hosts'])}")
         if c["unfinished_hosts"]:
-            notes.append(f"{label}: no end on host(s) {', '.join(c['unfinished_hosts'])} (still saving when "
-                         "the recording ended): left out of the stall and the spread")
+            notes.append(
+                f"{label}: no end on host(s) {', '.join(c['unfinished_hosts'])} (still saving when "
+                "the recording ended): left out of the stall and the spread"
+            )
     wall_s = (max(ends.values()) - min(starts.values())) / 1e9
     saves = [c for c in cps if c["kind"] == "save"]
-    blocked = _union_s([(c["start_wall_ns"] / 1e9, c["start_wall_ns"] / 1e9 + c["stall_s"])
-                        for c in saves if c["stall_s"] is not None])
+    blocked = _union_s(
+        [(c["start_wall_ns"] / 1e9, c["start_wall_ns"] / 1e9 + c["stall_s"]) for c in saves if c["stall_s"] is not None]
+    )
     slowest_counts: dict[str, int] = {}
     for c in saves:
         if c["slowest_host"]:
@@ -188,24 +208,37 @@ def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
     spreads = [c["spread_s"] for c in saves if c["spread_s"] is not None]
     first = next(iter(job.hosts.values())).meta
     job_rep = {
-        "path": job.path, "id": (first.get("job") or {}).get("id"),
-        "hosts": names, "hosts_left_out": [h for h in job.hosts if h not in host_reps] + _left_out_dirs(job),
-        "start_wall_ns": min(starts.values()), "wall_s": wall_s,
+        "path": job.path,
+        "id": (first.get("job") or {}).get("id"),
+        "hosts": names,
+        "hosts_left_out": [h for h in job.hosts if h not in host_reps] + _left_out_dirs(job),
+        "start_wall_ns": min(starts.values()),
+        "wall_s": wall_s,
         "run": {
-            "checkpoints": len(saves), "loads": len(cps) - len(saves),
+            "checkpoints": len(saves),
+            "loads": len(cps) - len(saves),
             "bytes_app_total": _sum(c["bytes_app"] for c in saves),
             "bytes_device_total": _sum(c["bytes_device"] for c in saves),
             "energy_j_total": _sum(c["energy_j"] for c in saves),
-            "blocked_s": blocked, "blocked_share": blocked / wall_s if wall_s > 0 else None,
+            "blocked_s": blocked,
+            "blocked_share": blocked / wall_s if wall_s > 0 else None,
             "mean_stall_s": sum(stalls) / len(stalls) if stalls else None,
-            "max_stall_s": max(stalls, default=None), "max_spread_s": max(spreads, default=None),
+            "max_stall_s": max(stalls, default=None),
+            "max_spread_s": max(spreads, default=None),
             "slowest_host_counts": dict(sorted(slowest_counts.items(), key=lambda kv: -kv[1])),
         },
         "checkpoints": cps,
         "problems": list(job.problems),
     }
-    report = {"schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "ckprof_version": ckprof.__version__,
-              "job": job_rep, "hosts": host_reps, "notes": notes, "fields": {**FIELDS, **JOB_FIELDS}}
+    report = {
+        "schema": REPORT_SCHEMA,
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "ckprof_version": ckprof.__version__,
+        "job": job_rep,
+        "hosts": host_reps,
+        "notes": notes,
+        "fields": {**FIELDS, **JOB_FIELDS},
+    }
     return JobAnalysis(report, kept)
 
 
@@ -213,7 +246,7 @@ def _left_out_dirs(job) -> list[str]:
     """Host directories the job reader could not read (it names each in its problems)."""
     from ckprof.recording.job import HOST_PREFIX
 
-    names = sorted(n[len(HOST_PREFIX):] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
+    names = sorted(n[len(HOST_PREFIX) :] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
     return [n for n in names if n not in job.hosts]
 
 

@@ -11,6 +11,7 @@
   419 unexpected interruptions in 54 days of pre-training on 16,384 H100 GPUs; failures are
   taken as independent per GPU, so a cluster of N GPUs sees MTBF = 54 d · 16384 / (419 · N).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,10 @@ import math
 LLAMA3_INTERRUPTIONS = 419
 LLAMA3_DAYS = 54
 LLAMA3_GPUS = 16384
-LLAMA3_SOURCE = ("Llama 3 (Dubey et al. 2024, 'The Llama 3 Herd of Models', §3.3.4): "
-                 "419 unexpected interruptions in 54 days on 16,384 GPUs")
+LLAMA3_SOURCE = (
+    "Llama 3 (Dubey et al. 2024, 'The Llama 3 Herd of Models', §3.3.4): "
+    "419 unexpected interruptions in 54 days on 16,384 GPUs"
+)
 
 
 def llama3_mtbf_s(gpus: int) -> float:
@@ -45,8 +48,9 @@ def waste_fraction(interval_s: float, ckpt_s: float, mtbf_s: float, restart_s: f
     return min(1.0, ckpt_s / interval_s + (interval_s / 2 + restart_s) / mtbf_s)
 
 
-def at_scale(ckpt_s: float, mtbf_s: float | None = None, gpus: int | None = None,
-             restart_s: float | None = None) -> dict:
+def at_scale(
+    ckpt_s: float, mtbf_s: float | None = None, gpus: int | None = None, restart_s: float | None = None
+) -> dict:
     """The report's `scale` section; empty fields when no MTBF was given or derivable."""
     source = None
     if mtbf_s is None and gpus:
@@ -60,10 +64,14 @@ def at_scale(ckpt_s: float, mtbf_s: float | None = None, gpus: int | None = None
     young = young_interval_s(ckpt_s, mtbf_s)
     daly = daly_interval_s(ckpt_s, mtbf_s)
     return {
-        "mtbf_s": mtbf_s, "mtbf_source": source, "gpus": gpus,
-        "checkpoint_s": ckpt_s, "restart_s": r,
+        "mtbf_s": mtbf_s,
+        "mtbf_source": source,
+        "gpus": gpus,
+        "checkpoint_s": ckpt_s,
+        "restart_s": r,
         "restart_source": "measured (mean load window)" if restart_s else "not measured (taken as 0 s)",
-        "young_interval_s": young, "daly_interval_s": daly,
+        "young_interval_s": young,
+        "daly_interval_s": daly,
         "overhead_at_daly": waste_fraction(daly, ckpt_s, mtbf_s, r),
         "goodput_at_daly": 1 - waste_fraction(daly, ckpt_s, mtbf_s, r),
     }

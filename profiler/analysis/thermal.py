@@ -8,6 +8,7 @@ Throttle signals, each with its rule's source:
 - Critical Warning bit 1 (0x02): temperature at or over an over-temperature threshold.
 - NVML clock event reasons (nvml.h): SwThermalSlowdown 0x20, HwThermalSlowdown 0x40.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,8 +60,15 @@ def temperatures(rec, tl) -> list[Temperature]:
     for col in S.temperatures(tl.columns):
         for ent, df in S.load_column(rec, col, tl, "max").items():
             if len(df):
-                out.append(Temperature(S.series_name(col, ent), col.component, col.provenance,
-                                       df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy()))
+                out.append(
+                    Temperature(
+                        S.series_name(col, ent),
+                        col.component,
+                        col.provenance,
+                        df["t_ns"].to_numpy(dtype=float),
+                        df["value"].to_numpy(),
+                    )
+                )
     return out
 
 
@@ -77,23 +85,52 @@ def signals(rec, tl) -> list[Signal]:
     for col in cols["smart_counters"]:
         kind = "events" if ("count" in col.name or "events" in col.name) else "seconds"
         for ent, df in S.load_column(rec, col, tl, "last").items():
-            out.append(Signal(S.series_name(col, ent), kind, df["t_ns"].to_numpy(dtype=float),
-                              df["value"].to_numpy(), _time_scale(col) if kind == "seconds" else 1.0,
-                              what="NVMe SMART " + col.name))
+            out.append(
+                Signal(
+                    S.series_name(col, ent),
+                    kind,
+                    df["t_ns"].to_numpy(dtype=float),
+                    df["value"].to_numpy(),
+                    _time_scale(col) if kind == "seconds" else 1.0,
+                    what="NVMe SMART " + col.name,
+                )
+            )
     for col in cols["critical_warning"]:
         for ent, df in S.load_column(rec, col, tl, "or").items():
-            out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
-                              df["value"].to_numpy(), mask=CRITICAL_WARNING_TEMPERATURE,
-                              what="NVMe critical warning bit 1 (temperature)"))
+            out.append(
+                Signal(
+                    S.series_name(col, ent),
+                    "flag",
+                    df["t_ns"].to_numpy(dtype=float),
+                    df["value"].to_numpy(),
+                    mask=CRITICAL_WARNING_TEMPERATURE,
+                    what="NVMe critical warning bit 1 (temperature)",
+                )
+            )
     for col in cols["levels"]:
         for ent, df in S.load_column(rec, col, tl, "max").items():
-            out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
-                              df["value"].to_numpy(), mask=-1, what=f"{col.collector} {col.name}"))
+            out.append(
+                Signal(
+                    S.series_name(col, ent),
+                    "flag",
+                    df["t_ns"].to_numpy(dtype=float),
+                    df["value"].to_numpy(),
+                    mask=-1,
+                    what=f"{col.collector} {col.name}",
+                )
+            )
     for col in cols["gpu_reasons"]:
         for ent, df in S.load_column(rec, col, tl, "or").items():
-            out.append(Signal(S.series_name(col, ent), "flag", df["t_ns"].to_numpy(dtype=float),
-                              df["value"].to_numpy(), mask=GPU_THERMAL_REASONS,
-                              what="GPU clock event reason: thermal slowdown"))
+            out.append(
+                Signal(
+                    S.series_name(col, ent),
+                    "flag",
+                    df["t_ns"].to_numpy(dtype=float),
+                    df["value"].to_numpy(),
+                    mask=GPU_THERMAL_REASONS,
+                    what="GPU clock event reason: thermal slowdown",
+                )
+            )
     return out
 
 
@@ -109,7 +146,7 @@ def signal_in_window(sig: Signal, a: float, b: float) -> tuple[int, float]:
         i = max(int(np.searchsorted(t, a)) - 1, 0)
         j = min(int(np.searchsorted(t, b)) + 1, len(t) - 1)
         d = sig.deltas[i:j]
-        t1, t0 = t[i + 1:j + 1], t[i:j]
+        t1, t0 = t[i + 1 : j + 1], t[i:j]
         ov = np.clip(np.minimum(t1, b) - np.maximum(t0, a), 0, None) / np.where(t1 > t0, t1 - t0, 1)
         amount = float(np.sum(d * ov))
         if sig.kind == "events":

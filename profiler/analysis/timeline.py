@@ -5,6 +5,7 @@ float64 would take gigabytes. Each device is read alone (a pyarrow filter on `de
 columns the analysis uses), turned into rates (ckprof.recording.rates, iostat's formulas) at the
 analysis resolution, and kept; the sum over devices goes on a common time grid.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ckprof.recording import columns as S
 from ckprof.recording import binning as B
+from ckprof.recording import columns as S
 from ckprof.recording.rates import BLOCK_COUNTERS, block_rates
 
 BATCH_ROWS = 1 << 20
@@ -59,7 +60,9 @@ def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.
                 enc = pc.dictionary_encode(batch.column(cols.index("device")))
                 codes = enc.indices.to_numpy(zero_copy_only=False)
                 devs = enc.dictionary.to_pylist()
-                arrays = {c: batch.column(i).to_numpy(zero_copy_only=False) for i, c in enumerate(cols) if c != "device"}
+                arrays = {
+                    c: batch.column(i).to_numpy(zero_copy_only=False) for i, c in enumerate(cols) if c != "device"
+                }
                 for dev, idx in zip(devs, B.split_codes(codes, len(devs))):
                     spec = {c: (arrays[c][idx], "last") for c in NEEDED if c in arrays}
                     if "in_flight" in arrays:
@@ -121,8 +124,16 @@ def build(rec) -> Timeline:
         df = block_rates(raw, resample_s=None, t0_ns=rec.start_ns)
         if df.empty:
             continue
-        keep = ["t_ns", "dt_s", "write_bytes", "read_bytes", "write_bytes_per_s",
-                "read_bytes_per_s", "aqu_sz", "util_pct"] + [c for c in ("in_flight", "in_flight_max") if c in df]
+        keep = [
+            "t_ns",
+            "dt_s",
+            "write_bytes",
+            "read_bytes",
+            "write_bytes_per_s",
+            "read_bytes_per_s",
+            "aqu_sz",
+            "util_pct",
+        ] + [c for c in ("in_flight", "in_flight_max") if c in df]
         df = df[keep].reset_index(drop=True)
         tl.devices[dev] = df
         # each interval goes to the bin holding its middle
@@ -136,15 +147,21 @@ def build(rec) -> Timeline:
         last = max(int(np.ceil((df["t_ns"].max() - rec.start_ns) / res_ns)) for df in tl.devices.values())
         first = min(int((df["t_ns"].min() - rec.start_ns - 1) // res_ns) for df in tl.devices.values())
         idx = np.arange(max(first, 0), min(last, n_bins))
-        tl.total = pd.DataFrame({"t_ns": rec.start_ns + (idx + 1) * res_ns, "write_bytes": w_bytes[idx],
-                                 "write_bytes_per_s": w_bytes[idx] / res_s,
-                                 "read_bytes_per_s": r_bytes[idx] / res_s})
+        tl.total = pd.DataFrame(
+            {
+                "t_ns": rec.start_ns + (idx + 1) * res_ns,
+                "write_bytes": w_bytes[idx],
+                "write_bytes_per_s": w_bytes[idx] / res_s,
+                "read_bytes_per_s": r_bytes[idx] / res_s,
+            }
+        )
     if "host" in rec.collectors:
         h = rec.samples("host", columns=["dirty_bytes", "writeback_bytes"])
         if not h.empty and "dirty_bytes" in h:
             wb = h["writeback_bytes"] if "writeback_bytes" in h else 0
-            tl.dirty = pd.DataFrame({"t_ns": h["t_ns"].to_numpy(),
-                                     "dirty_wb_bytes": (h["dirty_bytes"] + wb).to_numpy(dtype=float)})
+            tl.dirty = pd.DataFrame(
+                {"t_ns": h["t_ns"].to_numpy(), "dirty_wb_bytes": (h["dirty_bytes"] + wb).to_numpy(dtype=float)}
+            )
     return tl
 
 
@@ -157,4 +174,4 @@ def in_window(df: pd.DataFrame, a_ns: float, b_ns: float) -> pd.DataFrame:
     if j <= i:
         i = min(i, len(df) - 1)
         j = i + 1
-    return df.iloc[max(i, 0):j]
+    return df.iloc[max(i, 0) : j]

@@ -5,6 +5,7 @@ Dirty + Writeback pages (Documentation/filesystems/proc.rst, /proc/meminfo) are 
 were when the save began and the devices' write rate is back to its baseline. A checkpoint
 whose data was still in the page cache when the save returned is flagged: it was not yet safe.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,13 +70,26 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
     out = []
     wb = total["write_bytes"].to_numpy()
     for n, (i, j) in enumerate(bursts, 1):
-        dev_bytes = float(wb[i:j + 1].sum())
+        dev_bytes = float(wb[i : j + 1].sum())
         if dev_bytes < p.min_bytes:
             continue
         start, end = float(t1[i] - res_ns), float(t1[j])
-        out.append({"id": f"inferred:{n}", "source": "inferred", "kind": "save", "start_ns": start,
-                    "app_end_ns": end, "bytes_app": None, "path": None, "step": None, "rank": None,
-                    "name": None, "ok": None, "blocking_s": None})
+        out.append(
+            {
+                "id": f"inferred:{n}",
+                "source": "inferred",
+                "kind": "save",
+                "start_ns": start,
+                "app_end_ns": end,
+                "bytes_app": None,
+                "path": None,
+                "step": None,
+                "rank": None,
+                "name": None,
+                "ok": None,
+                "blocking_s": None,
+            }
+        )
     for k, w in enumerate(out, 1):
         w["id"] = f"inferred:{k}"
     return out
@@ -97,16 +111,23 @@ def marker_windows(rec) -> list[dict]:
         return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
 
     for _, r in cp.iterrows():
-        out.append({"id": str(r["id"]), "source": clean(r.get("source")) or "api",
-                    "kind": clean(r.get("kind")) or "save", "start_ns": float(r["start_ns"]),
-                    "app_end_ns": None if pd.isna(r["end_ns"]) else float(r["end_ns"]),
-                    "bytes_app": None if pd.isna(r.get("bytes")) else float(r["bytes"]),
-                    "path": clean(r.get("path")), "step": None if pd.isna(r.get("step")) else int(r["step"]),
-                    "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
-                    "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
-                    "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
-                    "blocking_s": clean(blocking.get(r["id"])),
-                    "pid": None if pd.isna(r.get("pid")) else int(r["pid"])})
+        out.append(
+            {
+                "id": str(r["id"]),
+                "source": clean(r.get("source")) or "api",
+                "kind": clean(r.get("kind")) or "save",
+                "start_ns": float(r["start_ns"]),
+                "app_end_ns": None if pd.isna(r["end_ns"]) else float(r["end_ns"]),
+                "bytes_app": None if pd.isna(r.get("bytes")) else float(r["bytes"]),
+                "path": clean(r.get("path")),
+                "step": None if pd.isna(r.get("step")) else int(r["step"]),
+                "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
+                "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
+                "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
+                "blocking_s": clean(blocking.get(r["id"])),
+                "pid": None if pd.isna(r.get("pid")) else int(r["pid"]),
+            }
+        )
     return drop_nested_patch(out)
 
 
@@ -116,8 +137,13 @@ def drop_nested_patch(wins: list[dict]) -> list[dict]:
     marked = [w for w in wins if w["source"] != "patch" and w["app_end_ns"] is not None]
 
     def inside(w):
-        return any(m["pid"] == w["pid"] and m["start_ns"] <= w["start_ns"] and w["app_end_ns"] is not None
-                   and w["app_end_ns"] <= m["app_end_ns"] for m in marked)
+        return any(
+            m["pid"] == w["pid"]
+            and m["start_ns"] <= w["start_ns"]
+            and w["app_end_ns"] is not None
+            and w["app_end_ns"] <= m["app_end_ns"]
+            for m in marked
+        )
 
     return [w for w in wins if w["source"] != "patch" or not inside(w)]
 
@@ -146,8 +172,7 @@ def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
     """
     app_end = w["app_end_ns"] if w["app_end_ns"] is not None else end_ns
     size = w["bytes_app"] or 0.0
-    out = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
-           "durable_basis": []}
+    out = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None, "durable_basis": []}
     pending = None
     drained_at = None
     if tl.dirty is not None and len(tl.dirty) >= 2:
@@ -179,15 +204,19 @@ def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
             out["durable_at_return"] = True
         elif pending is not None and pending < flag_at:
             out["durable_at_return"] = None  # neither the devices nor the page cache hold it
-            out["durable_basis"].append("the recorded devices had not written the bytes and the page cache "
-                                        "did not hold them either: are these the devices behind the path?")
+            out["durable_basis"].append(
+                "the recorded devices had not written the bytes and the page cache "
+                "did not hold them either: are these the devices behind the path?"
+            )
         else:
             out["durable_at_return"] = False
         if len(got):
             t_ready = max(app_end, float(t1[got[0]]))
             out["durable_basis"].append(f"recorded devices wrote {DEVICE_SHARE:.0%} of the checkpoint's bytes")
         else:
-            out["durable_basis"].append("recorded devices never wrote the checkpoint's bytes before the recording ended")
+            out["durable_basis"].append(
+                "recorded devices never wrote the checkpoint's bytes before the recording ended"
+            )
             return out
     elif pending is not None:
         out["durable_at_return"] = bool(pending < flag_at)

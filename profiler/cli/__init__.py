@@ -1,4 +1,5 @@
 """The `ckprof` command line (click). Each command's logic lives in its own module."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """`python -m ckprof.cli ...` is `ckprof ...` (tests and launchers such as torchrun use it)."""
+
 from . import main
 
 main()

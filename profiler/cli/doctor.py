@@ -1,11 +1,12 @@
 """`ckprof doctor`: each collector, whether it can run here and, if not, why and the fix."""
-from __future__ import annotations
 
-import click
+from __future__ import annotations
 
 import os
 import re
 import shutil
+
+import click
 
 from ckprof.collectors.nvme_cli import INSTALL_HINT
 from ckprof.collectors.topology import Topology
@@ -40,26 +41,33 @@ def nvme_lines(probes: dict, sys_root: str = "/sys", nvme_bin: str = "nvme") -> 
     if "nvme" in probes:  # controllers behind the path: their probe lines above say the rest
         return [f"NVMe: {', '.join(ctrls)} here; see the nvme and nvme_hwmon lines above"]
     if ctrls:
-        head = [f"NVMe: {', '.join(ctrls)} here, but none behind the checkpoint path: record with "
-                f"--path on a file system on it, or --device {ctrls[0]}n1"]
+        head = [
+            f"NVMe: {', '.join(ctrls)} here, but none behind the checkpoint path: record with "
+            f"--path on a file system on it, or --device {ctrls[0]}n1"
+        ]
     else:
-        head = ["NVMe: no NVMe controller on this machine (none under /sys/class/nvme)",
-                "  with one behind the checkpoint path, ckprof records:"]
+        head = [
+            "NVMe: no NVMe controller on this machine (none under /sys/class/nvme)",
+            "  with one behind the checkpoint path, ckprof records:",
+        ]
         head += [f"    - {m}" for m in NVME_MEASURES]
     cli = shutil.which(nvme_bin)
     return head + [
         "  it needs:",
         "    - nvme-cli: " + (f"found ({cli})" if cli else f"not installed: {INSTALL_HINT}"),
-        "    - root: " + ("yes" if os.geteuid() == 0 else
-                          "no: run ckprof as root (SMART, power state and power logs are admin "
-                          "commands: CAP_SYS_ADMIN); temperature alone needs neither (hwmon, Linux 5.5+)"),
+        "    - root: "
+        + (
+            "yes"
+            if os.geteuid() == 0
+            else "no: run ckprof as root (SMART, power state and power logs are admin "
+            "commands: CAP_SYS_ADMIN); temperature alone needs neither (hwmon, Linux 5.5+)"
+        ),
     ]
 
 
 def identity_line(topo: Topology, disk: str) -> str | None:
     ident = topo.identity(disk)
-    parts = [f"{k} {ident[k]} ({ident['source'][k]})" for k in ("model", "serial", "wwn", "firmware_rev")
-             if ident[k]]
+    parts = [f"{k} {ident[k]} ({ident['source'][k]})" for k in ("model", "serial", "wwn", "firmware_rev") if ident[k]]
     return f"{disk}: " + ", ".join(parts) if parts else None
 
 
@@ -100,7 +108,9 @@ def diagnose(paths: list[str]) -> str:
 
 
 @click.command()
-@click.option("--path", "paths", multiple=True, metavar="PATH", help="Show the devices behind PATH [default: working directory].")
+@click.option(
+    "--path", "paths", multiple=True, metavar="PATH", help="Show the devices behind PATH [default: working directory]."
+)
 def doctor(paths):
     """Say which collectors can run here, why not, and how to fix it; show the device topology."""
     click.echo(diagnose(list(paths)))

@@ -1,17 +1,29 @@
 """`ckprof import-power RECORDING TRACE.csv`: add a lab power analyzer's readings to a recording."""
+
 from __future__ import annotations
 
 import click
 
 from ckprof.recording.import_power import import_power as do_import
 
+
 @click.command("import-power")
 @click.argument("recording", metavar="RECORDING")
 @click.argument("trace", metavar="TRACE.csv")
-@click.option("--device", required=True, metavar="NAME",
-              help="What the analyzer measured (e.g. nvme0); the series is samples/power_NAME.")
-@click.option("--clock-offset", default=0.0, show_default=True, type=float, metavar="SECONDS",
-              help="Seconds added to every trace time (the analyzer's clock runs that far behind).")
+@click.option(
+    "--device",
+    required=True,
+    metavar="NAME",
+    help="What the analyzer measured (e.g. nvme0); the series is samples/power_NAME.",
+)
+@click.option(
+    "--clock-offset",
+    default=0.0,
+    show_default=True,
+    type=float,
+    metavar="SECONDS",
+    help="Seconds added to every trace time (the analyzer's clock runs that far behind).",
+)
 @click.option("--replace", is_flag=True, help="Replace a series imported before for the same device.")
 def import_power_command(recording, trace, device, clock_offset, replace):
     """Add a lab power analyzer's readings (timestamp, watts) to RECORDING as a measured series.
@@ -24,5 +36,8 @@ def import_power_command(recording, trace, device, clock_offset, replace):
     then watts; a header line naming the columns is optional.
     """
     s = do_import(recording, trace, device, clock_offset, replace)
-    click.echo(f"ckprof: imported {s['rows']} readings ({s['rows_in_recording']} inside the recording, "
-               f"mean {s['mean_w']:.2f} W there, measured) as {s['series']}", err=True)
+    click.echo(
+        f"ckprof: imported {s['rows']} readings ({s['rows_in_recording']} inside the recording, "
+        f"mean {s['mean_w']:.2f} W there, measured) as {s['series']}",
+        err=True,
+    )

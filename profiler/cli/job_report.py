@@ -1,4 +1,5 @@
 """`ckprof report|compare|export` on a job directory (host=<name>/ recordings, ckprof.recording.job)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,10 @@ def analyse_job(job, **kw):
     except Exception as e:  # a damaged job must give a line, never a traceback
         if os.environ.get("CKPROF_DEBUG"):
             raise
-        raise RecordingError(f"{job.path}: could not analyse the job ({type(e).__name__}: {e})",
-                             hint="rerun with CKPROF_DEBUG=1 for the traceback") from None
+        raise RecordingError(
+            f"{job.path}: could not analyse the job ({type(e).__name__}: {e})",
+            hint="rerun with CKPROF_DEBUG=1 for the traceback",
+        ) from None
 
 
 def report(job, fmt: str, output: str | None, write, **kw) -> None:
@@ -90,9 +93,18 @@ def export(job, fmt: str, out: str) -> list[str]:
                     e["args"] = {"name": f"host={name}"}
                 events.append(e)
         with open(out, "w") as f:
-            json.dump({"traceEvents": events, "displayTimeUnit": "ms",
-                       "otherData": {"job": job.path, "time_origin": "the job's first host start (wall clock)",
-                                     "start_wall_ns": t0}}, f)
+            json.dump(
+                {
+                    "traceEvents": events,
+                    "displayTimeUnit": "ms",
+                    "otherData": {
+                        "job": job.path,
+                        "time_origin": "the job's first host start (wall clock)",
+                        "start_wall_ns": t0,
+                    },
+                },
+                f,
+            )
         return [out]
     os.makedirs(out, exist_ok=True)
     files = []

@@ -1,4 +1,5 @@
 """`ckprof record -- CMD`: run a command and record telemetry while it runs."""
+
 from __future__ import annotations
 
 import click
@@ -10,32 +11,92 @@ _interval = click_callback(parse_interval)
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-o", "--output", metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
-@click.option("--interval", default="100ms", show_default=True, callback=_interval,
-              help="Block-device and host sampling interval (e.g. 100ms, 10ms, 10Hz).")
-@click.option("--path", "paths", multiple=True, metavar="PATH",
-              help="Checkpoint directory: record the physical disks behind it [default: working directory]. Repeatable.")
-@click.option("--device", "devices", multiple=True, metavar="NAME|all",
-              help="Record this block device (e.g. nvme0n1, loop0), or every disk with 'all'. Repeatable.")
+@click.option(
+    "--interval",
+    default="100ms",
+    show_default=True,
+    callback=_interval,
+    help="Block-device and host sampling interval (e.g. 100ms, 10ms, 10Hz).",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="PATH",
+    help="Checkpoint directory: record the physical disks behind it [default: working directory]. Repeatable.",
+)
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    metavar="NAME|all",
+    help="Record this block device (e.g. nvme0n1, loop0), or every disk with 'all'. Repeatable.",
+)
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
-@click.option("--kill-after", default=10.0, show_default=True, metavar="SECONDS",
-              help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.")
-@click.option("--flush-interval", default="5s", show_default=True, callback=_interval,
-              help="How often samples are written to disk (what a killed recorder can lose).")
-@click.option("--nvme-interval", default="1s", show_default=True, callback=_interval,
-              help="NVMe SMART polling interval (one nvme-cli call per controller each time).")
+@click.option(
+    "--kill-after",
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.",
+)
+@click.option(
+    "--flush-interval",
+    default="5s",
+    show_default=True,
+    callback=_interval,
+    help="How often samples are written to disk (what a killed recorder can lose).",
+)
+@click.option(
+    "--nvme-interval",
+    default="1s",
+    show_default=True,
+    callback=_interval,
+    help="NVMe SMART polling interval (one nvme-cli call per controller each time).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
-@click.option("--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/.")
+@click.option(
+    "--job-dir", metavar="DIR", help="Shared directory of a multi-node job: this node records into DIR/host=<name>/."
+)
 @click.option("--job-id", metavar="ID", help="The job's id [default: from SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...].")
 @click.option("--host-name", metavar="NAME", help="This node's name in the job directory [default: the hostname].")
-@click.option("--prometheus-port", type=click.IntRange(0, 65535), metavar="PORT",
-              help="Serve live metrics for Prometheus on this port (0: any free port).")
-@click.option("--prometheus-addr", default="127.0.0.1", show_default=True, metavar="ADDR",
-              help="Address to serve Prometheus metrics on (0.0.0.0 for every interface).")
-@click.option("--no-patch", is_flag=True,
-              help="Do not mark a Python command's torch.save / DCP / safetensors saves automatically.")
+@click.option(
+    "--prometheus-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve live metrics for Prometheus on this port (0: any free port).",
+)
+@click.option(
+    "--prometheus-addr",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="ADDR",
+    help="Address to serve Prometheus metrics on (0.0.0.0 for every interface).",
+)
+@click.option(
+    "--no-patch",
+    is_flag=True,
+    help="Do not mark a Python command's torch.save / DCP / safetensors saves automatically.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record(output, interval, paths, devices, force, kill_after, flush_interval, nvme_interval, quiet, job_dir,
-           job_id, host_name, prometheus_port, prometheus_addr, no_patch, command):
+def record(
+    output,
+    interval,
+    paths,
+    devices,
+    force,
+    kill_after,
+    flush_interval,
+    nvme_interval,
+    quiet,
+    job_dir,
+    job_id,
+    host_name,
+    prometheus_port,
+    prometheus_addr,
+    no_patch,
+    command,
+):
     """Run COMMAND and record block-device and host telemetry while it runs.
 
     \b
@@ -56,10 +117,22 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
         command = command[1:]
     if not command:
         raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
-    result = do_record(list(command), output, interval, list(paths), list(devices), force=force,
-                       kill_after_s=kill_after, flush_s=flush_interval, quiet=quiet, job_dir=job_dir,
-                       job_id=job_id, host_name=host_name, prometheus_port=prometheus_port,
-                       prometheus_addr=prometheus_addr, nvme_interval_s=nvme_interval, patch=not no_patch)
+    result = do_record(
+        list(command),
+        output,
+        interval,
+        list(paths),
+        list(devices),
+        force=force,
+        kill_after_s=kill_after,
+        flush_s=flush_interval,
+        quiet=quiet,
+        job_dir=job_dir,
+        job_id=job_id,
+        host_name=host_name,
+        prometheus_port=prometheus_port,
+        prometheus_addr=prometheus_addr,
+        nvme_interval_s=nvme_interval,
+        patch=not no_patch,
+    )
     child.exit_like(result)
-
-

@@ -1,4 +1,5 @@
 """`ckprof report`, `compare` and `export`: one recording or a job directory of many hosts."""
+
 from __future__ import annotations
 
 import os
@@ -16,23 +17,25 @@ def analyse_path(path: str, **kw):
     """Load and analyse one recording; anything unexpected becomes a one-line RecordingError."""
     import ckprof
     from ckprof.analysis import analyze
-
     from ckprof.recording.job import Job
 
     rec = ckprof.load(path)
     if isinstance(rec, Job):  # a job directory: report and export read it whole (job_report.py)
         hosts = rec.hosts
         first = next(iter(hosts.values())).path
-        raise UsageError(f"{path} is a job of {len(hosts)} host(s) ({', '.join(hosts)}), not one recording",
-                         hint=f"give one host, e.g. {first}")
+        raise UsageError(
+            f"{path} is a job of {len(hosts)} host(s) ({', '.join(hosts)}), not one recording",
+            hint=f"give one host, e.g. {first}",
+        )
     try:
         return analyze(rec, **kw)
     except CkprofError:
         raise
     except Exception as e:  # a damaged recording must give a line, never a traceback
-        raise RecordingError(f"{path}: could not analyse the recording ({type(e).__name__}: {e})",
-                             hint="rerun with CKPROF_DEBUG=1 for the traceback") from (
-            e if os.environ.get("CKPROF_DEBUG") else None)
+        raise RecordingError(
+            f"{path}: could not analyse the recording ({type(e).__name__}: {e})",
+            hint="rerun with CKPROF_DEBUG=1 for the traceback",
+        ) from (e if os.environ.get("CKPROF_DEBUG") else None)
 
 
 def _write(text: str, out: str | None) -> None:
@@ -50,13 +53,28 @@ def _write(text: str, out: str | None) -> None:
 @click.command()
 @click.argument("recording", type=click.Path())
 @click.option("-f", "--format", "fmt", type=click.Choice(["html", "md", "json"]), default="html", show_default=True)
-@click.option("-o", "--output", metavar="FILE",
-              help="Where to write [default: RECORDING-NAME.report.html for html, stdout for md/json].")
-@click.option("--mtbf", callback=_mtbf, metavar="DURATION", help="Mean time between failures (e.g. 3h) for the optimal interval.")
-@click.option("--gpus", type=click.IntRange(min=1), metavar="N",
-              help="Cluster size: MTBF from Llama 3's failure rate (419 interruptions / 54 days / 16,384 GPUs).")
-@click.option("--windows", type=click.Choice(["auto", "markers", "inferred"]), default="auto", show_default=True,
-              help="Checkpoint windows from markers, from device write bursts, or markers when there are any.")
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Where to write [default: RECORDING-NAME.report.html for html, stdout for md/json].",
+)
+@click.option(
+    "--mtbf", callback=_mtbf, metavar="DURATION", help="Mean time between failures (e.g. 3h) for the optimal interval."
+)
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Cluster size: MTBF from Llama 3's failure rate (419 interruptions / 54 days / 16,384 GPUs).",
+)
+@click.option(
+    "--windows",
+    type=click.Choice(["auto", "markers", "inferred"]),
+    default="auto",
+    show_default=True,
+    help="Checkpoint windows from markers, from device write bursts, or markers when there are any.",
+)
 def report(recording, fmt, output, mtbf, gpus, windows):
     """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
 
@@ -66,6 +84,7 @@ def report(recording, fmt, output, mtbf, gpus, windows):
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
     """
     from ckprof.report import plots, render
+
     from . import job_report as job_commands
 
     job = job_commands.load_job(recording)
@@ -91,7 +110,8 @@ def compare(recordings, fmt, output):
     \b
     ckprof compare nvme-run xfs-run lustre-run
     """
-    from ckprof.report import compare as C, render
+    from ckprof.report import compare as C
+    from ckprof.report import render
 
     from . import job_report as job_commands
 
@@ -110,13 +130,18 @@ def compare(recordings, fmt, output):
 @click.command()
 @click.argument("recording", type=click.Path())
 @click.option("-f", "--format", "fmt", type=click.Choice(["perfetto", "csv", "parquet"]), required=True)
-@click.option("-o", "--output", metavar="PATH",
-              help="A .json file for perfetto, a directory for csv/parquet [default: RECORDING-NAME.trace.json or RECORDING-NAME-export/].")
+@click.option(
+    "-o",
+    "--output",
+    metavar="PATH",
+    help="A .json file for perfetto, a directory for csv/parquet [default: RECORDING-NAME.trace.json or RECORDING-NAME-export/].",
+)
 def export(recording, fmt, output):
     """Export checkpoint windows and metrics: a Perfetto/Chrome trace (open it in ui.perfetto.dev),
     or checkpoints and timeline tables as CSV or Parquet."""
-    from . import job_report as job_commands
     from ckprof.report.export import export as do_export
+
+    from . import job_report as job_commands
 
     job = job_commands.load_job(recording)
     name = os.path.basename(os.path.abspath(recording))

@@ -1,5 +1,6 @@
 """`ckprof workload`: flags → the generator's ModelOptions and RunConfig (ckprof.workloads.options),
 then its `run`; `ckprof workload load DIR` reads a checkpoint back."""
+
 from __future__ import annotations
 
 import click
@@ -9,15 +10,23 @@ from ckprof.units import click_callback, parse_interval, parse_size
 from ckprof.workloads.config import RunConfig
 from ckprof.workloads.options import ModelOptions, run
 
-
 _size = click_callback(parse_size)
 
 
 def model_options(f):
     opts = [
-        click.option("--preset", default=None, metavar="NAME",
-                     help="llama3-8b | llama3-70b | llama3-405b | llama3-1t (MLPerf Storage v2.0 sizes) [default: llama3-8b]."),
-        click.option("--params", default=None, metavar="N", help="A custom model of N parameters (e.g. 13B), split into --layers layers."),
+        click.option(
+            "--preset",
+            default=None,
+            metavar="NAME",
+            help="llama3-8b | llama3-70b | llama3-405b | llama3-1t (MLPerf Storage v2.0 sizes) [default: llama3-8b].",
+        ),
+        click.option(
+            "--params",
+            default=None,
+            metavar="N",
+            help="A custom model of N parameters (e.g. 13B), split into --layers layers.",
+        ),
         click.option("--hidden", type=int, default=None, help="Custom shape: hidden size."),
         click.option("--ffn", type=int, default=None, help="Custom shape: FFN (intermediate) size."),
         click.option("--layers", type=int, default=None, help="Custom shape: transformer layers."),
@@ -27,18 +36,47 @@ def model_options(f):
         click.option("--tp", type=int, default=None, help="Tensor parallelism."),
         click.option("--pp", type=int, default=None, help="Pipeline parallelism."),
         click.option("--zero", type=int, default=None, help="ZeRO stage (0-3)."),
-        click.option("--ranks", type=int, default=None, help="Ranks (processes) [default: the preset's]; DP = ranks / (TP×PP)."),
-        click.option("--subset", is_flag=True, help="Run only the first ranks (8, or --ranks) of the full layout, as MLPerf's subset mode."),
-        click.option("--scale", type=float, default=None, help="Multiply every file's size by F (keeps rank and file structure)."),
-        click.option("--total-size", callback=_size, default=None, metavar="SIZE", help="Scale so one checkpoint is SIZE in total (e.g. 4GiB)."),
+        click.option(
+            "--ranks", type=int, default=None, help="Ranks (processes) [default: the preset's]; DP = ranks / (TP×PP)."
+        ),
+        click.option(
+            "--subset",
+            is_flag=True,
+            help="Run only the first ranks (8, or --ranks) of the full layout, as MLPerf's subset mode.",
+        ),
+        click.option(
+            "--scale", type=float, default=None, help="Multiply every file's size by F (keeps rank and file structure)."
+        ),
+        click.option(
+            "--total-size",
+            callback=_size,
+            default=None,
+            metavar="SIZE",
+            help="Scale so one checkpoint is SIZE in total (e.g. 4GiB).",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
-MODEL_FLAGS = ("preset", "params", "hidden", "ffn", "layers", "heads", "kv_heads", "vocab", "tp", "pp", "zero",
-               "ranks", "subset", "scale", "total_size")
+MODEL_FLAGS = (
+    "preset",
+    "params",
+    "hidden",
+    "ffn",
+    "layers",
+    "heads",
+    "kv_heads",
+    "vocab",
+    "tp",
+    "pp",
+    "zero",
+    "ranks",
+    "subset",
+    "scale",
+    "total_size",
+)
 
 
 def model_from_flags(flags: dict) -> ModelOptions:
@@ -48,12 +86,42 @@ def model_from_flags(flags: dict) -> ModelOptions:
     return ModelOptions(**opts)
 
 
-def run_from_flags(target, count, interval, compute, direct, no_fsync, chunk_size, threads, async_, keep, load_after,
-                   drop_caches, no_record, output, sample_interval, force) -> RunConfig:
-    return RunConfig(target=target, count=count, interval_s=_interval(interval), compute=compute, direct=direct,
-                     fsync=not no_fsync, chunk_bytes=chunk_size, threads=threads, async_=async_, keep=keep,
-                     load=load_after, drop_caches=drop_caches, record=not no_record, output=output,
-                     sample_interval_s=parse_interval(sample_interval), force=force)
+def run_from_flags(
+    target,
+    count,
+    interval,
+    compute,
+    direct,
+    no_fsync,
+    chunk_size,
+    threads,
+    async_,
+    keep,
+    load_after,
+    drop_caches,
+    no_record,
+    output,
+    sample_interval,
+    force,
+) -> RunConfig:
+    return RunConfig(
+        target=target,
+        count=count,
+        interval_s=_interval(interval),
+        compute=compute,
+        direct=direct,
+        fsync=not no_fsync,
+        chunk_bytes=chunk_size,
+        threads=threads,
+        async_=async_,
+        keep=keep,
+        load=load_after,
+        drop_caches=drop_caches,
+        record=not no_record,
+        output=output,
+        sample_interval_s=parse_interval(sample_interval),
+        force=force,
+    )
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,19 +129,53 @@ def run_from_flags(target, count, interval, compute, direct, no_fsync, chunk_siz
 @click.option("--target", "-t", default=None, metavar="DIR", help="Where checkpoints are written (created if missing).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (per-rank files and bytes) and write nothing.")
 @click.option("--count", default=1, show_default=True, help="Checkpoints to write.")
-@click.option("--interval", default="0s", show_default=True, metavar="SECONDS", help="Compute phase between checkpoints (e.g. 5s).")
-@click.option("--compute", type=click.Choice(["sleep", "cpu", "gpu"]), default="sleep", show_default=True,
-              help="What the compute phase does: sleep, a CPU busy loop, or a GPU busy loop (torch).")
+@click.option(
+    "--interval",
+    default="0s",
+    show_default=True,
+    metavar="SECONDS",
+    help="Compute phase between checkpoints (e.g. 5s).",
+)
+@click.option(
+    "--compute",
+    type=click.Choice(["sleep", "cpu", "gpu"]),
+    default="sleep",
+    show_default=True,
+    help="What the compute phase does: sleep, a CPU busy loop, or a GPU busy loop (torch).",
+)
 @click.option("--direct", is_flag=True, help="O_DIRECT writes and reads (aligned buffers), bypassing the page cache.")
-@click.option("--no-fsync", is_flag=True, help="Skip fsync (shows what skipping it does; the data may still be in the page cache).")
-@click.option("--chunk-size", callback=_size, default="4MiB", show_default=True, metavar="SIZE", help="Bytes per write(2)/read(2).")
+@click.option(
+    "--no-fsync",
+    is_flag=True,
+    help="Skip fsync (shows what skipping it does; the data may still be in the page cache).",
+)
+@click.option(
+    "--chunk-size",
+    callback=_size,
+    default="4MiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Bytes per write(2)/read(2).",
+)
 @click.option("--threads", default=1, show_default=True, help="Writer/reader threads per rank.")
-@click.option("--async", "async_", is_flag=True, help="Stage each checkpoint in memory, write it in background threads while the next compute phase runs.")
+@click.option(
+    "--async",
+    "async_",
+    is_flag=True,
+    help="Stage each checkpoint in memory, write it in background threads while the next compute phase runs.",
+)
 @click.option("--keep", default=0, show_default=True, help="Keep the newest N complete checkpoints (0: keep all).")
-@click.option("--load", "load_after", is_flag=True, help="After the saves, all ranks read the newest checkpoint back and verify it.")
+@click.option(
+    "--load",
+    "load_after",
+    is_flag=True,
+    help="After the saves, all ranks read the newest checkpoint back and verify it.",
+)
 @click.option("--drop-caches", is_flag=True, help="Before a load, also write 3 to /proc/sys/vm/drop_caches (root).")
 @click.option("--no-record", is_flag=True, help="Do not record telemetry (a bare run).")
-@click.option("-o", "--output", default=None, metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
+@click.option(
+    "-o", "--output", default=None, metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS]."
+)
 @click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
 @click.pass_context
@@ -123,7 +225,15 @@ def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, ou
 
     if ranks is not None and ranks < 1:
         raise UsageError(f"--ranks must be at least 1 (got {ranks})")
-    cfg = RunConfig(target=checkpoint, direct=direct, drop_caches=drop_caches, threads=threads,
-                    record=not no_record, output=output, sample_interval_s=parse_interval(sample_interval),
-                    force=force, load=True)
+    cfg = RunConfig(
+        target=checkpoint,
+        direct=direct,
+        drop_caches=drop_caches,
+        threads=threads,
+        record=not no_record,
+        output=output,
+        sample_interval_s=parse_interval(sample_interval),
+        force=force,
+        load=True,
+    )
     ctx.exit(load_main(checkpoint, ranks, cfg))

@@ -18,6 +18,7 @@ Components, one vocabulary (docs/power.md): gpu, cpu (RAPL packages), dram, ssd,
 whole-node reading), external:<name> (an imported trace), and core, uncore, psys (RAPL domains
 inside or around a package: answered when asked for, never added to a total).
 """
+
 from __future__ import annotations
 
 import re
@@ -70,7 +71,7 @@ def component_of(collector: str, info: dict | None = None, domain: str | None = 
     if n.startswith(("nvme", "ssd", "smart")):
         return "ssd"
     if n.startswith("power_"):
-        name = collector[len("power_"):]
+        name = collector[len("power_") :]
         return "ssd" if re.fullmatch(r"nvme\d+", name) else f"external:{name}"
     if n.startswith(("ipmi", "node", "bmc", "pdu")):
         return "node"
@@ -81,16 +82,16 @@ def component_of(collector: str, info: dict | None = None, domain: str | None = 
 class EnergySource:
     """One device's energy readings: a counter, a power gauge, or a running sum of joules."""
 
-    component: str       # gpu | cpu | dram | ssd | node | external:<name> | core | uncore | psys
-    device: str          # what a user names it by: gpu0, intel-rapl:0, nvme0, node, psu
-    name: str            # where it came from, e.g. "gpu/0.energy_mj"
-    provenance: str      # of the figures it gives (integrated power is already 'derived')
-    method: str          # "energy counter" | "integrated power" | "SSD power per interval"
-    t_ns: np.ndarray     # reading times, in order
-    values: np.ndarray   # raw counter, power, or running joules
-    scale: float         # raw units → J (counters, running sums) or W (power)
-    width: int | None = None      # a counter's wrap point
-    cumulative: bool = False      # values are already a running sum of joules (no wrap)
+    component: str  # gpu | cpu | dram | ssd | node | external:<name> | core | uncore | psys
+    device: str  # what a user names it by: gpu0, intel-rapl:0, nvme0, node, psu
+    name: str  # where it came from, e.g. "gpu/0.energy_mj"
+    provenance: str  # of the figures it gives (integrated power is already 'derived')
+    method: str  # "energy counter" | "integrated power" | "SSD power per interval"
+    t_ns: np.ndarray  # reading times, in order
+    values: np.ndarray  # raw counter, power, or running joules
+    scale: float  # raw units → J (counters, running sums) or W (power)
+    width: int | None = None  # a counter's wrap point
+    cumulative: bool = False  # values are already a running sum of joules (no wrap)
     interval_provenance: np.ndarray | None = None  # per interval t[i-1]..t[i] (len t - 1), where it varies
 
     @property
@@ -142,12 +143,12 @@ class Energy:
     component: str
     start_ns: float
     end_ns: float
-    joules: float            # J over the covered part of the window, whole (NaN: nothing covers it)
+    joules: float  # J over the covered part of the window, whole (NaN: nothing covers it)
     provenance: str
     method: str
-    sources: tuple           # the sources' names
-    coverage: float          # the fraction of the window the readings span (the least of the sources)
-    above_idle_j: float | None   # J above each source's idle power over its covered part; None: no baseline
+    sources: tuple  # the sources' names
+    coverage: float  # the fraction of the window the readings span (the least of the sources)
+    above_idle_j: float | None  # J above each source's idle power over its covered part; None: no baseline
     baseline_w: float = 0.0  # the idle power subtracted (W, sum over sources)
 
     @property
@@ -165,8 +166,9 @@ class Energy:
         return self.above_idle_j
 
 
-def combine(component: str, sources: list[EnergySource], a: float, b: float,
-            idle_w: dict[str, float] | None = None) -> Energy | None:
+def combine(
+    component: str, sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float] | None = None
+) -> Energy | None:
     """One component's Energy over [a, b] from its sources (None when none reaches the window).
 
     Above idle: each source's joules less its idle power × the seconds its readings cover (the
@@ -191,12 +193,21 @@ def combine(component: str, sources: list[EnergySource], a: float, b: float,
     if not used:
         return None
     methods = sorted({s.method for s in used})
-    return Energy(component, a, b, whole, worst(s.provenance_in(a, b) for s in used), ", ".join(methods),
-                  tuple(s.name for s in used), float(min(covs)), above if above_ok else None, base)
+    return Energy(
+        component,
+        a,
+        b,
+        whole,
+        worst(s.provenance_in(a, b) for s in used),
+        ", ".join(methods),
+        tuple(s.name for s in used),
+        float(min(covs)),
+        above if above_ok else None,
+        base,
+    )
 
 
-def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float],
-                  gib: float | None) -> dict:
+def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float], gib: float | None) -> dict:
     """The report's per-component energy of a window (docs/report-format.md `energy`):
     {component: {energy_j, above_idle_j, j_per_gib, above_idle_j_per_gib, provenance, method,
     sources, coverage}}."""
@@ -210,7 +221,10 @@ def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[
             "above_idle_j": e.above_idle_j,
             "j_per_gib": e.joules / gib if gib else None,
             "above_idle_j_per_gib": e.above_idle_j / gib if (gib and e.above_idle_j is not None) else None,
-            "provenance": e.provenance, "method": e.method, "sources": list(e.sources), "coverage": e.coverage,
+            "provenance": e.provenance,
+            "method": e.method,
+            "sources": list(e.sources),
+            "coverage": e.coverage,
         }
     return out
 
@@ -221,8 +235,9 @@ def total_j(energy: dict) -> float | None:
     return float(sum(parts)) if parts else None
 
 
-def idle_baseline(sources: list[EnergySource], start_ns: float, first_window_ns: float | None,
-                  min_s: float = 1.0) -> tuple[dict[str, float], str | None]:
+def idle_baseline(
+    sources: list[EnergySource], start_ns: float, first_window_ns: float | None, min_s: float = 1.0
+) -> tuple[dict[str, float], str | None]:
     """Each source's mean power (W) before the first window (the idle baseline); a note naming
     the sources with less than `min_s` of readings there."""
     end = float("inf") if first_window_ns is None else first_window_ns
@@ -235,8 +250,10 @@ def idle_baseline(sources: list[EnergySource], start_ns: float, first_window_ns:
         out[s.name] = s.mean_w(a, b)
     note = None
     if short:
-        note = (f"no idle baseline for {', '.join(short)}: less than {min_s:g} s of readings before "
-                "the first checkpoint; energy above idle not computed for them")
+        note = (
+            f"no idle baseline for {', '.join(short)}: less than {min_s:g} s of readings before "
+            "the first checkpoint; energy above idle not computed for them"
+        )
     return out, note
 
 
@@ -284,13 +301,25 @@ def energy_j(rec, component: str, start_ns: int, end_ns: int, baseline_w: float 
     chosen = _select(srcs, component)
     if not chosen:
         names = sorted({s.component for s in srcs} | {s.device for s in srcs})
-        raise UsageError(f"no power or energy readings for {component!r} in {rec.path}",
-                         hint=f"components here: {', '.join(names) or 'none'}")
+        raise UsageError(
+            f"no power or energy readings for {component!r} in {rec.path}",
+            hint=f"components here: {', '.join(names) or 'none'}",
+        )
     idle = None
     if baseline_w is not None:  # split evenly over the sources: the component's baseline is baseline_w
         idle = {s.name: baseline_w / len(chosen) for s in chosen}
     e = combine(component, chosen, start_ns, end_ns, idle)
     if e is None:  # readings exist, none inside the window
-        return Energy(component, start_ns, end_ns, float("nan"), worst(s.provenance for s in chosen), "none",
-                      tuple(s.name for s in chosen), 0.0, None, baseline_w or 0.0)
+        return Energy(
+            component,
+            start_ns,
+            end_ns,
+            float("nan"),
+            worst(s.provenance for s in chosen),
+            "none",
+            tuple(s.name for s in chosen),
+            0.0,
+            None,
+            baseline_w or 0.0,
+        )
     return e

@@ -9,6 +9,7 @@ Documentation/power/powercap/powercap.rst).
 Both rules cut the window to the readings' span and say how much of it they covered; neither
 extrapolates past the first or last reading.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,12 +69,12 @@ def power_j_windows(t_ns, watts, lo_ns, hi_ns) -> tuple[np.ndarray, np.ndarray]:
     if not use.any():
         return joules, cover
     lo, hi, start, end = lo[use], hi[use], lo_ns[use], hi_ns[use]
-    a = np.searchsorted(t, lo, side="right")              # the readings strictly inside: t[a:b]
+    a = np.searchsorted(t, lo, side="right")  # the readings strictly inside: t[a:b]
     b = np.searchsorted(t, hi, side="left")
     inner = b > a
     tf, lof, hif = t.astype(float), lo.astype(float), hi.astype(float)
     w_lo, w_hi = np.interp(lof, t, w), np.interp(hif, t, w)
-    n_full = np.where(inner, b - a - 1, 0)               # whole segments t[k]..t[k+1] inside
+    n_full = np.where(inner, b - a - 1, 0)  # whole segments t[k]..t[k+1] inside
     n_pieces = np.where(inner, n_full + 2, 1)
     first = np.concatenate(([0], np.cumsum(n_pieces)[:-1]))
     pieces = np.empty(int(n_pieces.sum()))

@@ -6,6 +6,7 @@ Where one device has both a counter and a gauge, the counter is used (design.md)
 be read at a coarser grid (`grid`: the analysis timeline's start and bin width) so a day's
 recording is reduced as it is read; without one every reading is used.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -67,7 +68,7 @@ def _device(col: S.Column, entity: str) -> str:
     if col.collector == "gpu" and entity:
         return f"gpu{entity}"
     if col.collector.startswith("power_"):
-        return col.collector[len("power_"):]
+        return col.collector[len("power_") :]
     if col.collector == "ipmi":
         return "node"
     return entity or col.collector
@@ -101,15 +102,30 @@ def ssd_sources(rec, busy: pd.DataFrame | None = None, notes: list[str] | None =
         srcs = ", ".join(sorted(set(g["power_source"])))
         # constant power × each interval: integrating a measured power is derived (the rule for
         # every gauge), an estimate stays estimated
-        each = np.array([integrated(x) if x in ("measured", "derived", "estimated") else "estimated"
-                         for x in g["provenance"]], dtype=object)
-        out.append(EnergySource("ssd", str(ctrl), f"nvme/{ctrl}.power ({srcs})", integrated(prov),
-                                "SSD power per interval", t, cum, 1.0, cumulative=True, interval_provenance=each))
+        each = np.array(
+            [integrated(x) if x in ("measured", "derived", "estimated") else "estimated" for x in g["provenance"]],
+            dtype=object,
+        )
+        out.append(
+            EnergySource(
+                "ssd",
+                str(ctrl),
+                f"nvme/{ctrl}.power ({srcs})",
+                integrated(prov),
+                "SSD power per interval",
+                t,
+                cum,
+                1.0,
+                cumulative=True,
+                interval_provenance=each,
+            )
+        )
     return out
 
 
-def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
-                   notes: list[str] | None = None) -> list[EnergySource]:
+def energy_sources(
+    rec, grid=None, busy: pd.DataFrame | None = None, notes: list[str] | None = None
+) -> list[EnergySource]:
     """Every energy source of a recording (one host). `grid` (any object with start_ns and
     bin_ns, e.g. the analysis timeline) reduces series to that resolution as they are read."""
     out: list[EnergySource] = []
@@ -130,9 +146,19 @@ def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
                 comp = component_of(col.collector, col.collector_info, zones[ent][0])
             if len(df) < 2:  # e.g. a GPU without the total-energy counter: its power is used
                 continue
-            out.append(EnergySource(comp, _device(col, ent), S.series_name(col, ent), col.provenance,
-                                    "energy counter", df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(),
-                                    S.ENERGY_UNITS[col.unit], width))
+            out.append(
+                EnergySource(
+                    comp,
+                    _device(col, ent),
+                    S.series_name(col, ent),
+                    col.provenance,
+                    "energy counter",
+                    df["t_ns"].to_numpy(dtype=float),
+                    df["value"].to_numpy(),
+                    S.ENERGY_UNITS[col.unit],
+                    width,
+                )
+            )
             have_counter.add((col.collector, ent))
     gauges: dict[str, list[S.Column]] = {}
     for col in S.power_gauges(cols):
@@ -140,7 +166,7 @@ def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
     for coll, cs in gauges.items():
         if coll == "nvme" and ssd is not None:
             continue  # its ipm_w is in ckprof.power.ssd's answer already
-        if coll.startswith("power_") and coll[len("power_"):] in ssd_ctrls:
+        if coll.startswith("power_") and coll[len("power_") :] in ssd_ctrls:
             continue  # an imported SSD trace is the SSD model's first choice already
         done = set(e for c, e in have_counter if c == coll)
         for col in _power_columns(cs):
@@ -148,7 +174,16 @@ def energy_sources(rec, grid=None, busy: pd.DataFrame | None = None,
                 if ent in done or len(df) < 2:
                     continue
                 done.add(ent)
-                out.append(EnergySource(col.component, _device(col, ent), S.series_name(col, ent),
-                                        integrated(col.provenance), "integrated power",
-                                        df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy(), S.POWER_UNITS[col.unit]))
+                out.append(
+                    EnergySource(
+                        col.component,
+                        _device(col, ent),
+                        S.series_name(col, ent),
+                        integrated(col.provenance),
+                        "integrated power",
+                        df["t_ns"].to_numpy(dtype=float),
+                        df["value"].to_numpy(),
+                        S.POWER_UNITS[col.unit],
+                    )
+                )
     return [s for s in out if len(s.t_ns) >= 2]

@@ -24,6 +24,7 @@ Per interval between two NVMe SMART samples, in order of preference:
 `power_upper_w` is always the state's Max Power where the table has it. Energy is power × the
 interval; its provenance is that of the power it comes from.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,10 +47,29 @@ COLUMNS = {
 }
 
 
-_EMPTY_COLUMNS = ["t_ns", "ctrl", "dt_s", "power_state", "util_pct", "power_w", "power_upper_w", "energy_j",
-                  "provenance", "power_source"]
-_NVME_COLUMNS = ["ctrl", "temp_c", "data_units_written", "power_state", "ipm_w", "pm_count", "pm_avg_power_w",
-                 "pm_generation", "pm_estimated"]
+_EMPTY_COLUMNS = [
+    "t_ns",
+    "ctrl",
+    "dt_s",
+    "power_state",
+    "util_pct",
+    "power_w",
+    "power_upper_w",
+    "energy_j",
+    "provenance",
+    "power_source",
+]
+_NVME_COLUMNS = [
+    "ctrl",
+    "temp_c",
+    "data_units_written",
+    "power_state",
+    "ipm_w",
+    "pm_count",
+    "pm_avg_power_w",
+    "pm_generation",
+    "pm_estimated",
+]
 
 
 def _float(df: pd.DataFrame, name: str, n: int) -> np.ndarray:
@@ -83,8 +103,10 @@ def _block_by_device(block: pd.DataFrame) -> dict:
     if block.empty:
         return {}
     block = block[["t_ns", "device", "io_ticks_ms"]]
-    return {str(dev): (g["t_ns"].to_numpy(dtype=float), g["io_ticks_ms"].to_numpy(dtype=float))
-            for dev, g in ((d, g.sort_values("t_ns")) for d, g in block.groupby("device", observed=True))}
+    return {
+        str(dev): (g["t_ns"].to_numpy(dtype=float), g["io_ticks_ms"].to_numpy(dtype=float))
+        for dev, g in ((d, g.sort_values("t_ns")) for d, g in block.groupby("device", observed=True))
+    }
 
 
 def _pm_intervals(g: pd.DataFrame, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,9 +130,12 @@ def _pm_intervals(g: pd.DataFrame, n: int) -> tuple[np.ndarray, np.ndarray, np.n
 
 def _table_arrays(table: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max, Idle and Active Power (W, NaN where the descriptor has none) by power state."""
+
     def col(key):
-        return np.array([np.nan if not psd or psd.get(key) is None else float(psd[key]) for psd in table]
-                        + [np.nan])    # one past the end: the slot for states the table does not have
+        return np.array(
+            [np.nan if not psd or psd.get(key) is None else float(psd[key]) for psd in table] + [np.nan]
+        )  # one past the end: the slot for states the table does not have
+
     return col("max_power_w"), col("idle_power_w"), col("active_power_w")
 
 
@@ -132,8 +157,13 @@ def _controller(ctrl: str, g: pd.DataFrame, info: dict, by_device: dict, ext: pd
     upper = np.where(has_psd, max_w, np.nan)
     ipm = _float(g, "ipm_w", n)[1:]
     pm_ok, pm_w, pm_est = _pm_intervals(g, n)
-    ext_j, cover = (power_j_windows(ext["t_ns"].to_numpy(dtype=np.int64), ext["power_w"].to_numpy(dtype=float, na_value=np.nan),
-                                    t[:-1], t[1:]) if not ext.empty else (np.full(n - 1, np.nan), np.zeros(n - 1)))
+    ext_j, cover = (
+        power_j_windows(
+            ext["t_ns"].to_numpy(dtype=np.int64), ext["power_w"].to_numpy(dtype=float, na_value=np.nan), t[:-1], t[1:]
+        )
+        if not ext.empty
+        else (np.full(n - 1, np.nan), np.zeros(n - 1))
+    )
 
     use_ext = cover >= EXTERNAL_MIN_COVERAGE
     use_ipm = ~use_ext & ~np.isnan(ipm)
@@ -142,20 +172,44 @@ def _controller(ctrl: str, g: pd.DataFrame, info: dict, by_device: dict, ext: pd
     use_ia = rest & ~np.isnan(idle_w) & ~np.isnan(active_w) & ~np.isnan(util)
     use_max = rest & ~use_ia
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.select([use_ext, use_ipm, use_pm, use_ia, use_max],
-                      [ext_j / dt, ipm, pm_w, idle_w + (active_w - idle_w) * util / 100, max_w], np.nan)
-    prov = np.select([use_ext | use_ipm, use_pm & pm_est, use_pm, use_ia | use_max],
-                     ["measured", "estimated", "derived", "estimated"], "none")
-    src = np.select([use_ext, use_ipm, use_pm, use_ia, use_max],
-                    [f"external:power_{ctrl}", "nvme:interval_power_measurement", "nvme:power_measurement_log",
-                     "power_state_table:idle_active_util", "power_state_table:max_power"],
-                    "no power-state table and no measurement")
+        p = np.select(
+            [use_ext, use_ipm, use_pm, use_ia, use_max],
+            [ext_j / dt, ipm, pm_w, idle_w + (active_w - idle_w) * util / 100, max_w],
+            np.nan,
+        )
+    prov = np.select(
+        [use_ext | use_ipm, use_pm & pm_est, use_pm, use_ia | use_max],
+        ["measured", "estimated", "derived", "estimated"],
+        "none",
+    )
+    src = np.select(
+        [use_ext, use_ipm, use_pm, use_ia, use_max],
+        [
+            f"external:power_{ctrl}",
+            "nvme:interval_power_measurement",
+            "nvme:power_measurement_log",
+            "power_state_table:idle_active_util",
+            "power_state_table:max_power",
+        ],
+        "no power-state table and no measurement",
+    )
     state = pd.Series(ps)
     if not np.isnan(ps).any():
         state = state.astype(np.int64)
-    return pd.DataFrame({"t_ns": t[1:], "ctrl": ctrl, "dt_s": dt, "power_state": state, "util_pct": util,
-                         "power_w": p, "power_upper_w": upper, "energy_j": p * dt,
-                         "provenance": pd.array(prov, dtype="str"), "power_source": pd.array(src, dtype="str")})
+    return pd.DataFrame(
+        {
+            "t_ns": t[1:],
+            "ctrl": ctrl,
+            "dt_s": dt,
+            "power_state": state,
+            "util_pct": util,
+            "power_w": p,
+            "power_upper_w": upper,
+            "energy_j": p * dt,
+            "provenance": pd.array(prov, dtype="str"),
+            "power_source": pd.array(src, dtype="str"),
+        }
+    )
 
 
 def ssd_power(rec, block: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -167,7 +221,7 @@ def ssd_power(rec, block: pd.DataFrame | None = None) -> pd.DataFrame:
 
     Vectorised per controller (a day at 1 Hz × 32 controllers is 2.8 M intervals): each column is
     one numpy expression over the controller's polls; benchmarks/ssd_power.py times it."""
-    nv = rec.samples("nvme", columns=_NVME_COLUMNS)     # the columns used, labels as categoricals
+    nv = rec.samples("nvme", columns=_NVME_COLUMNS)  # the columns used, labels as categoricals
     empty = pd.DataFrame(columns=_EMPTY_COLUMNS)
     empty.attrs["columns"] = COLUMNS
     if nv.empty:
@@ -180,7 +234,7 @@ def ssd_power(rec, block: pd.DataFrame | None = None) -> pd.DataFrame:
     answered = nv["temp_c"].notna() | nv["data_units_written"].notna()  # not the rows of failed polls
     nv = nv[answered]
     rows = nv.groupby("ctrl", observed=True, sort=False).indices
-    for ctrl in sorted(rows, key=str):                    # controllers in name order
+    for ctrl in sorted(rows, key=str):  # controllers in name order
         if len(rows[ctrl]) < 2:
             continue
         g = nv.iloc[rows[ctrl]].sort_values("t_ns").reset_index(drop=True)
@@ -202,9 +256,9 @@ def power_state_changes(rec) -> pd.DataFrame:
     nv = nv[nv["power_state"].notna() & nv["ctrl"].notna()].sort_values("t_ns")
     ctrl = nv["ctrl"].astype("category")
     names = np.asarray(ctrl.cat.categories, dtype=object)
-    rank = np.argsort(np.argsort(names.astype(str), kind="stable"))   # category → place in name order
+    rank = np.argsort(np.argsort(names.astype(str), kind="stable"))  # category → place in name order
     key = rank[ctrl.cat.codes.to_numpy()]
-    order = np.argsort(key, kind="stable")                  # by controller, then time
+    order = np.argsort(key, kind="stable")  # by controller, then time
     key = key[order]
     ps = nv["power_state"].to_numpy()[order].astype(int)
     changed = np.zeros(len(ps), bool)
@@ -212,6 +266,12 @@ def power_state_changes(rec) -> pd.DataFrame:
     if not changed.any():
         return pd.DataFrame(columns=cols)
     at = np.flatnonzero(changed)
-    return pd.DataFrame({"t_ns": nv["t_ns"].to_numpy(dtype=np.int64)[order][at],
-                         "ctrl": pd.array(names[ctrl.cat.codes.to_numpy()[order][at]].astype(str), dtype="str"),
-                         "from_state": ps[at - 1], "to_state": ps[at]}, columns=cols)
+    return pd.DataFrame(
+        {
+            "t_ns": nv["t_ns"].to_numpy(dtype=np.int64)[order][at],
+            "ctrl": pd.array(names[ctrl.cat.codes.to_numpy()[order][at]].astype(str), dtype="str"),
+            "from_state": ps[at - 1],
+            "to_state": ps[at],
+        },
+        columns=cols,
+    )

@@ -15,6 +15,7 @@ and taken synchronously with sigtimedwait(2) in the main thread, so nothing inte
 recorder. The child is started with posix_spawn(3), whose setsigmask clears that block in the
 child alone.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,17 +38,19 @@ def block_signals() -> None:
 @dataclass
 class ChildResult:
     pid: int | None
-    exit_code: int           # what ckprof should exit with (128+N for a signal, 126/127 for spawn errors)
+    exit_code: int  # what ckprof should exit with (128+N for a signal, 126/127 for spawn errors)
     signal: int | None = None  # the signal the child died of, if any
-    error: str | None = None   # why the command could not be started
-    forwarded: tuple = ()      # signals forwarded to the child
-    killed: bool = False       # escalated to SIGKILL
+    error: str | None = None  # why the command could not be started
+    forwarded: tuple = ()  # signals forwarded to the child
+    killed: bool = False  # escalated to SIGKILL
 
 
 def spawn(argv: list[str], env: dict) -> int:
     """Start argv with posix_spawnp: inherited stdio, default signal mask and dispositions."""
     return os.posix_spawnp(
-        argv[0], argv, env,
+        argv[0],
+        argv,
+        env,
         setsigmask=(),  # unblock everything block_signals() blocked
         setsigdef=(*TERMINATING, signal.SIGPIPE, signal.SIGXFSZ),  # Python ignores SIGPIPE/SIGXFSZ
     )

@@ -4,6 +4,7 @@ The recorder, the collectors and every process the wrapped command starts read t
 CLOCK_MONOTONIC (clock_gettime(2)), so marker events and samples line up without translation.
 Tests pass a FakeClock instead; nothing in ckprof calls time.monotonic_ns() directly but this module.
 """
+
 from __future__ import annotations
 
 import threading

@@ -8,6 +8,7 @@ _celsius, power_w → _watts, energy_mj → _joules_total, *_pct → _ratio), la
 collector's label columns (device, gpu, zone), so a new collector needs no change here.
 Nothing is computed at sample time: a scrape reads the recorder's latest rows.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,24 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ckprof.collectors.base import label_columns
 from ckprof.collectors.diskstats import SECTOR_BYTES
-from ckprof.recording.counters import counter_delta
 from ckprof.errors import UsageError
+from ckprof.recording.counters import counter_delta
 
 # column suffix → (metric suffix, scale to base unit)
-_SUFFIXES = (("_kb_per_s", "_bytes_per_second", 1000.0), ("_bytes_per_s", "_bytes_per_second", 1.0),
-             ("_mj", "_joules", 1e-3), ("_uj", "_joules", 1e-6), ("_j", "_joules", 1.0),
-             ("_c", "_celsius", 1.0), ("_w", "_watts", 1.0), ("_pct", "_ratio", 0.01),
-             ("_mhz", "_hertz", 1e6), ("_ms", "_seconds", 1e-3), ("_s", "_seconds", 1.0),
-             ("_bytes", "_bytes", 1.0))
+_SUFFIXES = (
+    ("_kb_per_s", "_bytes_per_second", 1000.0),
+    ("_bytes_per_s", "_bytes_per_second", 1.0),
+    ("_mj", "_joules", 1e-3),
+    ("_uj", "_joules", 1e-6),
+    ("_j", "_joules", 1.0),
+    ("_c", "_celsius", 1.0),
+    ("_w", "_watts", 1.0),
+    ("_pct", "_ratio", 0.01),
+    ("_mhz", "_hertz", 1e6),
+    ("_ms", "_seconds", 1e-3),
+    ("_s", "_seconds", 1.0),
+    ("_bytes", "_bytes", 1.0),
+)
 
 # node_exporter's disk metrics (collector/diskstats_linux.go): column → (name, scale, help)
 _DISK_COUNTERS = {
@@ -106,7 +116,7 @@ class LiveCollector:
     def collect(self):
         self.events.poll()
         yield from self._checkpoints()
-        for c in (self.recorder.collectors if self.recorder else []):
+        for c in self.recorder.collectors if self.recorder else []:
             st = self.recorder.stats[c.name]
             rows = dict(st.last_rows)
             if not rows:
@@ -117,8 +127,7 @@ class LiveCollector:
                 yield from self._generic(c, rows)
 
     def _checkpoints(self):
-        g = GaugeMetricFamily("ckprof_checkpoint_in_progress", "Checkpoint windows open now, by kind.",
-                              labels=["kind"])
+        g = GaugeMetricFamily("ckprof_checkpoint_in_progress", "Checkpoint windows open now, by kind.", labels=["kind"])
         open_now = self.events.in_progress()
         for kind in sorted(set(open_now) | {"save", "load"}):
             g.add_metric([kind], open_now.get(kind, 0))
@@ -127,22 +136,30 @@ class LiveCollector:
         for kind, n in sorted(self.events.completed.items()):
             c.add_metric([kind], n)
         yield c
-        d = GaugeMetricFamily("ckprof_checkpoint_last_duration_seconds",
-                              "Duration of the last completed checkpoint window.", labels=["kind"])
+        d = GaugeMetricFamily(
+            "ckprof_checkpoint_last_duration_seconds",
+            "Duration of the last completed checkpoint window.",
+            labels=["kind"],
+        )
         for kind, s in sorted(self.events.last_duration_s.items()):
             d.add_metric([kind], s)
         yield d
 
     def _block(self, rows: dict, prev: dict):
-        fams = {col: CounterMetricFamily(name[: -len("_total")], help_, labels=["device"])
-                for col, (name, _, help_) in _DISK_COUNTERS.items()}
+        fams = {
+            col: CounterMetricFamily(name[: -len("_total")], help_, labels=["device"])
+            for col, (name, _, help_) in _DISK_COUNTERS.items()
+        }
         io_now = GaugeMetricFamily("ckprof_disk_io_now", "I/Os in flight now.", labels=["device"])
-        inflight = GaugeMetricFamily("ckprof_disk_inflight_requests", "Requests in flight now (sysfs inflight).",
-                                     labels=["device", "direction"])
-        bw = GaugeMetricFamily("ckprof_disk_bytes_per_second", "Bandwidth over the last sample interval.",
-                               labels=["device", "direction"])
-        qd = GaugeMetricFamily("ckprof_disk_queue_depth", "Average queue depth (iostat aqu-sz) over the last interval.",
-                               labels=["device"])
+        inflight = GaugeMetricFamily(
+            "ckprof_disk_inflight_requests", "Requests in flight now (sysfs inflight).", labels=["device", "direction"]
+        )
+        bw = GaugeMetricFamily(
+            "ckprof_disk_bytes_per_second", "Bandwidth over the last sample interval.", labels=["device", "direction"]
+        )
+        qd = GaugeMetricFamily(
+            "ckprof_disk_queue_depth", "Average queue depth (iostat aqu-sz) over the last interval.", labels=["device"]
+        )
         for (dev,), r in sorted(rows.items()):
             for col, (_, scale, _) in _DISK_COUNTERS.items():
                 if r.get(col) is not None:
@@ -173,8 +190,11 @@ class LiveCollector:
                 continue
             name, scale = metric_name(c.name, f.name)
             doc = (f.metadata or {}).get(b"doc", b"").decode() or f.name
-            fam = (CounterMetricFamily(name, doc, labels=labels) if kind == b"counter"
-                   else GaugeMetricFamily(name, doc, labels=labels))
+            fam = (
+                CounterMetricFamily(name, doc, labels=labels)
+                if kind == b"counter"
+                else GaugeMetricFamily(name, doc, labels=labels)
+            )
             for key, r in sorted(rows.items(), key=lambda kv: str(kv[0])):
                 v = r.get(f.name)
                 if v is not None:
@@ -194,5 +214,7 @@ def serve(events_path: str, port: int, addr: str = "127.0.0.1") -> tuple[LiveCol
         server, _ = start_http_server(port, addr=addr, registry=registry)
         return live, server.server_port
     except OSError as e:
-        raise UsageError(f"cannot serve Prometheus metrics on {addr}:{port}: {e.strerror}",
-                         hint="choose another --prometheus-port (0 picks a free one)") from None
+        raise UsageError(
+            f"cannot serve Prometheus metrics on {addr}:{port}: {e.strerror}",
+            hint="choose another --prometheus-port (0 picks a free one)",
+        ) from None

@@ -11,6 +11,7 @@ can write at once without interleaving (lines stay well under a page), and an ev
 the moment it happens, whatever becomes of the recorder. Not under ckprof, every call returns
 after one dictionary lookup.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -81,16 +82,30 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
     (`with ckprof.checkpoint(step=1) as w: ...; w.bytes = n`) when known only after the save.
     """
 
-    def __init__(self, step: int | None = None, path: str | None = None, bytes: int | None = None,
-                 kind: str = "save", name: str | None = None, rank: int | None = None,
-                 source: str | None = None):
+    def __init__(
+        self,
+        step: int | None = None,
+        path: str | None = None,
+        bytes: int | None = None,
+        kind: str = "save",
+        name: str | None = None,
+        rank: int | None = None,
+        source: str | None = None,
+    ):
         self.step, self.path, self.bytes = step, path, bytes
         self.kind, self.name, self.rank, self.source = kind, name, rank, source
         self.id: str | None = None
 
     def _fields(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "step": self.step, "path": self.path,
-                "name": self.name, "rank": self.rank, "source": self.source}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "step": self.step,
+            "path": self.path,
+            "name": self.name,
+            "rank": self.rank,
+            "source": self.source,
+        }
 
     def __enter__(self) -> "checkpoint":
         if active():
@@ -100,5 +115,10 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.id is not None:
-            emit("checkpoint_end", bytes=self.bytes, ok=exc_type is None,
-                 error=None if exc is None else f"{exc_type.__name__}: {exc}", **self._fields())
+            emit(
+                "checkpoint_end",
+                bytes=self.bytes,
+                ok=exc_type is None,
+                error=None if exc is None else f"{exc_type.__name__}: {exc}",
+                **self._fields(),
+            )

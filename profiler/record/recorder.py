@@ -5,15 +5,17 @@ Each collector runs on its own thread at its own period against absolute deadlin
 the interval does not drift. A tick that is already past when the previous sample returns is
 skipped and counted, not queued. A collector that raises is noted once and keeps being tried.
 """
+
 from __future__ import annotations
 
 import threading
 import time
 import traceback
 
-from .clock import MonotonicClock
 from ckprof.collectors.base import Collector, label_columns, schema_units
 from ckprof.recording.writer import RecordingWriter
+
+from .clock import MonotonicClock
 
 
 class CollectorStats:
@@ -24,13 +26,12 @@ class CollectorStats:
         self.first_error: str | None = None
         self.cpu_s = 0.0  # CPU time of this collector's thread: what recording it costs
         self.first_rows: dict = {}  # label values (e.g. ("nvme0n1",)) → first row
-        self.last_rows: dict = {}   # … → latest row, and the one before it (live rates)
+        self.last_rows: dict = {}  # … → latest row, and the one before it (live rates)
         self.prev_rows: dict = {}
 
 
 class Recorder:
-    def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None,
-                 flush_s: float = 5.0):
+    def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None, flush_s: float = 5.0):
         self.writer = writer
         self.collectors = collectors
         self.clock = clock or MonotonicClock()
@@ -52,8 +53,11 @@ class Recorder:
                 "probe": (probes or {}).get(c.name, {}),
                 "describe": c.describe(),
                 "columns": schema_units(c.schema),
-                "samples": st.samples, "skipped_ticks": st.skipped_ticks,
-                "errors": st.errors, "first_error": st.first_error, "cpu_s": round(st.cpu_s, 4),
+                "samples": st.samples,
+                "skipped_ticks": st.skipped_ticks,
+                "errors": st.errors,
+                "first_error": st.first_error,
+                "cpu_s": round(st.cpu_s, 4),
             }
         return out
 
@@ -67,9 +71,15 @@ class Recorder:
             st.errors += 1
             if st.first_error is None:
                 st.first_error = f"{type(e).__name__}: {e}"
-                self.writer.event({"t_ns": t_ns, "event": "collector_error", "collector": c.name,
-                                   "error": st.first_error,
-                                   "where": traceback.format_exc(limit=2).splitlines()[-1]})
+                self.writer.event(
+                    {
+                        "t_ns": t_ns,
+                        "event": "collector_error",
+                        "collector": c.name,
+                        "error": st.first_error,
+                        "where": traceback.format_exc(limit=2).splitlines()[-1],
+                    }
+                )
             return
         for ev in c.events():
             self.writer.event({"t_ns": t_ns, "collector": c.name, "source": "collector", **ev})

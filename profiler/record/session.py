@@ -1,4 +1,5 @@
 """`ckprof record -- CMD`: sample while the command runs, finalise the recording in every case."""
+
 from __future__ import annotations
 
 import os
@@ -12,19 +13,18 @@ from dataclasses import dataclass
 import psutil
 
 import ckprof
-from . import child
-from . import clocksync
-from ckprof.recording import job
-from . import markers
-from .clock import MonotonicClock, wall_anchor
-from ckprof.recording.counters import counter_delta
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
-from .recorder import Recorder
+from ckprof.recording import job
+from ckprof.recording.counters import counter_delta
 from ckprof.recording.format import EVENTS, META, SAMPLES
 from ckprof.recording.writer import RecordingWriter
-from .sources import SourceOptions, Sources, build_sources
 from ckprof.units import fmt_bytes, fmt_seconds
+
+from . import child, clocksync, markers
+from .clock import MonotonicClock, wall_anchor
+from .recorder import Recorder
+from .sources import SourceOptions, Sources, build_sources
 
 
 def warn(msg: str) -> None:
@@ -42,8 +42,10 @@ def prepare_output(path: str, force: bool) -> str:
             raise UsageError(f"output {path} exists and is not a directory")
         if os.listdir(path):
             if not force:
-                raise UsageError(f"output directory {path} exists and is not empty",
-                                 hint="choose another -o, or pass --force to replace the recording in it")
+                raise UsageError(
+                    f"output directory {path} exists and is not empty",
+                    hint="choose another -o, or pass --force to replace the recording in it",
+                )
             for name in (META, EVENTS):
                 if os.path.exists(os.path.join(path, name)):
                     os.unlink(os.path.join(path, name))
@@ -54,16 +56,22 @@ def prepare_output(path: str, force: bool) -> str:
         open(probe, "w").close()
         os.unlink(probe)
     except OSError as e:
-        raise UsageError(f"cannot write to output directory {path}: {e.strerror}",
-                         hint="choose a writable -o DIR") from None
+        raise UsageError(
+            f"cannot write to output directory {path}: {e.strerror}", hint="choose a writable -o DIR"
+        ) from None
     return path
 
 
 def host_meta() -> dict:
-    return {"hostname": os.environ.get(markers.ENV_HOST) or socket.gethostname(), "kernel": platform.release(),
-            "os": platform.platform(), "machine": platform.machine(),
-            "cpu_count": psutil.cpu_count(), "mem_total_bytes": psutil.virtual_memory().total,
-            "python": platform.python_version()}
+    return {
+        "hostname": os.environ.get(markers.ENV_HOST) or socket.gethostname(),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": psutil.cpu_count(),
+        "mem_total_bytes": psutil.virtual_memory().total,
+        "python": platform.python_version(),
+    }
 
 
 def child_env(out_dir: str, host: str | None = None, patch: bool = True) -> dict:
@@ -94,8 +102,10 @@ def summary_line(out_dir: str, duration_s: float, recorder: Recorder, n_checkpoi
             r = counter_delta(first["read_sectors"] or 0, last["read_sectors"] or 0) * SECTOR_BYTES
             parts.append(f"{dev} wrote {fmt_bytes(w)}, read {fmt_bytes(r)}")
     devices = "; ".join(parts) if parts else "no block device recorded"
-    return (f"recorded {fmt_seconds(duration_s)} into {out_dir}: {devices} (measured, /proc/diskstats); "
-            f"{n_checkpoints} checkpoint(s) marked")
+    return (
+        f"recorded {fmt_seconds(duration_s)} into {out_dir}: {devices} (measured, /proc/diskstats); "
+        f"{n_checkpoints} checkpoint(s) marked"
+    )
 
 
 def count_checkpoints(out_dir: str) -> int:
@@ -130,15 +140,32 @@ class Session:
     start: dict
 
 
-def open_session(out_dir: str, sources: Sources, argv: list[str], interval_s: float, flush_s: float = 5.0,
-                 quiet: bool = False, **meta) -> Session:
+def open_session(
+    out_dir: str,
+    sources: Sources,
+    argv: list[str],
+    interval_s: float,
+    flush_s: float = 5.0,
+    quiet: bool = False,
+    **meta,
+) -> Session:
     """Create the recording (meta.json, events.jsonl) and its recorder; the caller starts it."""
     clock = MonotonicClock()
     writer = RecordingWriter(out_dir, warn=warn)
     start = wall_anchor(clock)
-    writer.create({"ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
-                   "cwd": os.getcwd(), "start": start, "interval_s": interval_s,
-                   "topology": sources.topology, "notes": sources.notes, **meta})
+    writer.create(
+        {
+            "ckprof_version": ckprof.__version__,
+            "host": host_meta(),
+            "command": list(argv),
+            "cwd": os.getcwd(),
+            "start": start,
+            "interval_s": interval_s,
+            "topology": sources.topology,
+            "notes": sources.notes,
+            **meta,
+        }
+    )
     say_notes(sources.notes, quiet)
     recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
     writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
@@ -150,27 +177,42 @@ def close_session(s: Session, **meta_updates) -> dict:
     """Stop sampling, flush, merge and mark the recording complete; returns the end anchor."""
     s.recorder.stop()
     end = wall_anchor(s.clock)
-    s.writer.finish(end=end, collectors=s.recorder.collectors_meta(s.sources.probes),
-                    sample_write_error=s.writer.failed,
-                    recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4),
-                                    "process": round(time.process_time(), 4)},
-                    **meta_updates)
+    s.writer.finish(
+        end=end,
+        collectors=s.recorder.collectors_meta(s.sources.probes),
+        sample_write_error=s.writer.failed,
+        recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4), "process": round(time.process_time(), 4)},
+        **meta_updates,
+    )
     return end
 
 
-def record(argv: list[str], output: str | None, interval_s: float, paths: list[str],
-           devices: list[str], force: bool = False, kill_after_s: float = 10.0,
-           flush_s: float = 5.0, quiet: bool = False, job_dir: str | None = None,
-           job_id: str | None = None, host_name: str | None = None,
-           prometheus_port: int | None = None, prometheus_addr: str = "127.0.0.1",
-           nvme_interval_s: float = 1.0, patch: bool = True) -> child.ChildResult:
+def record(
+    argv: list[str],
+    output: str | None,
+    interval_s: float,
+    paths: list[str],
+    devices: list[str],
+    force: bool = False,
+    kill_after_s: float = 10.0,
+    flush_s: float = 5.0,
+    quiet: bool = False,
+    job_dir: str | None = None,
+    job_id: str | None = None,
+    host_name: str | None = None,
+    prometheus_port: int | None = None,
+    prometheus_addr: str = "127.0.0.1",
+    nvme_interval_s: float = 1.0,
+    patch: bool = True,
+) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     job_meta = None
     if job_dir:
         if output:
-            raise UsageError("give either -o DIR or --job-dir DIR, not both",
-                             hint="--job-dir writes DIR/host=<name>/ on each node")
+            raise UsageError(
+                "give either -o DIR or --job-dir DIR, not both", hint="--job-dir writes DIR/host=<name>/ on each node"
+            )
         host = job.host_name(host_name)
         output = job.host_dir(job_dir, host)
         job_meta = {**job.job_identity(job_id), "host_name": host, "clock_sync": clocksync.clock_sync()}
@@ -179,8 +221,9 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
-    opts = SourceOptions(paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s,
-                         nvme_interval_s=nvme_interval_s)
+    opts = SourceOptions(
+        paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s, nvme_interval_s=nvme_interval_s
+    )
     sources = build_sources(opts)
     out_dir = os.path.abspath(output or default_output_dir())
     child.block_signals()  # before any thread starts, so every thread inherits the block
@@ -192,9 +235,17 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
         if not quiet:
             warn(f"serving Prometheus metrics on http://{prometheus_addr}:{port}/metrics")
     out_dir = prepare_output(out_dir, force)
-    session = open_session(out_dir, sources, argv, interval_s, flush_s=flush_s, quiet=quiet, job=job_meta,
-                           prometheus=None if live is None else {"addr": prometheus_addr, "port": port},
-                           patch=patch)
+    session = open_session(
+        out_dir,
+        sources,
+        argv,
+        interval_s,
+        flush_s=flush_s,
+        quiet=quiet,
+        job=job_meta,
+        prometheus=None if live is None else {"addr": prometheus_addr, "port": port},
+        patch=patch,
+    )
     writer, recorder, clock = session.writer, session.recorder, session.clock
     if live is not None:
         live.recorder = recorder
@@ -203,22 +254,38 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
     def on_start(pid: int) -> None:
         if sources.proc is not None:
             sources.proc.root_pid = pid
-        writer.event({"t_ns": clock.now_ns(), "event": "child_start", "pid": pid, "argv": list(argv),
-                      "source": "recorder"})
+        writer.event(
+            {"t_ns": clock.now_ns(), "event": "child_start", "pid": pid, "argv": list(argv), "source": "recorder"}
+        )
 
     result = None
     try:
-        result = child.run(list(argv), child_env(out_dir, job_meta and job_meta["host_name"], patch=patch),
-                           kill_after_s=kill_after_s,
-                           on_start=on_start, warn=warn)
+        result = child.run(
+            list(argv),
+            child_env(out_dir, job_meta and job_meta["host_name"], patch=patch),
+            kill_after_s=kill_after_s,
+            on_start=on_start,
+            warn=warn,
+        )
     finally:
         if result is not None:
-            writer.event({"t_ns": clock.now_ns(), "event": "child_exit", "pid": result.pid,
-                          "exit_code": result.exit_code, "signal": result.signal,
-                          "error": result.error, "forwarded": list(result.forwarded),
-                          "killed": result.killed, "source": "recorder"})
-        end = close_session(session, exit=None if result is None else {
-            "code": result.exit_code, "signal": result.signal, "error": result.error})
+            writer.event(
+                {
+                    "t_ns": clock.now_ns(),
+                    "event": "child_exit",
+                    "pid": result.pid,
+                    "exit_code": result.exit_code,
+                    "signal": result.signal,
+                    "error": result.error,
+                    "forwarded": list(result.forwarded),
+                    "killed": result.killed,
+                    "source": "recorder",
+                }
+            )
+        end = close_session(
+            session,
+            exit=None if result is None else {"code": result.exit_code, "signal": result.signal, "error": result.error},
+        )
     if result.error:
         warn(result.error)
     if not quiet:

@@ -5,6 +5,7 @@ disk, and otherwise the physical disks behind each `--path` (default: the workin
 Hardware found by auto-detection that cannot be read is skipped with a note; hardware the user
 named that cannot be read is an error with a hint (design.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -59,12 +60,20 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
     chains = []
     for p in opts.paths:
         res = topo.resolve(p)
-        chains.append({"path": p, "lines": res.describe(), "devices": res.devices,
-                       "mount": None if res.mount is None else vars(res.mount)})
+        chains.append(
+            {
+                "path": p,
+                "lines": res.describe(),
+                "devices": res.devices,
+                "mount": None if res.mount is None else vars(res.mount),
+            }
+        )
         if not res.devices:
             fs = res.mount.fstype if res.mount else "unknown"
-            notes.append(f"no block device behind {p} ({fs} file system): no block samples for it; "
-                         "name one with --device NAME or use --device all")
+            notes.append(
+                f"no block device behind {p} ({fs} file system): no block samples for it; "
+                "name one with --device NAME or use --device all"
+            )
         devs += [d for d in res.devices if d not in devs]
     return devs, {"selected_by": "--path", "paths": chains}, notes
 
@@ -101,13 +110,15 @@ def build_sources(opts: SourceOptions) -> Sources:
     devices, topology, notes = select_devices(opts, topo)
     topology["walk"] = topo.tree.source  # libudev (the real /sys) or sysfs (files under a root)
     topology["identity"] = disk_identities(topo, devices)
-    block = BlockCollector(devices, period_s=opts.interval_s, proc_root=opts.proc_root,
-                           sys_root=opts.sys_root)
+    block = BlockCollector(devices, period_s=opts.interval_s, proc_root=opts.proc_root, sys_root=opts.sys_root)
     proc = ProcTreeCollector(period_s=opts.proc_interval_s)
     candidates: list[Collector] = [block, HostCollector(period_s=opts.interval_s, proc_root=opts.proc_root), proc]
     power_s = max(opts.interval_s, 0.1)  # GPU and RAPL at 10 Hz at most; the BMC at 1 Hz
-    candidates += [GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid),
-                   RaplCollector(period_s=power_s, sys_root=opts.sys_root), IpmiCollector()]
+    candidates += [
+        GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid),
+        RaplCollector(period_s=power_s, sys_root=opts.sys_root),
+        IpmiCollector(),
+    ]
     if os.path.realpath(opts.sys_root) == "/sys":  # uevents are about this machine, not a test's tree
         candidates.append(UeventCollector(watched_devices(topo, devices)))
     candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, power_s, opts.sys_root, opts.nvme_bin)

@@ -5,6 +5,7 @@ A day at 10 Hz is 864,000 readings per device; the analysis resolution for it is
 its last reading per bin (exact: rates between those readings are the bytes or joules in the
 bins), a gauge its mean, a temperature its max, a bitmask the OR of its readings.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,11 +17,12 @@ def split_codes(codes: np.ndarray, n: int) -> list[np.ndarray]:
     counts = np.bincount(codes[codes >= 0], minlength=n) if len(codes) else np.zeros(n, dtype=int)
     skip = int(np.sum(codes < 0))
     bounds = np.concatenate([[skip], skip + np.cumsum(counts)])
-    return [order[bounds[k]:bounds[k + 1]] for k in range(n)]
+    return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
 
 
-def bin_reduce(t_ns: np.ndarray, cols: dict[str, tuple[np.ndarray, str]], t0_ns: int,
-               res_ns: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def bin_reduce(
+    t_ns: np.ndarray, cols: dict[str, tuple[np.ndarray, str]], t0_ns: int, res_ns: int
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Reduce time-sorted readings to one per bin. aggs: last | mean | max | or."""
     if len(t_ns) == 0 or not res_ns:
         return t_ns, {k: a for k, (a, _) in cols.items()}

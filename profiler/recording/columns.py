@@ -7,6 +7,7 @@ The analysis reads whatever the recording has: the GPU collector's `energy_mj` c
 `power_w`, RAPL's `energy_uj` per domain, NVMe `temp_c` and SMART `thm_*` counters, or any
 later collector that declares its columns the same way (collectors/base.py `col`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import pandas as pd
 ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
 POWER_UNITS = {"W": 1.0, "mW": 1e-3, "uW": 1e-6, "µW": 1e-6, "kW": 1e3}
 TEMP_UNITS = {"C", "°C", "degC", "celsius"}
+
 
 @dataclass(frozen=True)
 class Column:
@@ -63,8 +65,19 @@ def columns(rec) -> list[Column]:
         for name, c in cols.items():
             if name == "t_ns" or c.get("kind") in ("label", "time"):
                 continue
-            out.append(Column(coll, name, c.get("unit", ""), c.get("kind", "gauge"),
-                              c.get("provenance", "measured"), label, c, tuple(labels), info))
+            out.append(
+                Column(
+                    coll,
+                    name,
+                    c.get("unit", ""),
+                    c.get("kind", "gauge"),
+                    c.get("provenance", "measured"),
+                    label,
+                    c,
+                    tuple(labels),
+                    info,
+                )
+            )
     return out
 
 
@@ -89,15 +102,32 @@ def gpu_utilisation(cols: list[Column]) -> list[Column]:
 
 def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
     """SMART thermal-management counters, critical-warning bitfields, GPU clock-event reasons."""
-    thm = [c for c in cols if c.kind == "counter" and (
-        c.name.startswith(("thm_", "warning_temp_time", "critical_comp_time")) or "thermal_throttling_events" in c.name)]
-    warn = [c for c in cols if c.name == "critical_warning" or (c.name.startswith("critical_warning") and c.unit == "bitmask")]
+    thm = [
+        c
+        for c in cols
+        if c.kind == "counter"
+        and (
+            c.name.startswith(("thm_", "warning_temp_time", "critical_comp_time"))
+            or "thermal_throttling_events" in c.name
+        )
+    ]
+    warn = [
+        c
+        for c in cols
+        if c.name == "critical_warning" or (c.name.startswith("critical_warning") and c.unit == "bitmask")
+    ]
     # a level or alarm that is non-zero while throttling: the OCP thermal throttling status, hwmon's
     # temp*_alarm (the SMART critical-warning temperature bit, Documentation/hwmon/nvme.rst)
-    levels = [c for c in cols if c.component == "ssd" and c.kind != "counter" and (
-        "thermal_throttling_status" in c.name or (c.name == "alarm" and c.unit == "flag"))]
-    reasons = [c for c in cols if c.component == "gpu" and c.unit == "bitmask"
-               and ("reason" in c.name or "throttle" in c.name)]
+    levels = [
+        c
+        for c in cols
+        if c.component == "ssd"
+        and c.kind != "counter"
+        and ("thermal_throttling_status" in c.name or (c.name == "alarm" and c.unit == "flag"))
+    ]
+    reasons = [
+        c for c in cols if c.component == "gpu" and c.unit == "bitmask" and ("reason" in c.name or "throttle" in c.name)
+    ]
     return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons, "levels": levels}
 
 
@@ -127,8 +157,11 @@ def load_column(rec, col: Column, grid, agg: str) -> dict[str, pd.DataFrame]:
     for ent, idx in groups:
         tt, vv = t[idx], v[idx]
         ok = ~np.isnan(vv)
-        tt, vals = bin_reduce(tt[ok], {"value": (vv[ok], agg)}, grid.start_ns, grid.bin_ns) if grid is not None \
+        tt, vals = (
+            bin_reduce(tt[ok], {"value": (vv[ok], agg)}, grid.start_ns, grid.bin_ns)
+            if grid is not None
             else _in_order(tt[ok], vv[ok])
+        )
         out[ent] = pd.DataFrame({"t_ns": tt, "value": vals["value"].astype(float)})
     return out
 

@@ -11,6 +11,7 @@ wrapped delta is plausible (under half that width); otherwise as a reset of the 
 Arithmetic is float64, exact below 2**53; recordings store counters as int64, where a 64-bit
 wrap cannot occur in practice (2**63 sectors is 4 EiB), so the 32-bit wraps are the real ones.
 """
+
 from __future__ import annotations
 
 import numpy as np

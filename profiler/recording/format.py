@@ -5,6 +5,7 @@ and the reader.
     events.jsonl                                     one JSON object a line, appended with O_APPEND
     samples/<collector>/part-AAAAAA-BBBBBB.parquet   complete Parquet files, parts AAAAAA..BBBBBB
 """
+
 from __future__ import annotations
 
 SCHEMA_VERSION = 1
@@ -23,7 +24,7 @@ def parse_part_name(name: str) -> tuple[int, int] | None:
     if not (name.startswith(PART_PREFIX) and name.endswith(".parquet")):
         return None
     try:
-        a, b = name[len(PART_PREFIX):-len(".parquet")].split("-")
+        a, b = name[len(PART_PREFIX) : -len(".parquet")].split("-")
         return int(a), int(b)
     except ValueError:
         return None

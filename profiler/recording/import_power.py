@@ -11,6 +11,7 @@ The series is written as samples/power_<device>/ through the RecordingWriter (co
 parts, atomic renames) and described in meta.json's collectors with provenance 'measured' and
 the source file. Nothing is written unless the whole trace reads and overlaps the recording.
 """
+
 from __future__ import annotations
 
 import csv
@@ -27,15 +28,18 @@ import pyarrow as pa
 
 from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.errors import CkprofError, UsageError
+
 from .reader import read_meta
 from .timebase import Timebase
 from .writer import SAMPLES, RecordingWriter
 
-POWER_SCHEMA = pa.schema([
-    T_NS,
-    col("power_w", pa.float64(), "W", doc="external power analyzer reading (import-power)"),
-    col("wall_ns", pa.int64(), "ns", "time", doc="the trace's own timestamp, Unix ns, before --clock-offset"),
-])
+POWER_SCHEMA = pa.schema(
+    [
+        T_NS,
+        col("power_w", pa.float64(), "W", doc="external power analyzer reading (import-power)"),
+        col("wall_ns", pa.int64(), "ns", "time", doc="the trace's own timestamp, Unix ns, before --clock-offset"),
+    ]
+)
 
 _TIME_NAMES = re.compile(r"^(t|ts|time.*|timestamp.*|date.*|.*time|unix.*|epoch.*)$", re.I)
 _WATT_NAMES = re.compile(r"^(w|p|watts?.*|power.*|.*\[w\]|.*\(w\)|.*_w)$", re.I)
@@ -90,17 +94,21 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
         raise UsageError(f"{path}: no readings (empty file)")
     head = [ln for _, ln in lines[:5]]
     delim = next((d for d in (";", "\t") if all(d in ln for ln in head)), ",")
-    rows = [(i, [c.strip() for c in cells]) for i, cells in
-            zip((i for i, _ in lines), csv.reader((ln for _, ln in lines), delimiter=delim))]
+    rows = [
+        (i, [c.strip() for c in cells])
+        for i, cells in zip((i for i, _ in lines), csv.reader((ln for _, ln in lines), delimiter=delim))
+    ]
     t_col, w_col = 0, 1
     first_line, first = rows[0]
     if len(first) >= 2 and not (_is_num(first[1], delim) and _time_or_none(first[0], delim) is not None):
         t_col = next((k for k, name in enumerate(first) if _TIME_NAMES.match(name)), None)
         w_col = next((k for k, name in enumerate(first) if _WATT_NAMES.match(name) and k != t_col), None)
         if t_col is None or w_col is None:
-            raise UsageError(f"{path}:{first_line}: header {', '.join(first)!s} names no "
-                             f"{'time' if t_col is None else 'watts'} column",
-                             hint="name the columns e.g. 'timestamp,watts', or give no header: time first, watts second")
+            raise UsageError(
+                f"{path}:{first_line}: header {', '.join(first)!s} names no "
+                f"{'time' if t_col is None else 'watts'} column",
+                hint="name the columns e.g. 'timestamp,watts', or give no header: time first, watts second",
+            )
         rows = rows[1:]
     ts, ws = [], []
     for lineno, cells in rows:
@@ -108,8 +116,10 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
             raise UsageError(f"{path}:{lineno}: expected a timestamp and watts, got {delim.join(cells)!r}")
         t = _time_or_none(cells[t_col], delim)
         if t is None:
-            raise UsageError(f"{path}:{lineno}: cannot read {cells[t_col]!r} as a timestamp",
-                             hint="use ISO 8601 (2026-11-21T22:10:00.250Z) or Unix seconds")
+            raise UsageError(
+                f"{path}:{lineno}: cannot read {cells[t_col]!r} as a timestamp",
+                hint="use ISO 8601 (2026-11-21T22:10:00.250Z) or Unix seconds",
+            )
         try:
             w = _num(cells[w_col], delim)
         except ValueError:
@@ -142,8 +152,7 @@ def recording_range_ns(path: str, meta: dict) -> tuple[int, int]:
     return start, int(ev["t_ns"].max()) if not ev.empty else start
 
 
-def import_power(recording: str, trace: str, device: str, clock_offset_s: float = 0.0,
-                 replace: bool = False) -> dict:
+def import_power(recording: str, trace: str, device: str, clock_offset_s: float = 0.0, replace: bool = False) -> dict:
     """Add `trace` to `recording` as samples/power_<device>; returns a summary dict."""
     if not _DEVICE_RE.match(device):
         raise UsageError(f"--device {device!r}: use letters, digits, '_', '-' or '.' (e.g. nvme0)")
@@ -152,8 +161,9 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
     target = os.path.join(recording, SAMPLES, name)
     if os.path.exists(target) and not replace:
         src = meta.get("collectors", {}).get(name, {}).get("describe", {}).get("source_file", "?")
-        raise UsageError(f"{recording} already has a {name} series (imported from {src})",
-                         hint="pass --replace to import it again")
+        raise UsageError(
+            f"{recording} already has a {name} series (imported from {src})", hint="pass --replace to import it again"
+        )
     wall_ns, watts = read_trace(trace)
     clock = Timebase.from_meta(meta)
     offset_ns = round(clock_offset_s * 1e9)
@@ -167,7 +177,8 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
             f"{trace}: no reading falls inside the recording: the trace covers {_fmt(t_ns[0] + to_wall)} to "
             f"{_fmt(t_ns[-1] + to_wall)}{shifted}, the recording {_fmt(rec_start + to_wall)} to "
             f"{_fmt(rec_end + to_wall)} (UTC)",
-            hint="if the analyzer's clock was off, shift its times with --clock-offset SECONDS")
+            hint="if the analyzer's clock was off, shift its times with --clock-offset SECONDS",
+        )
     with open(trace, "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
     if os.path.exists(target):
@@ -175,28 +186,40 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
     writer = RecordingWriter(recording)
     writer.meta = meta
     writer.add_collector(name, POWER_SCHEMA)
-    writer.append(name, [{"t_ns": int(t), "power_w": float(w), "wall_ns": int(wn)}
-                         for t, w, wn in zip(t_ns, watts, wall_ns)])
+    writer.append(
+        name, [{"t_ns": int(t), "power_w": float(w), "wall_ns": int(wn)} for t, w, wn in zip(t_ns, watts, wall_ns)]
+    )
     writer.flush()
     if writer.failed:
         raise CkprofError(f"cannot write {target}: {writer.failed}")
     dt = np.diff(t_ns) / 1e9
     summary = {
-        "rows": int(len(t_ns)), "rows_in_recording": int(inside.sum()),
+        "rows": int(len(t_ns)),
+        "rows_in_recording": int(inside.sum()),
         "period_s": float(np.median(dt)) if len(dt) else None,
-        "mean_w": float(watts[inside].mean()), "series": name,
+        "mean_w": float(watts[inside].mean()),
+        "series": name,
     }
     collectors = dict(meta.get("collectors", {}))
     collectors[name] = {
         "period_s": summary["period_s"],
         "probe": {"ok": True, "detail": f"imported from {os.path.abspath(trace)}", "hint": None},
-        "describe": {"provenance": "measured", "source": "import-power", "device": device,
-                     "source_file": os.path.abspath(trace), "source_sha256": sha,
-                     "clock_offset_s": clock_offset_s, "rows": summary["rows"],
-                     "rows_in_recording": summary["rows_in_recording"],
-                     "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+        "describe": {
+            "provenance": "measured",
+            "source": "import-power",
+            "device": device,
+            "source_file": os.path.abspath(trace),
+            "source_sha256": sha,
+            "clock_offset_s": clock_offset_s,
+            "rows": summary["rows"],
+            "rows_in_recording": summary["rows_in_recording"],
+            "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
         "columns": schema_units(POWER_SCHEMA),
-        "samples": summary["rows"], "skipped_ticks": 0, "errors": 0, "first_error": None,
+        "samples": summary["rows"],
+        "skipped_ticks": 0,
+        "errors": 0,
+        "first_error": None,
     }
     writer.write_meta(collectors=collectors)
     return summary

@@ -5,6 +5,7 @@ coordinates the nodes but the shared directory. Each host's recording is complet
 `ckprof.load(DIR)` reads them all as one Job, lining their timelines up by each host's
 wall-clock anchor (CLOCK_MONOTONIC is per host).
 """
+
 from __future__ import annotations
 
 import os
@@ -47,16 +48,18 @@ def job_identity(job_id: str | None, env: dict | None = None) -> dict:
 def host_dir(job_dir: str, name: str) -> str:
     path = os.path.join(os.path.abspath(job_dir), HOST_PREFIX + name)
     if os.path.isdir(path) and os.listdir(path):
-        raise UsageError(f"{path} already holds a recording: two hosts with the same name in one job, "
-                         "or a job directory used twice",
-                         hint="give each node a distinct --host-name, or use a new --job-dir")
+        raise UsageError(
+            f"{path} already holds a recording: two hosts with the same name in one job, or a job directory used twice",
+            hint="give each node a distinct --host-name, or use a new --job-dir",
+        )
     return path
 
 
 def is_job_dir(path: str) -> bool:
     try:
-        return any(n.startswith(HOST_PREFIX) for n in os.listdir(path)) and \
-            not os.path.exists(os.path.join(path, "meta.json"))
+        return any(n.startswith(HOST_PREFIX) for n in os.listdir(path)) and not os.path.exists(
+            os.path.join(path, "meta.json")
+        )
     except OSError:
         return False
 
@@ -94,14 +97,16 @@ class Job:
                 continue
             try:
                 rec = Recording(os.path.join(self.path, name), read_meta(os.path.join(self.path, name)))
-                rec.timebase  # a host without a usable clock anchor cannot be lined up
+                _ = rec.timebase  # a host without a usable clock anchor cannot be lined up
             except RecordingError as e:
                 self.problems.append(f"{name}: left out: {e}")
                 continue
-            self.hosts[name[len(HOST_PREFIX):]] = rec
+            self.hosts[name[len(HOST_PREFIX) :]] = rec
         if not self.hosts:
-            raise RecordingError(f"{self.path}: a job directory with no readable host recording",
-                                 hint="see the problems above; each host=<name>/ needs a meta.json")
+            raise RecordingError(
+                f"{self.path}: a job directory with no readable host recording",
+                hint="see the problems above; each host=<name>/ needs a meta.json",
+            )
         self._check_clocks()
 
     def __repr__(self) -> str:
@@ -110,8 +115,11 @@ class Job:
     @property
     def meta(self) -> dict:
         first = next(iter(self.hosts.values())).meta
-        return {"job": (first.get("job") or {}).get("id"), "hosts": list(self.hosts),
-                "start_wall_ns": self.start_wall_ns}
+        return {
+            "job": (first.get("job") or {}).get("id"),
+            "hosts": list(self.hosts),
+            "start_wall_ns": self.start_wall_ns,
+        }
 
     @property
     def start_wall_ns(self) -> int:
@@ -130,14 +138,17 @@ class Job:
     def _check_clocks(self) -> None:
         starts = {h: r.start_wall_ns for h, r in self.hosts.items()}
         if max(starts.values()) - min(starts.values()) > 600e9:
-            self.problems.append("hosts started more than 10 minutes apart: clocks far apart, "
-                                 "or recordings of different runs in one job directory")
+            self.problems.append(
+                "hosts started more than 10 minutes apart: clocks far apart, "
+                "or recordings of different runs in one job directory"
+            )
         for h, r in self.hosts.items():
             k = ((r.meta.get("job") or {}).get("clock_sync") or {}).get("kernel") or {}
             if k.get("synchronised") is False or (k.get("maxerror_us") or 0) > self.CLOCK_WARN_US:
                 self.problems.append(
                     f"host={h}: clock not known to be synchronised (kernel NTP state, max error "
-                    f"{(k.get('maxerror_us') or 0) / 1e6:g} s): its timeline may not line up with the others'")
+                    f"{(k.get('maxerror_us') or 0) / 1e6:g} s): its timeline may not line up with the others'"
+                )
 
     def _per_host(self, frame_of) -> "pd.DataFrame":
         frames = []

@@ -9,18 +9,33 @@ over the interval between two readings of /proc/diskstats:
 Resampling takes the counters' last reading in each bin, so a coarse rate is exactly the bytes
 moved in the bin over its length; the in-flight gauges keep their mean and peak in the bin.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from ckprof.collectors.diskstats import SECTOR_BYTES
+
 from .counters import counter_delta
 
-BLOCK_COUNTERS = ("read_ios", "read_merges", "read_sectors", "read_ticks_ms",
-                  "write_ios", "write_merges", "write_sectors", "write_ticks_ms",
-                  "io_ticks_ms", "time_in_queue_ms", "discard_ios", "discard_sectors",
-                  "discard_ticks_ms", "flush_ios", "flush_ticks_ms")
+BLOCK_COUNTERS = (
+    "read_ios",
+    "read_merges",
+    "read_sectors",
+    "read_ticks_ms",
+    "write_ios",
+    "write_merges",
+    "write_sectors",
+    "write_ticks_ms",
+    "io_ticks_ms",
+    "time_in_queue_ms",
+    "discard_ios",
+    "discard_sectors",
+    "discard_ticks_ms",
+    "flush_ios",
+    "flush_ticks_ms",
+)
 BLOCK_GAUGES = ("in_flight", "inflight_read", "inflight_write")
 
 
@@ -42,8 +57,7 @@ def _bin_last(g: pd.DataFrame, resample_ns: int, t0_ns: int) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def block_rates(samples: pd.DataFrame, resample_s: float | None = None,
-                t0_ns: int | None = None) -> pd.DataFrame:
+def block_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
     """Per-device rates from raw block samples (one row per reading per device).
 
     Each output row covers the interval ending at its `t_ns` and starting at the previous
@@ -59,8 +73,11 @@ def block_rates(samples: pd.DataFrame, resample_s: float | None = None,
             g = _bin_last(g, int(resample_s * 1e9), t0)
         if len(g) < 2:
             continue
-        d = {c: counter_delta(g[c].to_numpy(dtype=float)[:-1], g[c].to_numpy(dtype=float)[1:])
-             for c in BLOCK_COUNTERS if c in g}
+        d = {
+            c: counter_delta(g[c].to_numpy(dtype=float)[:-1], g[c].to_numpy(dtype=float)[1:])
+            for c in BLOCK_COUNTERS
+            if c in g
+        }
         dt_s = np.diff(g["t_ns"].to_numpy()) / 1e9
         cur = g.iloc[1:].reset_index(drop=True)
         out = pd.DataFrame({"t_ns": cur["t_ns"], "device": dev, "dt_s": dt_s})

@@ -3,6 +3,7 @@
 Nothing here touches hardware. A recording left by a killed recorder loads: parts are complete
 files, a torn last line of events.jsonl is skipped, and each such gap is listed in `problems`.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
+
+from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
 from .rates import block_rates, counter_rates
 from .timebase import Timebase
-from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
 
 
 def _live_parts(directory: str) -> list[str]:
@@ -26,9 +28,11 @@ def _live_parts(directory: str) -> list[str]:
         r = parse_part_name(fn)
         if r:
             ranges.append((r[0], r[1], fn))
-    live = [p for p in ranges
-            if not any(q is not p and q[0] <= p[0] and p[1] <= q[1] and (q[1] - q[0]) > (p[1] - p[0])
-                       for q in ranges)]
+    live = [
+        p
+        for p in ranges
+        if not any(q is not p and q[0] <= p[0] and p[1] <= q[1] and (q[1] - q[0]) > (p[1] - p[0]) for q in ranges)
+    ]
     return [os.path.join(directory, fn) for _, _, fn in sorted(live)]
 
 
@@ -44,8 +48,10 @@ class Recording:
         self.meta = meta
         self.problems: list[str] = []
         if meta.get("status") != "complete":
-            self.problems.append(f"{os.path.join(path, META)}: status is {meta.get('status')!r}: "
-                                 "the recorder did not finish (killed?); the last seconds may be missing")
+            self.problems.append(
+                f"{os.path.join(path, META)}: status is {meta.get('status')!r}: "
+                "the recorder did not finish (killed?); the last seconds may be missing"
+            )
 
     def __repr__(self) -> str:
         return f"<Recording {self.path} collectors={self.collectors}>"
@@ -135,8 +141,7 @@ class Recording:
                     continue
                 names = pq.read_schema(p).names
                 strings = [c for c in columns if c in names and pa.types.is_string(pq.read_schema(p).field(c).type)]
-                tables.append(pq.read_table(p, columns=[c for c in columns if c in names],
-                                            read_dictionary=strings))
+                tables.append(pq.read_table(p, columns=[c for c in columns if c in names], read_dictionary=strings))
             except (OSError, pa.ArrowException) as e:
                 self.problems.append(f"{p}: unreadable part skipped ({e})")
         if not tables:
@@ -177,8 +182,9 @@ class Recording:
         raw = self.samples("proc")
         if raw.empty:
             return raw
-        out = counter_rates(raw, ["read_bytes", "write_bytes", "read_chars", "write_chars",
-                                  "read_syscalls", "write_syscalls"])
+        out = counter_rates(
+            raw, ["read_bytes", "write_bytes", "read_chars", "write_chars", "read_syscalls", "write_syscalls"]
+        )
         if out.empty:
             return out
         out["nprocs"] = raw["nprocs"].iloc[1:].to_numpy()
@@ -198,14 +204,21 @@ class Recording:
             end_bytes = None if e is None else e.get("bytes")
             if end_bytes is None or pd.isna(end_bytes):
                 end_bytes = s.get("bytes")
-            rows.append({
-                "id": s["id"], "kind": s.get("kind"), "source": s.get("source"),
-                "step": s.get("step"), "rank": s.get("rank"), "pid": s.get("pid"),
-                "path": s.get("path"), "start_ns": s["t_ns"],
-                "end_ns": None if e is None else e["t_ns"],
-                "bytes": end_bytes,
-                "ok": None if e is None else e.get("ok"),
-            })
+            rows.append(
+                {
+                    "id": s["id"],
+                    "kind": s.get("kind"),
+                    "source": s.get("source"),
+                    "step": s.get("step"),
+                    "rank": s.get("rank"),
+                    "pid": s.get("pid"),
+                    "path": s.get("path"),
+                    "start_ns": s["t_ns"],
+                    "end_ns": None if e is None else e["t_ns"],
+                    "bytes": end_bytes,
+                    "ok": None if e is None else e.get("ok"),
+                }
+            )
         df = pd.DataFrame(rows)
         df["start_s"] = (df["start_ns"] - self.start_ns) / 1e9
         df["end_s"] = (df["end_ns"].astype(float) - self.start_ns) / 1e9
@@ -227,8 +240,10 @@ def read_meta(path: str) -> dict:
         raise RecordingError(f"{meta_path}: not a ckprof recording (format is not {FORMAT_NAME!r})")
     version = meta.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise RecordingError(f"{meta_path}: schema version {version} is newer than this ckprof reads "
-                             f"({SCHEMA_VERSION})", hint="upgrade ckprof: pip install -U ckprof")
+        raise RecordingError(
+            f"{meta_path}: schema version {version} is newer than this ckprof reads ({SCHEMA_VERSION})",
+            hint="upgrade ckprof: pip install -U ckprof",
+        )
     return meta
 
 

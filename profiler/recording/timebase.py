@@ -5,6 +5,7 @@ meta.json's `start` anchor is a (monotonic_ns, wall_ns) pair read together (ckpr
 wall_anchor: a monotonic/wall/monotonic triple, so its uncertainty is known):
     wall_ns = t_ns − anchor.monotonic_ns + anchor.wall_ns
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from ckprof.errors import RecordingError
 @dataclass(frozen=True)
 class Timebase:
     monotonic_ns: int  # CLOCK_MONOTONIC at the anchor
-    wall_ns: int       # Unix ns (CLOCK_REALTIME) at the same instant
+    wall_ns: int  # Unix ns (CLOCK_REALTIME) at the same instant
 
     @classmethod
     def from_meta(cls, meta: dict, where: str = "meta.json") -> "Timebase":
@@ -23,8 +24,10 @@ class Timebase:
             start = meta["start"]
             return cls(int(start["monotonic_ns"]), int(start["wall_ns"]))
         except (KeyError, TypeError, ValueError):
-            raise RecordingError(f"{where}: no usable start anchor (start.monotonic_ns and start.wall_ns): "
-                                 "times cannot be put on the wall clock") from None
+            raise RecordingError(
+                f"{where}: no usable start anchor (start.monotonic_ns and start.wall_ns): "
+                "times cannot be put on the wall clock"
+            ) from None
 
     @property
     def offset_ns(self) -> int:

@@ -10,6 +10,7 @@ since the last flush. Small parts are merged as the recording goes: a merged par
 it covers, and a reader ignores any part whose range lies inside another's, so a crash between
 writing the merged part and removing its inputs loses and duplicates nothing.
 """
+
 from __future__ import annotations
 
 import errno
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ckprof.record.markers import append_event
 
-from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, part_name, parse_part_name
+from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name, part_name
 
 
 def write_json_atomic(path: str, obj) -> None:
@@ -65,8 +66,7 @@ class RecordingWriter:
 
     def create(self, meta: dict) -> None:
         os.makedirs(os.path.join(self.path, SAMPLES), exist_ok=True)
-        self.meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, **meta,
-                     "status": "recording"}
+        self.meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, **meta, "status": "recording"}
         write_json_atomic(os.path.join(self.path, META), self.meta)
         open(self.events_path, "a").close()
 
@@ -103,8 +103,10 @@ class RecordingWriter:
             return
         reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or str(exc)
         self.failed = f"{reason} writing {what}"
-        self._warn(f"{reason} writing {os.path.join(self.path, what)}: stopped recording samples; "
-                   "the command goes on and what was written so far is kept")
+        self._warn(
+            f"{reason} writing {os.path.join(self.path, what)}: stopped recording samples; "
+            "the command goes on and what was written so far is kept"
+        )
 
     def flush(self) -> None:
         """Write every collector's buffered rows as one new part each; merge when parts pile up."""

@@ -1,5 +1,6 @@
 """`ckprof compare REC REC ...`: the figures a storage evaluation puts side by side, with ratios
 to the first recording (the baseline)."""
+
 from __future__ import annotations
 
 import math
@@ -11,12 +12,25 @@ METRICS = [
     ("checkpoints", "count", "measured", lambda r: r["run"]["checkpoints"]),
     ("mean checkpoint time", "s", "derived", lambda r: r["run"]["mean_checkpoint_s"]),
     ("mean device bandwidth", "GiB/s", "derived", lambda r: r["run"]["mean_device_gib_per_s"]),
-    ("mean app bandwidth", "GiB/s", "derived",
-     lambda r: _mean([c["app_gib_per_s"] for c in r["checkpoints"] if c["kind"] == "save"])),
+    (
+        "mean app bandwidth",
+        "GiB/s",
+        "derived",
+        lambda r: _mean([c["app_gib_per_s"] for c in r["checkpoints"] if c["kind"] == "save"]),
+    ),
     ("energy per checkpoint", "J", "(its components')", lambda r: r["run"]["mean_energy_j"]),
-    ("energy per GiB", "J/GiB", "derived",
-     lambda r: _mean([sum(e["j_per_gib"] or 0 for e in c["energy"].values()) for c in r["checkpoints"]
-                      if c["energy"] and c["kind"] == "save"])),
+    (
+        "energy per GiB",
+        "J/GiB",
+        "derived",
+        lambda r: _mean(
+            [
+                sum(e["j_per_gib"] or 0 for e in c["energy"].values())
+                for c in r["checkpoints"]
+                if c["energy"] and c["kind"] == "save"
+            ]
+        ),
+    ),
     ("peak temperature", "°C", "measured", lambda r: r["run"]["peak_temp_c"]),
     ("time blocked by checkpoints", "fraction", "derived", lambda r: r["run"]["blocked_share"]),
     ("not durable at return", "count", "derived", lambda r: r["run"]["not_durable_at_return"]),
@@ -32,25 +46,39 @@ def _energy_provenance(reports: list[dict]) -> str:
     """The weakest provenance of any component's energy in any save (the engine's ranking)."""
     from ckprof.power.energy import worst
 
-    provs = [e["provenance"] for r in reports for c in r["checkpoints"] if c["kind"] == "save"
-             for e in c["energy"].values()]
+    provs = [
+        e["provenance"] for r in reports for c in r["checkpoints"] if c["kind"] == "save" for e in c["energy"].values()
+    ]
     return worst(provs) if provs else "measured"
 
 
 def _energy_by_component(reports: list[dict]) -> list[tuple]:
     """One row per energy component any of the recordings has: its mean joules per save."""
     comps = sorted({c for r in reports for cp in r["checkpoints"] for c in cp["energy"]})
-    return [(f"energy per checkpoint: {comp}", "J", "derived",
-             lambda r, comp=comp: _mean([cp["energy"][comp]["energy_j"] for cp in r["checkpoints"]
-                                         if cp["kind"] == "save" and comp in cp["energy"]]))
-            for comp in comps]
+    return [
+        (
+            f"energy per checkpoint: {comp}",
+            "J",
+            "derived",
+            lambda r, comp=comp: _mean(
+                [
+                    cp["energy"][comp]["energy_j"]
+                    for cp in r["checkpoints"]
+                    if cp["kind"] == "save" and comp in cp["energy"]
+                ]
+            ),
+        )
+        for comp in comps
+    ]
 
 
 def compare(reports: list[dict]) -> dict:
     rows = []
     eprov = _energy_provenance(reports)
-    metrics = [(label, unit, eprov if label.startswith("energy per checkpoint") else prov, fn)
-               for label, unit, prov, fn in METRICS]
+    metrics = [
+        (label, unit, eprov if label.startswith("energy per checkpoint") else prov, fn)
+        for label, unit, prov, fn in METRICS
+    ]
     i = next(k for k, m in enumerate(metrics) if m[0] == "energy per checkpoint") + 1
     metrics[i:i] = [(label, unit, eprov, fn) for label, unit, _, fn in _energy_by_component(reports)]
     for label, unit, prov, fn in metrics:
@@ -58,8 +86,12 @@ def compare(reports: list[dict]) -> dict:
         base = vals[0]
         ratios = [None if (v is None or not base) else v / base for v in vals]
         rows.append({"metric": label, "unit": unit, "provenance": prov, "values": vals, "ratio_to_first": ratios})
-    return {"schema": "ckprof-compare", "schema_version": 1,
-            "recordings": [r["recording"]["path"] for r in reports], "metrics": rows}
+    return {
+        "schema": "ckprof-compare",
+        "schema_version": 1,
+        "recordings": [r["recording"]["path"] for r in reports],
+        "metrics": rows,
+    }
 
 
 def _fmt(v) -> str:
@@ -73,6 +105,9 @@ def table(cmp: dict) -> tuple[list[str], list[list[str]]]:
     headers = ["metric [unit, provenance]"] + names + [f"ratio [{i + 1}]/[1]" for i in range(1, len(names))]
     rows = []
     for m in cmp["metrics"]:
-        rows.append([f"{m['metric']} [{m['unit']}, {T.TAG.get(m['provenance'], m['provenance'])}]"]
-                    + [_fmt(v) for v in m["values"]] + [_fmt(x) for x in m["ratio_to_first"][1:]])
+        rows.append(
+            [f"{m['metric']} [{m['unit']}, {T.TAG.get(m['provenance'], m['provenance'])}]"]
+            + [_fmt(v) for v in m["values"]]
+            + [_fmt(x) for x in m["ratio_to_first"][1:]]
+        )
     return headers, rows

@@ -4,6 +4,7 @@ Trace: the Trace Event Format (docs: "Trace Event Format", Google, the JSON that
 ui.perfetto.dev and chrome://tracing open): windows are complete events (ph "X", ts/dur in µs),
 metrics are counter events (ph "C"), one track per metric.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .render import _clean
+
 MAX_COUNTER_POINTS = 20000
 
 
@@ -29,7 +31,9 @@ def timeline_frame(an) -> pd.DataFrame:
         out["total_write_mib_per_s"] = tl.total["write_bytes_per_s"].to_numpy() / 2**20
     for dev, df in sorted(tl.devices.items()):
         t = df["t_ns"].to_numpy(dtype=float)
-        out[f"{dev}.write_mib_per_s"] = np.interp(t_end, t, df["write_bytes_per_s"].to_numpy() / 2**20, left=np.nan, right=np.nan)
+        out[f"{dev}.write_mib_per_s"] = np.interp(
+            t_end, t, df["write_bytes_per_s"].to_numpy() / 2**20, left=np.nan, right=np.nan
+        )
         out[f"{dev}.aqu_sz"] = np.interp(t_end, t, df["aqu_sz"].to_numpy(), left=np.nan, right=np.nan)
     for temp in an.ctx.temps:
         out[f"{temp.name}"] = np.interp(t_end, temp.t_ns, temp.values, left=np.nan, right=np.nan)
@@ -60,21 +64,57 @@ def checkpoints_frame(an) -> pd.DataFrame:
 def perfetto(an) -> dict:
     rep = an.report
     pid = 1
-    ev = [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"ckprof {rep['recording']['path']}"}},
-          {"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "checkpoints (save call)"}},
-          {"ph": "M", "pid": pid, "tid": 2, "name": "thread_name", "args": {"name": "until durable"}}]
+    ev = [
+        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"ckprof {rep['recording']['path']}"}},
+        {"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "checkpoints (save call)"}},
+        {"ph": "M", "pid": pid, "tid": 2, "name": "thread_name", "args": {"name": "until durable"}},
+    ]
     for r in rep["checkpoints"]:
         if r["start_s"] is None:
             continue
         end = r["app_end_s"] if r["app_end_s"] is not None else r["start_s"]
         name = f"{r['kind']} step {r['step']}" if r["step"] is not None else f"{r['kind']} {r['id']}"
-        args = _clean({k: r[k] for k in ("id", "source", "path", "bytes_app", "bytes_device", "device_gib_per_s",
-                                         "energy_total_j", "peak_temp_c", "durable_at_return")})
-        ev.append({"ph": "X", "pid": pid, "tid": 1, "name": name, "cat": "checkpoint",
-                   "ts": r["start_s"] * 1e6, "dur": max(0.0, end - r["start_s"]) * 1e6, "args": args})
+        args = _clean(
+            {
+                k: r[k]
+                for k in (
+                    "id",
+                    "source",
+                    "path",
+                    "bytes_app",
+                    "bytes_device",
+                    "device_gib_per_s",
+                    "energy_total_j",
+                    "peak_temp_c",
+                    "durable_at_return",
+                )
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "pid": pid,
+                "tid": 1,
+                "name": name,
+                "cat": "checkpoint",
+                "ts": r["start_s"] * 1e6,
+                "dur": max(0.0, end - r["start_s"]) * 1e6,
+                "args": args,
+            }
+        )
         if r["durable_end_s"] is not None and r["durable_end_s"] > end:
-            ev.append({"ph": "X", "pid": pid, "tid": 2, "name": f"{name} writeback", "cat": "durable",
-                       "ts": end * 1e6, "dur": (r["durable_end_s"] - end) * 1e6, "args": {"id": r["id"]}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": 2,
+                    "name": f"{name} writeback",
+                    "cat": "durable",
+                    "ts": end * 1e6,
+                    "dur": (r["durable_end_s"] - end) * 1e6,
+                    "args": {"id": r["id"]},
+                }
+            )
     tf = timeline_frame(an)
     step = max(1, int(np.ceil(len(tf) / MAX_COUNTER_POINTS)))
     tf = tf.iloc[::step]
@@ -84,9 +124,16 @@ def perfetto(an) -> dict:
         for t, x in zip(ts, v):
             if not np.isnan(x):
                 ev.append({"ph": "C", "pid": pid, "name": c, "ts": float(t), "args": {"value": float(x)}})
-    return {"traceEvents": ev, "displayTimeUnit": "ms",
-            "otherData": {"ckprof_version": rep["ckprof_version"], "recording": rep["recording"]["path"],
-                          "time_origin": "recording start (CLOCK_MONOTONIC)", "start_wall_ns": rep["recording"]["start_wall_ns"]}}
+    return {
+        "traceEvents": ev,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "ckprof_version": rep["ckprof_version"],
+            "recording": rep["recording"]["path"],
+            "time_origin": "recording start (CLOCK_MONOTONIC)",
+            "start_wall_ns": rep["recording"]["start_wall_ns"],
+        },
+    }
 
 
 def export(an, fmt: str, out: str) -> list[str]:

@@ -1,4 +1,5 @@
 """The job report's figure: each node's time per checkpoint (derived), the stall and the slowest node."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,14 +21,27 @@ def node_durations(rep: dict) -> bytes | None:
     for i, h in enumerate(hosts):
         ys = np.array([(c["per_host"].get(h) or {}).get("seconds") or np.nan for c in cps], dtype=float)
         xs = x + (0 if legend else (i / max(len(hosts) - 1, 1) - 0.5) * 0.3)  # spread many nodes out
-        ax.plot(xs, ys, "o", ms=5 if legend else 3, alpha=0.8 if legend else 0.5,
-                color=None if legend else "tab:blue", label=h if legend else None)
+        ax.plot(
+            xs,
+            ys,
+            "o",
+            ms=5 if legend else 3,
+            alpha=0.8 if legend else 0.5,
+            color=None if legend else "tab:blue",
+            label=h if legend else None,
+        )
     stall = np.array([c["stall_s"] if c["stall_s"] is not None else np.nan for c in cps], dtype=float)
     ax.plot(x, stall, "k_", ms=18, mew=2, label="job stall (first start → last end)")
     for xi, c in zip(x, cps):
         if c["slowest_host"] and c["hosts"] > 1:
-            ax.annotate(str(c["slowest_host"]), (xi, c["slowest_host_s"]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=7, color="tab:red")
+            ax.annotate(
+                str(c["slowest_host"]),
+                (xi, c["slowest_host_s"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color="tab:red",
+            )
     ax.set_xticks(x, [f"{c['kind']} {c['step']}" for c in cps], fontsize=7, rotation=45 if len(cps) > 8 else 0)
     ax.set_xlabel("checkpoint (kind, step)")
     ax.set_ylabel("seconds")

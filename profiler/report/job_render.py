@@ -3,6 +3,7 @@
 The job's sections come first (summary, checkpoints across nodes, nodes × checkpoints, notes),
 then each host's own report. Every string from a recording goes through html.escape (render._h).
 """
+
 from __future__ import annotations
 
 from . import render as R
@@ -25,22 +26,44 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
         ("nodes left out", ", ".join(j["hosts_left_out"]) or "none", "see notes"),
         ("wall time (first start → last end, any node)", num(j["wall_s"], "{:.1f} s"), "measured"),
         ("checkpoints", f"{run['checkpoints']} save, {run['loads']} load", "measured"),
-        ("bytes saved, all nodes (application / devices)",
-         f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}", "measured"),
+        (
+            "bytes saved, all nodes (application / devices)",
+            f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}",
+            "measured",
+        ),
         ("energy of the saves, all nodes", num(run["energy_j_total"], "{:.1f} J"), "see host reports"),
-        ("time the job was blocked by checkpoints",
-         f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time", "derived"),
-        ("mean / longest stall per save", f"{num(run['mean_stall_s'], '{:.3f} s')} / {num(run['max_stall_s'], '{:.3f} s')}",
-         "derived"),
+        (
+            "time the job was blocked by checkpoints",
+            f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time",
+            "derived",
+        ),
+        (
+            "mean / longest stall per save",
+            f"{num(run['mean_stall_s'], '{:.3f} s')} / {num(run['max_stall_s'], '{:.3f} s')}",
+            "derived",
+        ),
         ("largest spread across nodes", num(run["max_spread_s"], "{:.3f} s"), "derived"),
         ("slowest node most often", most, "derived"),
     ]
 
 
-CHECKPOINT_HEADERS = ["kind", "step", "nodes", "ranks", "stall [s, d]", "slowest node", "its time [s, d]",
-                      "fastest node [s, d]", "spread [s, d]", "slowest device there, GiB/s [d]", "app bytes [m]",
-                      "device bytes [m]", "GiB/s over the stall, devices [d]", "energy J (nodes with it)",
-                      "not seen on"]
+CHECKPOINT_HEADERS = [
+    "kind",
+    "step",
+    "nodes",
+    "ranks",
+    "stall [s, d]",
+    "slowest node",
+    "its time [s, d]",
+    "fastest node [s, d]",
+    "spread [s, d]",
+    "slowest device there, GiB/s [d]",
+    "app bytes [m]",
+    "device bytes [m]",
+    "GiB/s over the stall, devices [d]",
+    "energy J (nodes with it)",
+    "not seen on",
+]
 
 
 def checkpoint_rows(rep: dict) -> list[list[str]]:
@@ -48,11 +71,25 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     for c in rep["job"]["checkpoints"]:
         sd = c["slowest_device"]
         dev = "—" if sd is None else f"{sd['device']} {num(sd['gib_per_s'], '{:.3f}')}"
-        out.append([str(c["kind"]), str(c["step"]), str(c["hosts"]), str(c["ranks"]), num(c["stall_s"], "{:.3f}"),
-                    str(c["slowest_host"] or "—"), num(c["slowest_host_s"], "{:.3f}"), num(c["fastest_host_s"], "{:.3f}"),
-                    num(c["spread_s"], "{:.3f}"), dev, b(c["bytes_app"]), b(c["bytes_device"]),
-                    num(c["device_gib_per_s"], "{:.3f}"), f"{num(c['energy_j'], '{:.1f}')} ({c['energy_hosts']})",
-                    ", ".join(c["missing_hosts"]) or "—"])
+        out.append(
+            [
+                str(c["kind"]),
+                str(c["step"]),
+                str(c["hosts"]),
+                str(c["ranks"]),
+                num(c["stall_s"], "{:.3f}"),
+                str(c["slowest_host"] or "—"),
+                num(c["slowest_host_s"], "{:.3f}"),
+                num(c["fastest_host_s"], "{:.3f}"),
+                num(c["spread_s"], "{:.3f}"),
+                dev,
+                b(c["bytes_app"]),
+                b(c["bytes_device"]),
+                num(c["device_gib_per_s"], "{:.3f}"),
+                f"{num(c['energy_j'], '{:.1f}')} ({c['energy_hosts']})",
+                ", ".join(c["missing_hosts"]) or "—",
+            ]
+        )
     return out
 
 
@@ -72,8 +109,10 @@ def node_table(rep: dict) -> tuple[list[str], list[list[str]], str | None]:
             if n is None:
                 row.append("not seen")
                 continue
-            cell = (f"{num(n['seconds'], '{:.3f}', 'no end')} · {num(n['device_gib_per_s'], '{:.2f}')} · "
-                    f"{num(n['energy_j'], '{:.0f}')}")
+            cell = (
+                f"{num(n['seconds'], '{:.3f}', 'no end')} · {num(n['device_gib_per_s'], '{:.2f}')} · "
+                f"{num(n['energy_j'], '{:.0f}')}"
+            )
             row.append(cell + (" ◀ slowest" if h == c["slowest_host"] and c["hosts"] > 1 else ""))
         rows.append(row)
     return headers, rows, cut
@@ -84,9 +123,15 @@ def _demote(md: str) -> list[str]:
 
 
 def to_markdown(rep: dict) -> str:
-    L = [f"# ckprof job report: {R._md_cell(rep['job']['path'])}", "",
-         "Units are in each header; [m] measured, [d] derived, [e] estimated. Times across nodes are on the "
-         "wall clock (each host's anchor).", "", "## Job summary", ""]
+    L = [
+        f"# ckprof job report: {R._md_cell(rep['job']['path'])}",
+        "",
+        "Units are in each header; [m] measured, [d] derived, [e] estimated. Times across nodes are on the "
+        "wall clock (each host's anchor).",
+        "",
+        "## Job summary",
+        "",
+    ]
     L += R._md_table(["what", "value", "provenance"], summary_rows(rep))
     L += ["", "## Checkpoints across nodes", ""]
     if rep["job"]["checkpoints"]:
@@ -104,10 +149,13 @@ def to_markdown(rep: dict) -> str:
 def to_html(rep: dict, plots: dict[str, bytes], host_plots: dict[str, dict[str, bytes]]) -> str:
     h = R._h
     parts = R._html_head(rep["job"]["path"], rep)
-    parts += ["<p class='small'>A job of several nodes: times across nodes are on the wall clock (each host's "
-              "anchor); each host's own report follows the job's sections.</p>",
-              "<h2>Job summary</h2>", R._html_table(["what", "value", "provenance"], summary_rows(rep)),
-              "<h2>Checkpoints across nodes</h2>"]
+    parts += [
+        "<p class='small'>A job of several nodes: times across nodes are on the wall clock (each host's "
+        "anchor); each host's own report follows the job's sections.</p>",
+        "<h2>Job summary</h2>",
+        R._html_table(["what", "value", "provenance"], summary_rows(rep)),
+        "<h2>Checkpoints across nodes</h2>",
+    ]
     if rep["job"]["checkpoints"]:
         parts.append(R._html_table(CHECKPOINT_HEADERS, checkpoint_rows(rep)))
         headers, rows, cut = node_table(rep)
@@ -115,14 +163,21 @@ def to_html(rep: dict, plots: dict[str, bytes], host_plots: dict[str, dict[str, 
         if cut:
             parts.append(f"<p class='small'>{h(cut)}</p>")
         if "nodes" in plots:
-            parts.append(R._img("nodes", plots["nodes"], "each node's time per checkpoint, the job's stall and "
-                                "the slowest node"))
+            parts.append(
+                R._img("nodes", plots["nodes"], "each node's time per checkpoint, the job's stall and the slowest node")
+            )
     else:
         parts.append("<p>No checkpoint windows on any node.</p>")
-    parts.append("<h2>Job notes: hosts left out, clocks, checkpoints not seen everywhere</h2><ul>"
-                 + ("".join(f"<li>{h(n)}</li>" for n in rep["notes"]) or "<li>none</li>") + "</ul>")
+    parts.append(
+        "<h2>Job notes: hosts left out, clocks, checkpoints not seen everywhere</h2><ul>"
+        + ("".join(f"<li>{h(n)}</li>" for n in rep["notes"]) or "<li>none</li>")
+        + "</ul>"
+    )
     for name, hrep in rep["hosts"].items():
-        parts += [f"<details id='host-{h(name)}'><summary><b>Host {h(name)}</b></summary>",
-                  *R.html_body(hrep, host_plots.get(name, {})), "</details>"]
+        parts += [
+            f"<details id='host-{h(name)}'><summary><b>Host {h(name)}</b></summary>",
+            *R.html_body(hrep, host_plots.get(name, {})),
+            "</details>",
+        ]
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -2,11 +2,13 @@
 
 Every axis names its unit, and every title says whether the figure is measured or derived.
 """
+
 from __future__ import annotations
 
 import io
 
 import numpy as np
+
 from ckprof.units import GIB
 
 MAX_POINTS = 4000
@@ -77,8 +79,12 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
                 ax.plot(*_thin(x, y), lw=0.9, label=d)
             if kind == "bw" and len(tl.devices) > 1 and tl.total is not None:
                 x = (tl.total["t_ns"].to_numpy() - t0) / 1e9
-                ax.plot(*_thin(x, tl.total["write_bytes_per_s"].to_numpy() / GIB), lw=1.2, color="k",
-                        label=f"all {len(tl.devices)} devices")
+                ax.plot(
+                    *_thin(x, tl.total["write_bytes_per_s"].to_numpy() / GIB),
+                    lw=1.2,
+                    color="k",
+                    label=f"all {len(tl.devices)} devices",
+                )
         elif kind == "temp":
             for t in an.ctx.temps[:max_devices]:
                 ax.plot(*_thin((t.t_ns - t0) / 1e9, t.values), lw=0.9, label=f"{t.name} ({t.provenance})")
@@ -89,8 +95,11 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
                 provs.setdefault(s.component, set()).add(s.provenance)
             for c in [c for c in p.columns if c.endswith("_w")]:
                 comp = c[:-2]
-                ax.plot(*_thin(p["t_s"].to_numpy(), p[c].to_numpy()), lw=0.9,
-                        label=f"{comp} ({'/'.join(sorted(provs.get(comp, [])))})")
+                ax.plot(
+                    *_thin(p["t_s"].to_numpy(), p[c].to_numpy()),
+                    lw=0.9,
+                    label=f"{comp} ({'/'.join(sorted(provs.get(comp, [])))})",
+                )
         elif kind == "gpu":
             for name, (t, f) in list(an.ctx.gpu_idle.items())[:max_devices]:
                 ax.plot(*_thin((t - t0) / 1e9, f * 100), lw=0.9, label=name)
@@ -162,7 +171,11 @@ def temp_vs_bandwidth(an) -> bytes | None:
 
 def all_plots(an) -> dict[str, bytes]:
     out = {}
-    for name, fn in (("timeline", timeline), ("checkpoints", checkpoint_bars), ("temp_vs_bandwidth", temp_vs_bandwidth)):
+    for name, fn in (
+        ("timeline", timeline),
+        ("checkpoints", checkpoint_bars),
+        ("temp_vs_bandwidth", temp_vs_bandwidth),
+    ):
         png = fn(an)
         if png:
             out[name] = png

@@ -3,6 +3,7 @@
 HTML: every string taken from a recording (command lines, paths, device names, notes) goes
 through html.escape; figures are inline base64 PNGs, so the file needs nothing else.
 """
+
 from __future__ import annotations
 
 import base64
@@ -37,8 +38,10 @@ def _device_rows(rep: dict) -> tuple[list, str | None]:
     rows = T.device_rows(rep)
     if len(rows) <= MAX_DEVICE_ROWS:
         return rows, None
-    return rows[:MAX_DEVICE_ROWS], (f"first {MAX_DEVICE_ROWS} of {len(rows)} rows; all of them: "
-                                    "ckprof report --format json, or ckprof export --format csv")
+    return rows[:MAX_DEVICE_ROWS], (
+        f"first {MAX_DEVICE_ROWS} of {len(rows)} rows; all of them: "
+        "ckprof report --format json, or ckprof export --format csv"
+    )
 
 
 def _md_cell(s: str) -> str:
@@ -52,8 +55,14 @@ def _md_table(headers, rows) -> list[str]:
 
 
 def to_markdown(rep: dict) -> str:
-    L = [f"# ckprof report: {_md_cell(rep['recording']['path'])}", "",
-         "Units are in each header; [m] measured, [d] derived, [e] estimated.", "", "## Summary", ""]
+    L = [
+        f"# ckprof report: {_md_cell(rep['recording']['path'])}",
+        "",
+        "Units are in each header; [m] measured, [d] derived, [e] estimated.",
+        "",
+        "## Summary",
+        "",
+    ]
     L += _md_table(["what", "value", "provenance"], T.summary_rows(rep))
     L += ["", "## Checkpoints", ""]
     if rep["checkpoints"]:
@@ -100,11 +109,13 @@ def _img(name: str, png: bytes, alt: str) -> str:
 
 
 def _html_head(title: str, rep: dict) -> list[str]:
-    return ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-            f"<title>ckprof report: {_h(title)}</title><style>{CSS}</style></head><body>",
-            f"<h1>ckprof report: {_h(title)}</h1>",
-            f"<p class='small'>ckprof {_h(rep['ckprof_version'])}, report schema {_h(rep['schema_version'])}. "
-            "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>"]
+    return [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>ckprof report: {_h(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>ckprof report: {_h(title)}</h1>",
+        f"<p class='small'>ckprof {_h(rep['ckprof_version'])}, report schema {_h(rep['schema_version'])}. "
+        "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>",
+    ]
 
 
 def to_html(rep: dict, plots: dict[str, bytes]) -> str:
@@ -117,8 +128,15 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
     """One recording's sections, Summary to Notes (a job's report puts one per host)."""
     parts = ["<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
     if "timeline" in plots:
-        parts += ["<h2>Timeline</h2>", _img("timeline", plots["timeline"], "timeline of bandwidth, queue depth, "
-                                            "temperature, power and GPU utilisation with checkpoint windows shaded")]
+        parts += [
+            "<h2>Timeline</h2>",
+            _img(
+                "timeline",
+                plots["timeline"],
+                "timeline of bandwidth, queue depth, "
+                "temperature, power and GPU utilisation with checkpoint windows shaded",
+            ),
+        ]
     parts.append("<h2>Checkpoints</h2>")
     if rep["checkpoints"]:
         parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8))
@@ -134,6 +152,9 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
     parts.append("<h2>Throttling</h2><ul>" + "".join(f"<li>{_h(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>")
     if "temp_vs_bandwidth" in plots:
         parts.append(_img("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
-    parts.append("<h2>Notes: what could not be measured, and why</h2><ul>"
-                 + ("".join(f"<li>{_h(n)}</li>" for n in rep["notes"]) or "<li>none</li>") + "</ul>")
+    parts.append(
+        "<h2>Notes: what could not be measured, and why</h2><ul>"
+        + ("".join(f"<li>{_h(n)}</li>" for n in rep["notes"]) or "<li>none</li>")
+        + "</ul>"
+    )
     return parts

@@ -2,9 +2,11 @@
 
 Each header names its unit and provenance: [m] measured, [d] derived, [e] estimated.
 """
+
 from __future__ import annotations
 
 from ckprof.units import fmt_bytes
+
 TAG = {"measured": "m", "derived": "d", "estimated": "e"}
 
 
@@ -32,12 +34,23 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
         ("command", " ".join(map(str, rec.get("command") or [])) or "—", "recorded"),
         ("host", str(rec.get("hostname") or "—"), "recorded"),
         ("wall time", num(run["wall_s"], "{:.1f} s"), "measured"),
-        ("checkpoint windows", f"{run['checkpoints']} save, {run['loads']} load (from {run['windows_from']})", "measured"
-         if run["windows_from"] == "markers" else "derived"),
-        ("time blocked by checkpoints", f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time", "derived"),
+        (
+            "checkpoint windows",
+            f"{run['checkpoints']} save, {run['loads']} load (from {run['windows_from']})",
+            "measured" if run["windows_from"] == "markers" else "derived",
+        ),
+        (
+            "time blocked by checkpoints",
+            f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time",
+            "derived",
+        ),
         ("goodput estimate (no failures)", pct(run["goodput_estimate"]), "estimated"),
         ("mean checkpoint (blocking)", num(run["mean_checkpoint_s"], "{:.3f} s"), "derived"),
-        ("bytes saved (application / devices)", f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}", "measured"),
+        (
+            "bytes saved (application / devices)",
+            f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}",
+            "measured",
+        ),
         ("mean device bandwidth", num(run["mean_device_gib_per_s"], "{:.3f} GiB/s"), "derived"),
         ("mean energy per checkpoint", num(run["mean_energy_j"], "{:.1f} J"), "see table"),
         ("peak temperature", num(run["peak_temp_c"], "{:.1f} °C"), "measured"),
@@ -59,10 +72,27 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
 
 
 CHECKPOINT_HEADERS = [
-    "#", "source", "kind", "step", "path", "start [s, m]", "save call [s, d]", "durable after [s, d]",
-    "durable at return", "app bytes [m]", "device bytes (load: read) [m]", "dev/app [d]", "GiB/s app [d]",
-    "GiB/s device [d]", "mean/peak QD, busiest device [d]", "peak in-flight [m]", "energy J (above idle)",
-    "J/GiB", "peak °C [m]", "throttle events / s [m]", "GPU idle s [d]",
+    "#",
+    "source",
+    "kind",
+    "step",
+    "path",
+    "start [s, m]",
+    "save call [s, d]",
+    "durable after [s, d]",
+    "durable at return",
+    "app bytes [m]",
+    "device bytes (load: read) [m]",
+    "dev/app [d]",
+    "GiB/s app [d]",
+    "GiB/s device [d]",
+    "mean/peak QD, busiest device [d]",
+    "peak in-flight [m]",
+    "energy J (above idle)",
+    "J/GiB",
+    "peak °C [m]",
+    "throttle events / s [m]",
+    "GPU idle s [d]",
 ]
 
 
@@ -88,26 +118,54 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
         mean_qd = max((d["mean_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         peak_qd = max((d["peak_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         inflight = max((d["peak_in_flight"] or 0 for d in qd), default=None) if qd else None
-        dur_after = None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
+        dur_after = (
+            None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
+        )
         durable = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
         if r["kind"] == "load":
             durable = "n/a (load)"
         elif not r["durable"]:
             durable += "; not durable by end of recording"
-        out.append([
-            str(i), str(r["source"]), str(r["kind"]), num(r["step"], "{}"), str(r["path"] or "—"),
-            num(r["start_s"], "{:.2f}"), num(r["duration_s"], "{:.3f}"), num(dur_after, "+{:.3f}"), durable,
-            b(r["bytes_app"]), b(r["bytes_device"]), num(r["device_to_app_ratio"], "{:.2f}"),
-            num(r["app_gib_per_s"], "{:.3f}"), num(r["device_gib_per_s"], "{:.3f}"),
-            f"{num(mean_qd, '{:.1f}')} / {num(peak_qd, '{:.1f}')}", num(inflight, "{:.0f}"),
-            energy_cell(r), jpg_cell(r), num(r["peak_temp_c"], "{:.1f}"),
-            f"{num(r['throttle_events'], '{}')} / {num(r['throttle_s'], '{:.1f}')}", num(r["gpu_idle_s"], "{:.2f}"),
-        ])
+        out.append(
+            [
+                str(i),
+                str(r["source"]),
+                str(r["kind"]),
+                num(r["step"], "{}"),
+                str(r["path"] or "—"),
+                num(r["start_s"], "{:.2f}"),
+                num(r["duration_s"], "{:.3f}"),
+                num(dur_after, "+{:.3f}"),
+                durable,
+                b(r["bytes_app"]),
+                b(r["bytes_device"]),
+                num(r["device_to_app_ratio"], "{:.2f}"),
+                num(r["app_gib_per_s"], "{:.3f}"),
+                num(r["device_gib_per_s"], "{:.3f}"),
+                f"{num(mean_qd, '{:.1f}')} / {num(peak_qd, '{:.1f}')}",
+                num(inflight, "{:.0f}"),
+                energy_cell(r),
+                jpg_cell(r),
+                num(r["peak_temp_c"], "{:.1f}"),
+                f"{num(r['throttle_events'], '{}')} / {num(r['throttle_s'], '{:.1f}')}",
+                num(r["gpu_idle_s"], "{:.2f}"),
+            ]
+        )
     return out
 
 
-DEVICE_HEADERS = ["#", "kind", "device", "write bytes [m]", "read bytes [m]", "mean GiB/s [d]", "peak GiB/s [d]",
-                  "mean aqu-sz [d]", "peak aqu-sz [d]", "peak in-flight [m]"]
+DEVICE_HEADERS = [
+    "#",
+    "kind",
+    "device",
+    "write bytes [m]",
+    "read bytes [m]",
+    "mean GiB/s [d]",
+    "peak GiB/s [d]",
+    "mean aqu-sz [d]",
+    "peak aqu-sz [d]",
+    "peak in-flight [m]",
+]
 
 
 def device_rows(rep: dict) -> list[list[str]]:
@@ -115,10 +173,20 @@ def device_rows(rep: dict) -> list[list[str]]:
     for i, r in enumerate(rep["checkpoints"], 1):
         io = "read" if r["kind"] == "load" else "write"
         for dev, d in sorted(r["devices"].items()):
-            out.append([str(i), f"{r['kind']} ({io}s)", dev, b(d["write_bytes"]), b(d["read_bytes"]),
-                        num(d[f"mean_{io}_gib_per_s"], "{:.3f}"), num(d[f"peak_{io}_gib_per_s"], "{:.3f}"),
-                        num(d["mean_aqu_sz"], "{:.2f}"), num(d["peak_aqu_sz"], "{:.2f}"),
-                        num(d["peak_in_flight"], "{:.0f}")])
+            out.append(
+                [
+                    str(i),
+                    f"{r['kind']} ({io}s)",
+                    dev,
+                    b(d["write_bytes"]),
+                    b(d["read_bytes"]),
+                    num(d[f"mean_{io}_gib_per_s"], "{:.3f}"),
+                    num(d[f"peak_{io}_gib_per_s"], "{:.3f}"),
+                    num(d["mean_aqu_sz"], "{:.2f}"),
+                    num(d["peak_aqu_sz"], "{:.2f}"),
+                    num(d["peak_in_flight"], "{:.0f}"),
+                ]
+            )
     return out
 
 
@@ -126,14 +194,21 @@ def throttle_lines(rep: dict) -> list[str]:
     t = rep["throttling"]
     lines = [t["statement"]]
     if t["temp_vs_write_correlation"] is not None:
-        lines.append(f"Temperature vs write bandwidth over the run: Pearson r = {t['temp_vs_write_correlation']:.2f} "
-                     f"over {t['temp_vs_write_points']} intervals (derived).")
+        lines.append(
+            f"Temperature vs write bandwidth over the run: Pearson r = {t['temp_vs_write_correlation']:.2f} "
+            f"over {t['temp_vs_write_points']} intervals (derived)."
+        )
     hc = t.get("hot_vs_cool")
     if hc:
-        lines.append(f"Hottest checkpoint ({hc['hottest_peak_temp_c']:.1f} °C) wrote at {hc['hottest_gib_per_s']:.3f} GiB/s; "
-                     f"coolest at a similar queue depth ({hc['coolest_peak_temp_c']:.1f} °C) at "
-                     f"{hc['coolest_gib_per_s']:.3f} GiB/s: ratio {num(hc['bandwidth_ratio_hot_to_cool'], '{:.2f}')} (derived).")
+        lines.append(
+            f"Hottest checkpoint ({hc['hottest_peak_temp_c']:.1f} °C) wrote at {hc['hottest_gib_per_s']:.3f} GiB/s; "
+            f"coolest at a similar queue depth ({hc['coolest_peak_temp_c']:.1f} °C) at "
+            f"{hc['coolest_gib_per_s']:.3f} GiB/s: ratio {num(hc['bandwidth_ratio_hot_to_cool'], '{:.2f}')} (derived)."
+        )
     for o in t["onsets"]:
-        lines.append(f"{o['what']} ({o['source']}) first at {o['t_s']:.1f} s"
-                     + (f", hottest sensor {o['temp_c']:.1f} °C" if o["temp_c"] is not None else "") + " (measured).")
+        lines.append(
+            f"{o['what']} ({o['source']}) first at {o['t_s']:.1f} s"
+            + (f", hottest sensor {o['temp_c']:.1f} °C" if o["temp_c"] is not None else "")
+            + " (measured)."
+        )
     return lines

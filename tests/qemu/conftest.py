@@ -3,6 +3,7 @@
 Set CKPROF_KEEP_QEMU_RECORDING=DIR to keep a copy of the recording (e.g. for the report's tests
 or a person to look at); otherwise it lives in pytest's tmp directory.
 """
+
 import os
 import shlex
 import shutil
@@ -58,5 +59,10 @@ umount "$TMPDIR/ckpt"
     if keep:
         shutil.rmtree(keep, ignore_errors=True)
         shutil.copytree(rec, keep)
-    return {"path": rec, "denied": os.path.join(str(out), "rec-denied"), "out": str(out),
-            "bytes": WRITE_BYTES, "result": res}
+    return {
+        "path": rec,
+        "denied": os.path.join(str(out), "rec-denied"),
+        "out": str(out),
+        "bytes": WRITE_BYTES,
+        "result": res,
+    }

@@ -8,6 +8,7 @@ ckprof.mark event in the recording.
 
 usage: guest_workload.py BYTES DEVICE CTRL
 """
+
 import subprocess
 import sys
 import time
@@ -16,13 +17,13 @@ import ckprof
 
 nbytes, dev, ctrl = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 time.sleep(1.5)  # a baseline before the writes
-subprocess.run(["dd", "if=/dev/zero", f"of={dev}", "bs=1M", f"count={nbytes // 2**20}", "oflag=direct",
-                "status=none"], check=True)
+subprocess.run(
+    ["dd", "if=/dev/zero", f"of={dev}", "bs=1M", f"count={nbytes // 2**20}", "oflag=direct", "status=none"], check=True
+)
 ckprof.mark("workload_written", bytes=nbytes)
 time.sleep(1.5)  # the writes reach a SMART sample before the thermal event
 before = time.monotonic_ns()
-subprocess.run(["nvme", "set-feature", f"/dev/{ctrl}", "-f", "4", "-v", "300"], check=True,
-               stdout=subprocess.DEVNULL)
+subprocess.run(["nvme", "set-feature", f"/dev/{ctrl}", "-f", "4", "-v", "300"], check=True, stdout=subprocess.DEVNULL)
 after = time.monotonic_ns()
 ckprof.mark("thermal_warning_raised", before_ns=before, after_ns=after)
 time.sleep(3.0)  # several SMART polls and many hwmon samples see the warning

@@ -21,6 +21,7 @@ written for ckprof.
 
 Apt packages: qemu-system-x86 nvme-cli linux-image-amd64 busybox-static cpio kmod.
 """
+
 from __future__ import annotations
 
 import glob
@@ -36,9 +37,11 @@ from dataclasses import dataclass
 # Module groups loaded by /init, each in load order with its dependencies (modprobe --show-depends).
 # crc64_rocksoft_generic is a soft dependency of nvme-core that modprobe does not list.
 # ext4 (with crc32c, its soft dependency) lets a test put a file system on the namespace.
-MODULE_GROUPS = {"base": ("crc64_rocksoft_generic", "nvme"),
-                 "hostfs": ("virtio_pci", "9pnet_virtio", "9p"),
-                 "fs": ("crc32c_generic", "ext4")}
+MODULE_GROUPS = {
+    "base": ("crc64_rocksoft_generic", "nvme"),
+    "hostfs": ("virtio_pci", "9pnet_virtio", "9p"),
+    "fs": ("crc32c_generic", "ext4"),
+}
 
 INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -67,19 +70,23 @@ poweroff -f
 
 @dataclass
 class GuestResult:
-    rc: int | None          # the guest script's exit status; None if it never finished
+    rc: int | None  # the guest script's exit status; None if it never finished
     wall_s: float
-    console: str            # kernel and /init (ttyS0)
-    output: str             # the guest script's stdout and stderr (ttyS1)
+    console: str  # kernel and /init (ttyS0)
+    output: str  # the guest script's stdout and stderr (ttyS1)
 
     def describe(self) -> str:
-        return (f"guest rc={self.rc} after {self.wall_s:.1f} s\n--- guest output (tail) ---\n"
-                f"{self.output[-4000:]}\n--- console (tail) ---\n{self.console[-2000:]}")
+        return (
+            f"guest rc={self.rc} after {self.wall_s:.1f} s\n--- guest output (tail) ---\n"
+            f"{self.output[-4000:]}\n--- console (tail) ---\n{self.console[-2000:]}"
+        )
 
 
 def _kernel_version() -> str | None:
-    kvers = sorted((os.path.basename(p) for p in glob.glob("/lib/modules/*-amd64")),
-                   key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("-", ".").split(".")])
+    kvers = sorted(
+        (os.path.basename(p) for p in glob.glob("/lib/modules/*-amd64")),
+        key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("-", ".").split(".")],
+    )
     for kv in reversed(kvers):
         if os.path.exists(f"/boot/vmlinuz-{kv}"):
             return kv
@@ -89,14 +96,14 @@ def _kernel_version() -> str | None:
 class QemuNvmeGuest:
     def __init__(self, cache_dir: str | None = None, qemu: str = "qemu-system-x86_64"):
         self.cache_dir = cache_dir or os.path.join(
-            os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ckprof-qemu-nvme")
+            os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ckprof-qemu-nvme"
+        )
         self.qemu = qemu
         self.kver = _kernel_version()
 
     def why_not(self) -> str | None:
         """Why this machine cannot boot the guest (a skip reason), or None when it can."""
-        for tool, pkg in ((self.qemu, "qemu-system-x86"), ("nvme", "nvme-cli"), ("cpio", "cpio"),
-                          ("modprobe", "kmod")):
+        for tool, pkg in ((self.qemu, "qemu-system-x86"), ("nvme", "nvme-cli"), ("cpio", "cpio"), ("modprobe", "kmod")):
             if shutil.which(tool) is None:
                 return f"{tool} not installed (apt-get install {pkg})"
         if not os.path.exists("/bin/busybox"):
@@ -119,8 +126,12 @@ class QemuNvmeGuest:
 
     def _module_files(self, names) -> list[str]:
         # One name per modprobe call: later arguments would be taken as module parameters.
-        out = "".join(subprocess.run(["modprobe", "-S", self.kver, "--show-depends", n], check=True,
-                                     capture_output=True, text=True).stdout for n in names)
+        out = "".join(
+            subprocess.run(
+                ["modprobe", "-S", self.kver, "--show-depends", n], check=True, capture_output=True, text=True
+            ).stdout
+            for n in names
+        )
         seen: list[str] = []
         for line in out.splitlines():
             parts = line.split()
@@ -142,7 +153,11 @@ class QemuNvmeGuest:
             ldd = subprocess.run(["ldd", nvme], capture_output=True, text=True, check=True).stdout
             for line in ldd.splitlines():
                 parts = line.split()
-                lib = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts and parts[0].startswith("/") else None)
+                lib = (
+                    parts[2]
+                    if "=>" in parts and len(parts) > 2
+                    else (parts[0] if parts and parts[0].startswith("/") else None)
+                )
                 if lib and os.path.exists(lib):
                     dest = root + lib
                     os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -167,13 +182,19 @@ class QemuNvmeGuest:
             tmp = self.initramfs + ".tmp"
             with open(tmp, "wb") as out:
                 files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
-                subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files,
-                               stdout=out, check=True)
+                subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files, stdout=out, check=True)
             os.replace(tmp, self.initramfs)
         return self.initramfs
 
-    def run(self, script: str, out_dir: str, nvme_size: str = "64M", nvme_opts: str = "",
-            qemu_extra: tuple[str, ...] = (), timeout_s: float = 240) -> GuestResult:
+    def run(
+        self,
+        script: str,
+        out_dir: str,
+        nvme_size: str = "64M",
+        nvme_opts: str = "",
+        qemu_extra: tuple[str, ...] = (),
+        timeout_s: float = 240,
+    ) -> GuestResult:
         """Boot, run `script` (sh, chrooted into the host's /, cwd and $OUT = out_dir; $TMPDIR
         a scratch tmpfs of the guest's own), power off."""
         base = self.build_initramfs()
@@ -192,8 +213,9 @@ class QemuNvmeGuest:
             with open(initrd, "wb") as out:
                 with open(base, "rb") as b:
                     shutil.copyfileobj(b, out)
-                subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=gdir, input=b"guest.sh\n",
-                               stdout=out, check=True)
+                subprocess.run(
+                    ["cpio", "-o", "-H", "newc", "--quiet"], cwd=gdir, input=b"guest.sh\n", stdout=out, check=True
+                )
             img = os.path.join(work, "nvm.img")
             with open(img, "wb") as f:
                 f.truncate(_size_bytes(nvme_size))
@@ -203,21 +225,45 @@ class QemuNvmeGuest:
                 os.unlink(rc_file)
             # TCG, not KVM: on these (nested) machines -accel kvm hangs before the first console line.
             accel = os.environ.get("CKPROF_QEMU_ACCEL", "tcg,thread=multi")
-            argv = [self.qemu, "-accel", accel, "-cpu", "max", "-smp", "2",
-                    "-m", "1024", "-display", "none", "-no-reboot", "-nodefaults",
-                    "-serial", f"file:{console}", "-serial", f"file:{output}",
-                    "-kernel", self.kernel, "-initrd", initrd,
-                    "-append", f"console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init "
-                               f"nvme_core.multipath=N ckout={out_dir}",
-                    "-drive", f"file={img},if=none,id=nvm,format=raw",
-                    "-device", f"nvme,id=nvme0,serial=deadbeef,drive=nvm{nvme_opts}",
-                    "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-                    "-virtfs", f"local,path={out_dir},mount_tag=hostout,security_model=none",
-                    *qemu_extra]
+            argv = [
+                self.qemu,
+                "-accel",
+                accel,
+                "-cpu",
+                "max",
+                "-smp",
+                "2",
+                "-m",
+                "1024",
+                "-display",
+                "none",
+                "-no-reboot",
+                "-nodefaults",
+                "-serial",
+                f"file:{console}",
+                "-serial",
+                f"file:{output}",
+                "-kernel",
+                self.kernel,
+                "-initrd",
+                initrd,
+                "-append",
+                f"console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init nvme_core.multipath=N ckout={out_dir}",
+                "-drive",
+                f"file={img},if=none,id=nvm,format=raw",
+                "-device",
+                f"nvme,id=nvme0,serial=deadbeef,drive=nvm{nvme_opts}",
+                "-virtfs",
+                "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+                "-virtfs",
+                f"local,path={out_dir},mount_tag=hostout,security_model=none",
+                *qemu_extra,
+            ]
             t0 = time.monotonic()
             try:
-                subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, timeout=timeout_s)
+                subprocess.run(
+                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout_s
+                )
             except subprocess.TimeoutExpired:
                 pass  # subprocess.run killed QEMU; rc stays None below
             wall = time.monotonic() - t0

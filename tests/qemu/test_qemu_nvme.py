@@ -3,6 +3,7 @@
 One boot (conftest.qemu_recording): a 48 MiB O_DIRECT write to /dev/nvme0n1, then a thermal
 warning raised mid-run. Checks that the recording shows what the controller did.
 """
+
 import json
 import os
 

@@ -1,5 +1,6 @@
 """The report on the QEMU tier's recording (one boot, shared with test_qemu_nvme.py): the
 thermal warning raised in the guest is a throttle event, with its onset and temperature."""
+
 import pytest
 
 import ckprof

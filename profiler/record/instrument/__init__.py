@@ -10,6 +10,7 @@ torch pays one small finder on sys.meta_path. `ckprof record --no-patch` turns i
 The files in site/ import nothing from ckprof, so a child running another Python (a venv
 without ckprof) is patched too; events follow markers.py's format (source "patch").
 """
+
 import os
 
 

@@ -13,6 +13,7 @@ time the call itself blocked the training loop.
 
 Self-contained (no import of ckprof): the child may run a Python without ckprof installed.
 """
+
 import functools
 import importlib.abc
 import itertools
@@ -135,6 +136,7 @@ def _wrap(fn, api, kind, path_of):
         blocking_s = (time.monotonic_ns() - t0) / 1e9
         fut = getattr(result, "add_done_callback", None)
         if is_async and callable(fut):
+
             def done(f, common=common, path=path, blocking_s=blocking_s):
                 _leave()
                 err = None
@@ -142,8 +144,15 @@ def _wrap(fn, api, kind, path_of):
                     err = f.exception()
                 except BaseException as e:  # cancelled
                     err = e
-                _emit("checkpoint_end", ok=err is None, bytes=_size(path), blocking_s=blocking_s,
-                      error=None if err is None else f"{type(err).__name__}: {err}", **common)
+                _emit(
+                    "checkpoint_end",
+                    ok=err is None,
+                    bytes=_size(path),
+                    blocking_s=blocking_s,
+                    error=None if err is None else f"{type(err).__name__}: {err}",
+                    **common,
+                )
+
             result.add_done_callback(done)
             return result
         _leave()
@@ -193,9 +202,11 @@ def patch_torch(torch):
 def patch_dcp(dcp):
     saver = sys.modules.get("torch.distributed.checkpoint.state_dict_saver")
     loader = sys.modules.get("torch.distributed.checkpoint.state_dict_loader")
-    for attr, api, kind, orig in (("save", "torch.distributed.checkpoint.save", "save", saver),
-                                  ("async_save", "torch.distributed.checkpoint.async_save", "save", saver),
-                                  ("load", "torch.distributed.checkpoint.load", "load", loader)):
+    for attr, api, kind, orig in (
+        ("save", "torch.distributed.checkpoint.save", "save", saver),
+        ("async_save", "torch.distributed.checkpoint.async_save", "save", saver),
+        ("load", "torch.distributed.checkpoint.load", "load", loader),
+    ):
         w = _patch(dcp, attr, api, kind, _dcp_path)
         if w is not None and orig is not None and hasattr(orig, attr):
             setattr(orig, attr, w)
@@ -205,8 +216,7 @@ def patch_safetensors(st):
     _patch(st, "save_file", "safetensors.torch.save_file", "save", _safetensors_path)
 
 
-TARGETS = {"torch": patch_torch, "torch.distributed.checkpoint": patch_dcp,
-           "safetensors.torch": patch_safetensors}
+TARGETS = {"torch": patch_torch, "torch.distributed.checkpoint": patch_dcp, "safetensors.torch": patch_safetensors}
 
 
 class _PatchingLoader(importlib.abc.Loader):

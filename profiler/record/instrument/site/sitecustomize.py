@@ -4,6 +4,7 @@
    sys.path), so a user's or distribution's sitecustomize still works.
 2. Under `ckprof record` (CKPROF_EVENTS set), install the import hook that marks saves.
 """
+
 import os
 import sys
 
