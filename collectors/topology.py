@@ -173,7 +173,7 @@ class SysfsTree:
 def block_tree(sys_root: str):
     """libudev for the real /sys (pyudev cannot be pointed anywhere else), else sysfs files."""
     if os.path.realpath(sys_root) == "/sys":
-        from ckprof.collectors.udev import UdevTree
+        from .udev import UdevTree
 
         tree = UdevTree.open()
         if tree is not None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, Collector, Probe
+from .base import T_NS, Collector, Probe
 
 try:
     import pyudev
