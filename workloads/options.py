@@ -2,8 +2,8 @@
 (ckprof.workloads.config.RunConfig), checked here so a bad value is a one-line UsageError from
 Python as from the command line.
 
-    from .options import ModelOptions, run
-    from .config import RunConfig
+    from ckprof.workloads.options import ModelOptions, run
+    from ckprof.workloads.config import RunConfig
 
     plan = ModelOptions(preset="llama3-8b", total_bytes=512 * 2**20).plan()
     run(ModelOptions(preset="llama3-8b", total_bytes=512 * 2**20),
