@@ -12,16 +12,20 @@ Nothing is computed at sample time: a scrape reads the recorder's latest rows.
 from __future__ import annotations
 
 import json
+import socket
 import threading
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 import pyarrow as pa
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ckprof.collectors.base import label_columns
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
 from ckprof.recording.counters import counter_delta
+from ckprof.recording.format import event_problem
 
 # column suffix → (metric suffix, scale to base unit)
 _SUFFIXES = (
@@ -82,6 +86,8 @@ class EventTail:
                 try:
                     ev = json.loads(line)
                 except ValueError:
+                    continue
+                if event_problem(ev):  # a line that is not an event is the reader's to report, not a 500
                     continue
                 kind = ev.get("kind") or "save"
                 if ev.get("event") == "checkpoint_start":
@@ -202,6 +208,33 @@ class LiveCollector:
             yield fam
 
 
+def _family(addr: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    """One thread per scrape, a listen backlog of SOMAXCONN (socketserver's default is 5: a burst
+    of scrapers would be refused), IPv4 or IPv6 by the address."""
+
+    daemon_threads = True
+    request_queue_size = socket.SOMAXCONN
+
+    def __init__(self, address, handler, family=socket.AF_INET):
+        self.address_family = family
+        super().__init__(address, handler)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):  # no line on stderr per scrape
+        pass
+
+
+def url(addr: str, port: int) -> str:
+    """http://HOST:PORT/metrics with an IPv6 address in brackets (RFC 3986 3.2.2)."""
+    host = f"[{addr}]" if ":" in addr else addr
+    return f"http://{host}:{port}/metrics"
+
+
 def serve(events_path: str, port: int, addr: str = "127.0.0.1") -> tuple[LiveCollector, int]:
     """Start the exporter thread; returns the collector (set its `recorder`) and the bound port.
 
@@ -211,7 +244,9 @@ def serve(events_path: str, port: int, addr: str = "127.0.0.1") -> tuple[LiveCol
     registry = CollectorRegistry(auto_describe=False)
     registry.register(live)
     try:
-        server, _ = start_http_server(port, addr=addr, registry=registry)
+        server = _Server((addr, port), _QuietHandler, family=_family(addr))
+        server.set_app(make_wsgi_app(registry))
+        threading.Thread(target=server.serve_forever, name="ckprof-prometheus", daemon=True).start()
         return live, server.server_port
     except OSError as e:
         raise UsageError(

@@ -233,7 +233,7 @@ def record(
 
         live, port = live_mod.serve(os.path.join(out_dir, EVENTS), prometheus_port, prometheus_addr)
         if not quiet:
-            warn(f"serving Prometheus metrics on http://{prometheus_addr}:{port}/metrics")
+            warn(f"serving Prometheus metrics on {live_mod.url(prometheus_addr, port)}")
     out_dir = prepare_output(out_dir, force)
     session = open_session(
         out_dir,

@@ -28,3 +28,16 @@ def parse_part_name(name: str) -> tuple[int, int] | None:
         return int(a), int(b)
     except ValueError:
         return None
+
+
+def event_problem(ev) -> str | None:
+    """Why a parsed events.jsonl line is not an event (docs/recording-format.md), or None: an
+    event is a JSON object with an integer `t_ns` (CLOCK_MONOTONIC) and an `event` name."""
+    if not isinstance(ev, dict):
+        return f"a JSON {type(ev).__name__}, not an object"
+    t = ev.get("t_ns")
+    if isinstance(t, bool) or not isinstance(t, int):
+        return "no integer t_ns"
+    if not isinstance(ev.get("event"), str):
+        return "no event name"
+    return None

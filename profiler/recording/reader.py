@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
 
-from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name
+from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, event_problem, parse_part_name
 from .rates import block_rates, counter_rates
 from .timebase import Timebase
 
@@ -106,9 +106,15 @@ class Recording:
                     if not line.strip():
                         continue
                     try:
-                        rows.append(json.loads(line))
+                        ev = json.loads(line)
                     except ValueError:
                         self.problems.append(f"{path}:{i}: unreadable event line skipped")
+                        continue
+                    why = event_problem(ev)
+                    if why:
+                        self.problems.append(f"{path}:{i}: not an event ({why}): line skipped")
+                        continue
+                    rows.append(ev)
         except FileNotFoundError:
             self.problems.append(f"{path}: missing; no events")
         df = pd.DataFrame(rows)

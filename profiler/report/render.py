@@ -1,16 +1,16 @@
 """Renderers of one analysed recording: JSON (the stable schema), Markdown, self-contained HTML.
 
 HTML: every string taken from a recording (command lines, paths, device names, notes) goes
-through html.escape; figures are inline base64 PNGs, so the file needs nothing else.
+through report.escape.html (controls and bidi characters made visible, then html.escape); figures are inline base64 PNGs, so the file needs nothing else.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import json
 import math
 
+from . import escape as E
 from . import tables as T
 
 
@@ -44,8 +44,8 @@ def _device_rows(rep: dict) -> tuple[list, str | None]:
     )
 
 
-def _md_cell(s: str) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+def _md_cell(s) -> str:
+    return E.md(s)
 
 
 def _md_table(headers, rows) -> list[str]:
@@ -72,7 +72,7 @@ def to_markdown(rep: dict) -> str:
             L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
-    L += ["", "## Throttling", ""] + [f"- {x}" for x in T.throttle_lines(rep)]
+    L += ["", "## Throttling", ""] + [f"- {_md_cell(x)}" for x in T.throttle_lines(rep)]
     L += ["", "## Notes: what could not be measured, and why", ""]
     L += [f"- {_md_cell(n)}" for n in rep["notes"]] or ["- none"]
     return "\n".join(L) + "\n"
@@ -88,7 +88,7 @@ th{background:#f3f3f3;text-align:left} td.bad{color:#b00020;font-weight:600} .sm
 
 
 def _h(s) -> str:
-    return html.escape(str(s), quote=True)
+    return E.html(s)
 
 
 def _html_table(headers, rows, bad_col=None) -> str:
