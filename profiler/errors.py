@@ -4,6 +4,45 @@ Vendor errors (NVMLError, a failing nvme-cli, PermissionError on a sysfs file) a
 these at the collector's edge, so the CLI can print one line with a hint instead of a traceback.
 """
 
+import os
+import sys
+
+DEBUG_ENV = "CKPROF_DEBUG"
+
+# Standard descriptors that were closed when ckprof started (`2>&-`): held on /dev/null so that
+# ckprof's own files cannot take their numbers, and closed again in the wrapped command.
+CLOSED_STD_FDS: set[int] = set()
+
+
+def hold_closed_std_fds() -> None:
+    """Put /dev/null on any of fds 0-2 that is closed, remembering which (CLOSED_STD_FDS)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            got = os.open(os.devnull, os.O_RDWR)
+            if got != fd:  # lower ones were closed too and are being filled in order
+                os.dup2(got, fd)
+                os.close(got)
+            CLOSED_STD_FDS.add(fd)
+
+
+def say(line: str) -> None:
+    """One line for the person on stderr. A closed or full stderr (`2>&-`, `2>/dev/full`) loses
+    the line, never the command's exit status: nothing here raises."""
+    if 2 in CLOSED_STD_FDS or sys.stderr is None:
+        return
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def debugging() -> bool:
+    """CKPROF_DEBUG=1: show Python's traceback instead of ckprof's one-line error."""
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
 
 class CkprofError(Exception):
     """Base class: a message a user can act on, and optionally a hint saying how."""

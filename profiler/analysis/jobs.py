@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 import ckprof
-from ckprof.errors import CkprofError, RecordingError
+from ckprof.errors import CkprofError, RecordingError, debugging
 from ckprof.power.energy import total_j, window_energy
 from ckprof.units import GIB
 
@@ -146,7 +146,7 @@ def _analyse_host(name, rec, kw):
     except CkprofError:
         raise
     except Exception as e:  # one damaged host must not take the job's report with it
-        if os.environ.get("CKPROF_DEBUG"):
+        if debugging():
             raise
         return f"host={name}: left out: could not analyse its recording ({type(e).__name__}: {e})"
 

@@ -6,18 +6,28 @@ import sys
 
 import click
 
-from ckprof.errors import CkprofError
+from ckprof.errors import DEBUG_ENV, CkprofError, UsageError, debugging, hold_closed_std_fds, say
 
 
 class CkprofGroup(click.Group):
-    """Turns ckprof's own errors into one line on stderr and exit status 2 (usage) or 1."""
+    """Turns ckprof's own errors into one line on stderr and exit status 2 (usage) or 1, and any
+    other failure into one line that says how to see the traceback; CKPROF_DEBUG=1 shows it."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except CkprofError as e:
-            click.echo(f"ckprof: error: {e.one_line()}", err=True)
-            sys.exit(2 if type(e).__name__ == "UsageError" else 1)
+            if debugging():
+                raise
+            say(f"ckprof: error: {e.one_line()}")
+            sys.exit(2 if isinstance(e, UsageError) else 1)
+        except Exception as e:
+            if debugging():
+                raise
+            say(f"ckprof: internal error: {type(e).__name__}: {e} (rerun with {DEBUG_ENV}=1 for the traceback)")
+            sys.exit(1)
 
 
 @click.group(cls=CkprofGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,6 +40,7 @@ def main():
     Check what can be read:  ckprof doctor
     Read a recording:        python -c "import ckprof; print(ckprof.load('ckprof-...').block())"
     """
+    hold_closed_std_fds()
 
 
 # Every command lives in its own module; they are added here (imports after `main` on purpose).

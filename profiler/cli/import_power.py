@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ckprof.errors import say
 from ckprof.recording.import_power import import_power as do_import
 
 
@@ -36,8 +37,7 @@ def import_power_command(recording, trace, device, clock_offset, replace):
     then watts; a header line naming the columns is optional.
     """
     s = do_import(recording, trace, device, clock_offset, replace)
-    click.echo(
+    say(
         f"ckprof: imported {s['rows']} readings ({s['rows_in_recording']} inside the recording, "
-        f"mean {s['mean_w']:.2f} W there, measured) as {s['series']}",
-        err=True,
+        f"mean {s['mean_w']:.2f} W there, measured) as {s['series']}"
     )

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-import click
-
-from ckprof.errors import CkprofError, RecordingError
+from ckprof.errors import CkprofError, RecordingError, debugging, say
 
 
 def load_job(path: str):
@@ -25,7 +23,7 @@ def analyse_job(job, **kw):
     except CkprofError:
         raise
     except Exception as e:  # a damaged job must give a line, never a traceback
-        if os.environ.get("CKPROF_DEBUG"):
+        if debugging():
             raise
         raise RecordingError(
             f"{job.path}: could not analyse the job ({type(e).__name__}: {e})",
@@ -57,7 +55,7 @@ def expand(paths) -> list[str]:
             out.append(p)
             continue
         for problem in job.problems:
-            click.echo(f"ckprof: note: {problem}", err=True)
+            say(f"ckprof: note: {problem}")
         out += [rec.path for rec in job.hosts.values()]
     return out
 
@@ -73,11 +71,11 @@ def export(job, fmt: str, out: str) -> list[str]:
     for name, rec in job.hosts.items():
         an = _analyse_host(name, rec, {})
         if isinstance(an, str):
-            click.echo(f"ckprof: note: {an}", err=True)
+            say(f"ckprof: note: {an}")
         else:
             hosts[name] = an
     for problem in job.problems:
-        click.echo(f"ckprof: note: {problem}", err=True)
+        say(f"ckprof: note: {problem}")
     if not hosts:
         raise RecordingError(f"{job.path}: no host of the job could be analysed")
     t0 = job.start_wall_ns

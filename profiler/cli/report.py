@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ckprof.errors import CkprofError, RecordingError, UsageError
+from ckprof.errors import CkprofError, RecordingError, UsageError, debugging, say
 from ckprof.units import click_callback, parse_duration
 
 _mtbf = click_callback(parse_duration)
@@ -32,10 +32,12 @@ def analyse_path(path: str, **kw):
     except CkprofError:
         raise
     except Exception as e:  # a damaged recording must give a line, never a traceback
+        if debugging():
+            raise
         raise RecordingError(
             f"{path}: could not analyse the recording ({type(e).__name__}: {e})",
             hint="rerun with CKPROF_DEBUG=1 for the traceback",
-        ) from (e if os.environ.get("CKPROF_DEBUG") else None)
+        ) from None
 
 
 def _write(text: str, out: str | None) -> None:
@@ -47,7 +49,7 @@ def _write(text: str, out: str | None) -> None:
             f.write(text)
     except OSError as e:
         raise UsageError(f"cannot write {out}: {e.strerror}") from None
-    click.echo(f"ckprof: wrote {out}", err=True)
+    say(f"ckprof: wrote {out}")
 
 
 @click.command()
@@ -154,4 +156,4 @@ def export(recording, fmt, output):
     except OSError as e:
         raise UsageError(f"cannot write {out}: {e.strerror}") from None
     for f in files:
-        click.echo(f"ckprof: wrote {f}", err=True)
+        say(f"ckprof: wrote {f}")

@@ -25,6 +25,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from ckprof.errors import CLOSED_STD_FDS, say
+
 TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _WAIT_SET = {*TERMINATING, signal.SIGCHLD}
 SI_KERNEL = 0x80  # include/uapi/asm-generic/siginfo.h
@@ -46,11 +48,13 @@ class ChildResult:
 
 
 def spawn(argv: list[str], env: dict) -> int:
-    """Start argv with posix_spawnp: inherited stdio, default signal mask and dispositions."""
+    """Start argv with posix_spawnp: inherited stdio (a descriptor that was closed when ckprof
+    started is closed in the child too), default signal mask and dispositions."""
     return os.posix_spawnp(
         argv[0],
         argv,
         env,
+        file_actions=[(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(CLOSED_STD_FDS)],
         setsigmask=(),  # unblock everything block_signals() blocked
         setsigdef=(*TERMINATING, signal.SIGPIPE, signal.SIGXFSZ),  # Python ignores SIGPIPE/SIGXFSZ
     )
@@ -58,7 +62,7 @@ def spawn(argv: list[str], env: dict) -> int:
 
 def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, warn=None) -> ChildResult:
     """Run argv to completion; returns its ChildResult. block_signals() must have run first."""
-    warn = warn or (lambda m: print(f"ckprof: {m}", file=sys.stderr, flush=True))
+    warn = warn or (lambda m: say(f"ckprof: {m}"))
     try:
         pid = spawn(argv, env)
     except FileNotFoundError:
@@ -94,8 +98,12 @@ def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, w
 
 def exit_like(result: ChildResult) -> None:
     """Exit as the child did: same code, or die of the same signal (without a core file)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a full or closed stream must not change the exit status
+            pass
     if result.signal:
         try:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

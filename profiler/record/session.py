@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import socket
-import sys
 import time
 from dataclasses import dataclass
 
@@ -14,11 +12,11 @@ import psutil
 
 import ckprof
 from ckprof.collectors.diskstats import SECTOR_BYTES
-from ckprof.errors import UsageError
+from ckprof.errors import UsageError, say
 from ckprof.recording import job
 from ckprof.recording.counters import counter_delta
-from ckprof.recording.format import EVENTS, META, SAMPLES
-from ckprof.recording.writer import RecordingWriter
+from ckprof.recording.format import EVENTS
+from ckprof.recording.writer import RecordingWriter, clear_recording, may_replace
 from ckprof.units import fmt_bytes, fmt_seconds
 
 from . import child, clocksync, markers
@@ -28,7 +26,7 @@ from .sources import SourceOptions, Sources, build_sources
 
 
 def warn(msg: str) -> None:
-    print(f"ckprof: {msg}", file=sys.stderr, flush=True)
+    say(f"ckprof: {msg}")
 
 
 def default_output_dir() -> str:
@@ -36,20 +34,19 @@ def default_output_dir() -> str:
 
 
 def prepare_output(path: str, force: bool) -> str:
+    """The recording directory, ready to write: refused with one line when it holds something
+    that is not ours (recording.writer.may_replace decides), or cannot be written."""
     path = os.path.abspath(path)
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise UsageError(f"output {path} exists and is not a directory")
-        if os.listdir(path):
-            if not force:
-                raise UsageError(
-                    f"output directory {path} exists and is not empty",
-                    hint="choose another -o, or pass --force to replace the recording in it",
-                )
-            for name in (META, EVENTS):
-                if os.path.exists(os.path.join(path, name)):
-                    os.unlink(os.path.join(path, name))
-            shutil.rmtree(os.path.join(path, SAMPLES), ignore_errors=True)
+    why = may_replace(path, force)
+    if why:
+        hint = (
+            "choose another -o DIR (an empty or new directory)"
+            if "not a ckprof recording" in why
+            else "choose another -o, or pass --force to replace the recording in it"
+        )
+        raise UsageError(why, hint=hint)
+    if os.path.isdir(path) and os.listdir(path):
+        clear_recording(path)
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, ".ckprof-write-test")
@@ -153,19 +150,25 @@ def open_session(
     clock = MonotonicClock()
     writer = RecordingWriter(out_dir, warn=warn)
     start = wall_anchor(clock)
-    writer.create(
-        {
-            "ckprof_version": ckprof.__version__,
-            "host": host_meta(),
-            "command": list(argv),
-            "cwd": os.getcwd(),
-            "start": start,
-            "interval_s": interval_s,
-            "topology": sources.topology,
-            "notes": sources.notes,
-            **meta,
-        }
-    )
+    try:
+        writer.create(
+            {
+                "ckprof_version": ckprof.__version__,
+                "host": host_meta(),
+                "command": list(argv),
+                "cwd": os.getcwd(),
+                "start": start,
+                "interval_s": interval_s,
+                "topology": sources.topology,
+                "notes": sources.notes,
+                **meta,
+            }
+        )
+    except OSError as e:  # a full or read-only file system at the start: nothing is run
+        raise UsageError(
+            f"cannot create the recording in {out_dir}: {e.strerror}",
+            hint="free some space or choose another -o DIR",
+        ) from None
     say_notes(sources.notes, quiet)
     recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
     writer.write_meta(collectors=recorder.collectors_meta(sources.probes))

@@ -47,9 +47,15 @@ class Recording:
         self.path = path
         self.meta = meta
         self.problems: list[str] = []
-        if meta.get("status") != "complete":
+        status = meta.get("status")
+        if status == "truncated":
             self.problems.append(
-                f"{os.path.join(path, META)}: status is {meta.get('status')!r}: "
+                f"{os.path.join(path, META)}: the recording is truncated ({meta.get('truncated') or 'a write failed'}): "
+                "samples after that are missing; the command itself ran on"
+            )
+        elif status != "complete":
+            self.problems.append(
+                f"{os.path.join(path, META)}: status is {status!r}: "
                 "the recorder did not finish (killed?); the last seconds may be missing"
             )
 

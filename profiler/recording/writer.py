@@ -16,25 +16,81 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ckprof.errors import say
 from ckprof.record.markers import append_event
 
 from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, parse_part_name, part_name
 
+RESERVE = ".ckprof-reserve"  # space held back so the final meta.json fits on a full disk
+RESERVE_BYTES = 256 * 1024
+
 
 def write_json_atomic(path: str, obj) -> None:
+    """Write to a temporary name, fsync, rename(2) over `path`; on failure nothing is left behind
+    and `path` keeps its previous content."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def is_recording_dir(path: str) -> bool:
+    """Whether `path` holds a ckprof recording (meta.json of this format): the one test of whether
+    `--force` may replace a directory's contents."""
+    try:
+        with open(os.path.join(path, META)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT_NAME
+
+
+def may_replace(path: str, force: bool) -> str | None:
+    """Why a recording may not be written at `path`, or None. A missing or empty directory may
+    always be used; a non-empty one only with `force`: a ckprof recording there is replaced,
+    other files are left beside the new recording — but a meta.json, events.jsonl or samples/
+    that are not a ckprof recording's are never deleted (--force never removes a user's files)."""
+    if not os.path.exists(path):
+        return None
+    if not os.path.isdir(path):
+        return f"output {path} exists and is not a directory"
+    if not os.listdir(path):
+        return None
+    ours = [n for n in (META, EVENTS, SAMPLES) if os.path.exists(os.path.join(path, n))]
+    if ours and not is_recording_dir(path):
+        return (
+            f"output directory {path} has {', '.join(ours)} that are not a ckprof recording's: "
+            "nothing in it is replaced, even with --force"
+        )
+    if not force:
+        what = "already holds a recording" if ours else "is not empty"
+        return f"output directory {path} {what}"
+    return None
+
+
+def clear_recording(path: str) -> None:
+    """Remove what a recording consists of (after may_replace said yes); other files stay."""
+    import shutil
+
+    for name in (META, EVENTS, RESERVE):
+        if os.path.exists(os.path.join(path, name)):
+            os.unlink(os.path.join(path, name))
+    shutil.rmtree(os.path.join(path, SAMPLES), ignore_errors=True)
 
 
 class RecordingWriter:
@@ -53,7 +109,7 @@ class RecordingWriter:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.failed: str | None = None
-        self._warn = warn or (lambda msg: print(f"ckprof: {msg}", file=sys.stderr, flush=True))
+        self._warn = warn or (lambda msg: say(f"ckprof: {msg}"))
         self.meta: dict = {}
 
     # -- layout -----------------------------------------------------------------------------
@@ -65,16 +121,37 @@ class RecordingWriter:
         return os.path.join(self.path, SAMPLES, name)
 
     def create(self, meta: dict) -> None:
+        """Start the recording; OSError (no space, no permission) before anything is written
+        but what it removes again."""
         os.makedirs(os.path.join(self.path, SAMPLES), exist_ok=True)
         self.meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, **meta, "status": "recording"}
-        write_json_atomic(os.path.join(self.path, META), self.meta)
-        open(self.events_path, "a").close()
+        reserve = os.path.join(self.path, RESERVE)
+        try:
+            with open(reserve, "wb") as f:  # fallocate(2): the blocks are the file system's to keep
+                os.posix_fallocate(f.fileno(), 0, RESERVE_BYTES)
+            write_json_atomic(os.path.join(self.path, META), self.meta)
+            open(self.events_path, "a").close()
+        except OSError:
+            for leftover in (reserve, os.path.join(self.path, META)):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+            raise
 
     def write_meta(self, **updates) -> None:
+        """Rewrite meta.json; on a full disk the space held back at the start is given up for it."""
         self.meta.update(updates)
+        path = os.path.join(self.path, META)
         try:
-            write_json_atomic(os.path.join(self.path, META), self.meta)
+            write_json_atomic(path, self.meta)
         except OSError as e:
+            reserve = os.path.join(self.path, RESERVE)
+            if e.errno in (errno.ENOSPC, errno.EDQUOT) and os.path.exists(reserve):
+                os.unlink(reserve)
+                try:
+                    write_json_atomic(path, self.meta)
+                    return
+                except OSError as e2:
+                    e = e2
             self._fail(e, META)
 
     def add_collector(self, name: str, schema: pa.Schema) -> None:
@@ -186,7 +263,14 @@ class RecordingWriter:
                 return
 
     def finish(self, **meta_updates) -> None:
+        """Flush, merge, and write the final status: 'complete', or 'truncated' with the reason
+        when samples stopped being written (a full disk) — every exit path of a recording ends here."""
         self.flush()
         for name in list(self._schemas):
             self.merge(name, final=True)
-        self.write_meta(status="complete", **meta_updates)
+        status = {"status": "complete"} if not self.failed else {"status": "truncated", "truncated": self.failed}
+        self.write_meta(**status, **meta_updates)
+        try:
+            os.unlink(os.path.join(self.path, RESERVE))
+        except OSError:
+            pass
