@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import sys
 
@@ -22,17 +23,35 @@ from . import store
 from .comm import launcher_env
 from .local import spawn_ranks
 from .rank import Setup
-from .recorded import events_env, recording
+from .recorded import end_open_windows, events_env, recording
 
 FREE_MARGIN_MIN = 64 * 2**20
 RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
 FREE_MARGIN_FRACTION = 0.05
 
 
-def retained_bytes(plan, cfg) -> int:
-    """Bytes on the target at the peak: --keep N old checkpoints stay until the next is published."""
-    n = cfg.count if cfg.keep == 0 else min(cfg.count, cfg.keep + 1)
-    return plan.nbytes * n
+def new_bytes_at_peak(plan, cfg, existing: list[int]) -> int:
+    """Bytes the run adds to the target at its fullest: each checkpoint is written beside the ones
+    retention keeps (--keep K deletes the oldest after each publish, ckprof.workloads.store.prune),
+    so checkpoints already there (`existing`, oldest first, in bytes) make room as the run goes."""
+    retained, peak = list(existing), sum(existing)
+    for _ in range(cfg.count):
+        peak = max(peak, sum(retained) + plan.nbytes)  # the partial beside what is kept
+        retained.append(plan.nbytes)
+        if cfg.keep > 0:
+            retained = retained[-cfg.keep :]
+    return max(0, peak - sum(existing))
+
+
+def existing_checkpoint_bytes(target: str) -> list[int]:
+    """Sizes of the complete checkpoints in `target`, oldest first (what retention may delete)."""
+    sizes = []
+    for _, path in store.complete_checkpoints(target):
+        try:
+            sizes.append(int(store.read_manifest(path).get("bytes") or 0))
+        except (CkprofError, ValueError, TypeError):
+            sizes.append(0)  # unreadable: counted as taking no room it could give back
+    return sizes
 
 
 def preflight(plan, cfg, local_ranks: int = 0) -> str:
@@ -88,10 +107,10 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
         )
     st = os.statvfs(target)
     free = st.f_bavail * st.f_frsize
-    need = retained_bytes(plan, cfg)
+    need = new_bytes_at_peak(plan, cfg, existing_checkpoint_bytes(target) if cfg.keep > 0 else [])
     margin = max(FREE_MARGIN_MIN, int(need * FREE_MARGIN_FRACTION))
     if need + margin > free:
-        n = need // plan.nbytes
+        n = -(-need // plan.nbytes) if plan.nbytes else 0
         raise UsageError(
             f"--target {target} has {fmt_bytes(free)} free; {n} checkpoint(s) of "
             f"{fmt_bytes(plan.nbytes)} need {fmt_bytes(need)} plus a margin of {fmt_bytes(margin)}",
@@ -107,6 +126,25 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
                 hint="scale the checkpoint down or drop --async",
             )
     return target
+
+
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP reached the launcher: unwind (stop the ranks, remove this run's
+    unpublished directories, finish the recording), then exit 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, _frame):
+    raise Interrupted(signum)
+
+
+def interruptible():
+    """Turn the terminating signals into Interrupted in this (the launcher's) process."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupted)
 
 
 def main(plan, cfg) -> int:
@@ -137,6 +175,7 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
             error = str(e) if isinstance(e, CkprofError) else f"{type(e).__name__}: {e}"
             if info is not None:
                 info["error"] = error
+            end_open_windows(out_dir, error)
             if cfg.count:
                 store.remove_partials(path, setup.run_id)
             raise

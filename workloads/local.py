@@ -32,7 +32,9 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def rank_entry(conn, rank, size, plan, cfg, setup, env, slot, parent_pid) -> None:
-    """A spawned rank process."""
+    """A spawned rank process. A terminal's Ctrl-C reaches the whole process group: a rank leaves
+    it to the launcher, which stops every rank and removes what they had not published."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent_pid)
     os.environ.update(env)
     comm = HubComm(conn, rank, size)
@@ -74,6 +76,9 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
 
     ctx = mp.get_context("spawn")
     procs, conns, slots = [], [], []
+    # ranks start with SIGINT blocked (the mask survives exec): a Ctrl-C while they import is the
+    # launcher's alone, and rank_entry then ignores it for good
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     for r in range(n):
         parent, child = ctx.Pipe()
         slot = ctx.Value("q", 0, lock=False)
@@ -88,6 +93,7 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
         procs.append(p)
         conns.append(parent)
         slots.append(slot)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     rank_of = {id(c): i for i, c in enumerate(conns)}
     live_conns = set(range(n))
     pending: dict[int, object] = {}

@@ -58,8 +58,33 @@ class ModelOptions:
     def _shape_given(self) -> bool:
         return any(v is not None for v in (self.hidden, self.ffn, self.heads, self.kv_heads))
 
+    def check(self) -> None:
+        """Values no model can have: one line naming the flag (from Python as from the CLI)."""
+        import math
+
+        for flag, v in (
+            ("--hidden", self.hidden),
+            ("--ffn", self.ffn),
+            ("--layers", self.layers),
+            ("--heads", self.heads),
+            ("--kv-heads", self.kv_heads),
+            ("--vocab", self.vocab),
+            ("--tp", self.tp),
+            ("--pp", self.pp),
+            ("--ranks", self.ranks),
+        ):
+            if v is not None and v < 1:
+                raise UsageError(f"{flag} must be at least 1 (got {v})")
+        if self.zero is not None and self.zero not in (0, 1, 2, 3):
+            raise UsageError(f"--zero must be a ZeRO stage 0, 1, 2 or 3 (got {self.zero})")
+        if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
+            raise UsageError(f"--scale must be more than 0 and finite (got {self.scale})")
+        if self.total_bytes is not None and self.total_bytes <= 0:
+            raise UsageError(f"--total-size must be more than 0 (got {self.total_bytes} B)")
+
     def plan(self):
         """The workload's plan (ckprof.workloads.plan): every rank's files and bytes."""
+        self.check()
         from .comm import launcher_env, launcher_world
         from .model import Parallelism, Preset, Shape, get_preset, with_overrides
         from .plan import make_plan

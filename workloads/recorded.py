@@ -55,3 +55,45 @@ def events_env(out_dir: str | None) -> dict:
         env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
         env[markers.ENV_RECORDING] = out_dir
     return env
+
+
+def end_open_windows(out_dir: str | None, error: str) -> int:
+    """After a failed run: end every workload checkpoint window still open with ok: false and the
+    error, so the report shows a failed checkpoint, not one 'that did not return' (the marking
+    rank was stopped before it could end it). Returns how many were ended."""
+    import json
+    import time
+
+    from ckprof.recording.format import EVENTS, event_problem
+
+    path = os.path.join(out_dir, EVENTS) if out_dir else os.environ.get(markers.ENV_EVENTS)
+    if not path or not os.path.exists(path):
+        return 0
+    open_: dict[str, dict] = {}
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if event_problem(ev) or ev.get("source") != "workload":
+                continue
+            if ev["event"] == "checkpoint_start":
+                open_[ev.get("id")] = ev
+            elif ev["event"] == "checkpoint_end":
+                open_.pop(ev.get("id"), None)
+    for ev in open_.values():
+        end = {k: ev.get(k) for k in ("id", "kind", "step", "path", "name", "rank", "host") if ev.get(k) is not None}
+        markers.append_event(
+            path,
+            {
+                "t_ns": time.monotonic_ns(),
+                "event": "checkpoint_end",
+                "pid": os.getpid(),
+                "source": "workload",
+                "ok": False,
+                "error": error,
+                **end,
+            },
+        )
+    return len(open_)

@@ -109,9 +109,38 @@ def read_manifest(directory: str) -> dict:
         ) from None
     except ValueError as e:
         raise CkprofError(f"{path}: unreadable manifest ({e})") from None
-    if m.get("format") != FORMAT or not isinstance(m.get("files"), list):
+    if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("files"), list):
         raise CkprofError(f"{path}: not a ckprof workload manifest")
+    why = manifest_problem(m)
+    if why:
+        raise CkprofError(f"{path}: {why}: not verified", hint="the checkpoint is damaged or was not written by ckprof")
     return m
+
+
+def manifest_problem(m: dict) -> str | None:
+    """Why a manifest cannot be verified against, or None: it lists at least one file, a positive
+    chunk size, and every entry is a plain name inside the checkpoint directory (no '..', no
+    absolute path: a manifest never makes a reader open a file outside its checkpoint)."""
+    if not m["files"]:
+        return "the manifest lists no files"
+    chunk = m.get("chunk_bytes")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
+        return f"chunk_bytes must be a positive integer (got {chunk!r})"
+    for i, f in enumerate(m["files"]):
+        if not isinstance(f, dict) or not all(k in f for k in ("name", "rank", "bytes", "xxh3")):
+            return f"entry {i} lacks name, rank, bytes or xxh3"
+        name = f["name"]
+        if (
+            not isinstance(name, str)
+            or not name
+            or os.path.isabs(name)
+            or os.path.normpath(name).startswith("..")
+            or "\0" in name
+        ):
+            return f"entry {i} names {name!r}, which is not a file inside the checkpoint"
+        if not isinstance(f["bytes"], int) or f["bytes"] < 0 or not isinstance(f["rank"], int) or f["rank"] < 0:
+            return f"entry {i} ({name}) has a bad size or rank"
+    return None
 
 
 def remove_partials(target: str, run_id: str) -> None:

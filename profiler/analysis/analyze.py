@@ -118,7 +118,12 @@ def analyze(
     for r in rows:
         if r["kind"] == "load":
             r["durable"] = None
-        if r["app_end_s"] is None:
+        if r["ok"] is False:
+            notes.append(
+                f"checkpoint {r['id']}: FAILED ({r['error'] or 'the save reported an error'}): "
+                "left out of the run's means"
+            )
+        elif r["app_end_s"] is None:
             notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
         if r["durable_at_return"] is False:
             notes.append(
@@ -133,7 +138,7 @@ def analyze(
             f"{overlaps + 1} checkpoint windows overlap (ranks saving at once?): the devices' bytes, "
             "bandwidth and energy of the shared time are counted in each of them"
         )
-    saves = [r for r in rows if r["kind"] == "save"]
+    saves = [r for r in rows if r["kind"] == "save" and r["ok"] is not False]  # a failed save is no sample
     loads = [r for r in rows if r["kind"] == "load"]
     wall_s = tl.duration_s
     blocked = _union_s([(r["start_s"], r["start_s"] + r["blocking_s"]) for r in saves if r["blocking_s"] is not None])
@@ -143,6 +148,7 @@ def analyze(
     run = {
         "wall_s": wall_s,
         "checkpoints": len(saves),
+        "failed_checkpoints": sum(1 for r in rows if r["ok"] is False),
         "loads": len(loads),
         "windows_from": wsource,
         "blocked_s": blocked,

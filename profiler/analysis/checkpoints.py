@@ -96,6 +96,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         "path": w["path"],
         "api": w.get("name"),
         "ok": w["ok"],
+        "error": w.get("error"),
         "start_s": _s(tl, a),
         "app_end_s": _s(tl, app_end),
         "durable_end_s": _s(tl, dur["durable_end_ns"]),

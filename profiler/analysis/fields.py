@@ -42,6 +42,7 @@ FIELDS = {
         "unit": "s (mean over GPUs; idle: no kernel, no memory traffic, the driver says idle: docs/power.md)",
         "provenance": D,
     },
+    "run.failed_checkpoints": {"unit": "count", "provenance": M},
     "run.wall_s": {"unit": "s", "provenance": M},
     "run.blocked_s": {"unit": "s", "provenance": D},
     "run.blocked_share": {"unit": "fraction of wall time", "provenance": D},

@@ -124,6 +124,7 @@ def marker_windows(rec) -> list[dict]:
                 "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
                 "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
                 "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
+                "error": clean(r.get("error")),
                 "blocking_s": clean(blocking.get(r["id"])),
                 "pid": None if pd.isna(r.get("pid")) else int(r["pid"]),
             }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ckprof.errors import UsageError
+from ckprof.errors import UsageError, say
 from ckprof.units import click_callback, parse_interval, parse_size
 from ckprof.workloads.config import RunConfig
 from ckprof.workloads.options import ModelOptions, run
@@ -198,7 +198,20 @@ def workload(ctx, dry_run, **flags):
         return
     cfg = run_from_flags(**flags)
     model.plan()  # a bad model is said before a missing --target, as always
-    ctx.exit(run(model, cfg))
+    ctx.exit(_interruptible(run, model, cfg))
+
+
+def _interruptible(fn, *args) -> int:
+    """Run the generator; SIGINT/SIGTERM/SIGHUP stop it cleanly (ranks stopped, nothing partial
+    left, the recording finished) and ckprof exits 128 + the signal, as a shell reports it."""
+    from ckprof.workloads.launch import Interrupted, interruptible
+
+    interruptible()
+    try:
+        return fn(*args)
+    except Interrupted as e:
+        say(f"ckprof: interrupted by {e}: the ranks were stopped; nothing unfinished was published")
+        return 128 + e.signum
 
 
 def _interval(text: str) -> float:
@@ -236,4 +249,4 @@ def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, ou
         force=force,
         load=True,
     )
-    ctx.exit(load_main(checkpoint, ranks, cfg))
+    ctx.exit(_interruptible(load_main, checkpoint, ranks, cfg))

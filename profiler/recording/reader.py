@@ -229,6 +229,7 @@ class Recording:
                     "end_ns": None if e is None else e["t_ns"],
                     "bytes": end_bytes,
                     "ok": None if e is None else e.get("ok"),
+                    "error": None if e is None else e.get("error"),
                 }
             )
         df = pd.DataFrame(rows)

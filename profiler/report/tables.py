@@ -126,6 +126,10 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
             durable = "n/a (load)"
         elif not r["durable"]:
             durable += "; not durable by end of recording"
+        if r.get("ok") is False:
+            durable = f"FAILED: {r.get('error') or 'the save reported an error'}"
+        elif r.get("ok") is None and r["app_end_s"] is None:
+            durable = "did not finish before the recording ended"
         out.append(
             [
                 str(i),
