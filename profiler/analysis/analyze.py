@@ -51,6 +51,12 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _sum_known(vals):
+    """The sum of the figures that are known; None (unknown) when none is, never 0."""
+    known = [v for v in vals if v is not None]
+    return _f(sum(known)) if known else None
+
+
 def _mean(vals):
     vals = [v for v in vals if v is not None]
     return float(np.mean(vals)) if vals else None
@@ -118,6 +124,11 @@ def analyze(
     for r in rows:
         if r["kind"] == "load":
             r["durable"] = None
+        if r.get("sampling_gap_s"):
+            notes.append(
+                f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
+                "(a sampling gap): its device bytes are exact, its device bandwidth is not measured"
+            )
         if r["ok"] is False:
             notes.append(
                 f"checkpoint {r['id']}: FAILED ({r['error'] or 'the save reported an error'}): "
@@ -156,8 +167,8 @@ def analyze(
         "goodput_estimate": None if share is None else 1 - share,
         "mean_checkpoint_s": ckpt_s,
         "mean_restart_s": restart_s,
-        "bytes_app_total": _f(sum(r["bytes_app"] or 0 for r in saves)) if saves else None,
-        "bytes_device_total": _f(sum(r["bytes_device"] or 0 for r in saves)) if saves else None,
+        "bytes_app_total": _sum_known(r["bytes_app"] for r in saves),
+        "bytes_device_total": _sum_known(r["bytes_device"] for r in saves),
         "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves),
         "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
         "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),

@@ -11,6 +11,10 @@ from . import thermal as T
 from .gpu_idle import idle_seconds
 from .timeline import in_window
 
+# A block-sample interval this many times the analysis resolution inside a window is a gap in
+# sampling (a stalled or starved recorder): its device rate is not measured.
+GAP_FACTOR = 3
+
 
 def _f(x):
     """JSON-safe float: NaN → None."""
@@ -44,7 +48,7 @@ def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict
             inflight = w["in_flight_max"].max()
         elif "in_flight" in w:
             inflight = w["in_flight"].max()
-        d = {"span_s": span_s}
+        d = {"span_s": span_s, "longest_interval_s": float(w["dt_s"].max()) if "dt_s" in w else None}
         for io in ("write", "read"):
             n = float(w[f"{io}_bytes"].sum())
             d[f"{io}_bytes"] = n
@@ -73,6 +77,8 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
     duration = None if app_end is None else (app_end - a) / 1e9
     devs, dev_bytes, dev_span = device_stats(tl, a, end_used, "read" if w["kind"] == "load" else "write")
     span_s = dev_span if dev_span else (end_used - a) / 1e9
+    gap_s = max((d["longest_interval_s"] or 0 for d in devs.values()), default=0.0)
+    sampling_gap = gap_s > GAP_FACTOR * tl.res_s
     bytes_app = w["bytes_app"]
     gib_basis = (bytes_app or dev_bytes or 0) / GIB
     energy = window_energy(ctx.sources, a, end_used, ctx.idle_w, gib_basis or None)
@@ -111,7 +117,11 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         "bytes_device": _f(dev_bytes),
         "device_to_app_ratio": _f(dev_bytes / bytes_app) if (bytes_app and dev_bytes is not None) else None,
         "app_gib_per_s": _f(bytes_app / GIB / duration) if (bytes_app and duration) else None,
-        "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s > 0) else None,
+        # bytes are exact across a gap (cumulative counters); a rate over a gap is not
+        "device_gib_per_s": _f(dev_bytes / GIB / span_s)
+        if (dev_bytes is not None and span_s > 0 and not sampling_gap)
+        else None,
+        "sampling_gap_s": _f(gap_s) if sampling_gap else None,
         "device_span_s": span_s,
         "devices": devs,
         "energy": energy,

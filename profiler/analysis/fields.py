@@ -20,6 +20,10 @@ FIELDS = {
     "checkpoints[].device_to_app_ratio": {"unit": "ratio", "provenance": D},
     "checkpoints[].app_gib_per_s": {"unit": "GiB/s", "provenance": D},
     "checkpoints[].device_gib_per_s": {"unit": "GiB/s", "provenance": D},
+    "checkpoints[].sampling_gap_s": {
+        "unit": "s (longest block-sample interval in the window when it is a gap; null otherwise)",
+        "provenance": M,
+    },
     "checkpoints[].device_span_s": {"unit": "s", "provenance": D},
     "checkpoints[].devices.*.write_bytes": {"unit": "B", "provenance": M},
     "checkpoints[].devices.*.read_bytes": {"unit": "B", "provenance": M},
