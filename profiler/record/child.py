@@ -6,7 +6,8 @@ The rules are perf record's and a shell's:
     The same signals from the terminal (si_code SI_KERNEL: the tty driver signals the whole
     foreground process group, kernel/signal.c kill_pgrp with SEND_SIG_PRIV) already reached the
     child, and are not sent twice;
-  - after the first terminating signal, the child gets `kill_after_s` seconds, then SIGKILL;
+  - after the first terminating signal ckprof forwarded, the child gets `kill_after_s` seconds,
+    then SIGKILL (a terminal's Ctrl-C starts no timer: the child got it directly, not from ckprof);
   - ckprof exits with the child's code; when the child died of signal N, ckprof re-raises N on
     itself after finalising the recording, so its parent sees the same death (128+N in a shell).
 
@@ -81,10 +82,11 @@ def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, w
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
-        if info is not None and info.si_signo in TERMINATING:
-            if info.si_code != SI_KERNEL:
-                os.kill(pid, info.si_signo)
-                forwarded.append(info.si_signo)
+        if info is not None and info.si_signo in TERMINATING and info.si_code != SI_KERNEL:
+            os.kill(pid, info.si_signo)
+            forwarded.append(info.si_signo)
+            # the grace period is counted from a signal ckprof itself sent: a terminal's Ctrl-C
+            # went to the child directly, and its graceful shutdown is its own to take
             first_signal_at = first_signal_at or time.monotonic()
         if first_signal_at and not killed and time.monotonic() - first_signal_at > kill_after_s:
             warn(f"command did not exit {kill_after_s:g} s after the signal: sending SIGKILL")
