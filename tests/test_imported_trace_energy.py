@@ -130,6 +130,15 @@ def test_a_job_gives_each_node_10_w_times_its_window(recs):
     assert c["energy_j"] == pytest.approx(sum(WATTS * c["per_host"][h]["durable_s"] for h in "ab"), rel=1e-3)
     md = ckprof("report", str(recs["job"]), "--format", "md").stdout
     assert any(j == pytest.approx(c["energy_j"], rel=1e-3) for j in joules_in(md)), (c["energy_j"], joules_in(md))
+    html_path = recs["tmp"] / "job.html"
+    ckprof("report", str(recs["job"]), "-o", str(html_path))
+    html = re.sub(r"<[^>]+>", " ", html_path.read_text())
+    assert any(j == pytest.approx(c["energy_j"], rel=1e-3) for j in joules_in(html)), (c["energy_j"], joules_in(html))
+    # compare on a job directory puts its hosts side by side
+    cmp = json.loads(ckprof("compare", str(recs["job"]), "--format", "json").stdout)
+    rows = {m["metric"]: m for m in cmp["metrics"]}
+    want = [WATTS * window_s(report_json(recs["job"] / f"host={h}")["checkpoints"][0]) for h in "ab"]
+    assert rows["energy per checkpoint: external:psu"]["values"] == [pytest.approx(w, rel=1e-3) for w in want]
     out = recs["tmp"] / "job-export"
     ckprof("export", str(recs["job"]), "--format", "parquet", "-o", str(out))
     df = pd.read_parquet(out / "checkpoints.parquet")

@@ -111,7 +111,7 @@ def node_table(rep: dict) -> tuple[list[str], list[list[str]], str | None]:
                 continue
             cell = (
                 f"{num(n['seconds'], '{:.3f}', 'no end')} · {num(n['device_gib_per_s'], '{:.2f}')} · "
-                f"{num(n['energy_j'], '{:.0f}')}"
+                f"{num(n['energy_j'], '{:.1f}')}"
             )
             row.append(cell + (" ◀ slowest" if h == c["slowest_host"] and c["hosts"] > 1 else ""))
         rows.append(row)
