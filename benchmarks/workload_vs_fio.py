@@ -25,8 +25,8 @@ import sys
 import tempfile
 
 import ckprof
-from ckprof.cli.workload import build_plan
 from ckprof.units import fmt_bytes, parse_size
+from ckprof.workloads.options import ModelOptions
 
 GIB = 2**30
 
@@ -90,9 +90,7 @@ def main() -> None:
     if os.geteuid() != 0 or shutil.which("fio") is None:
         sys.exit("needs root and fio")
     total, chunk = parse_size(a.total_size), parse_size(a.chunk_size)
-    plan = build_plan(
-        "llama3-8b", None, None, None, None, None, None, None, None, None, None, a.ranks, False, None, total
-    )
+    plan = ModelOptions(preset="llama3-8b", ranks=a.ranks, total_bytes=total).plan()
     rank_bytes = [r.nbytes for r in plan.ranks]
     common = [
         "--preset",

@@ -238,6 +238,8 @@ def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, ou
 
     if ranks is not None and ranks < 1:
         raise UsageError(f"--ranks must be at least 1 (got {ranks})")
+    if threads < 1:  # no reader thread would read anything, and every checksum would "fail"
+        raise UsageError(f"--threads must be at least 1 (got {threads})")
     cfg = RunConfig(
         target=checkpoint,
         direct=direct,

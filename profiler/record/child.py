@@ -2,19 +2,21 @@
 
 The rules are perf record's and a shell's:
   - no shell: argv is executed as given, PATH searched; 127 when not found, 126 when not executable;
-  - SIGINT, SIGTERM and SIGHUP sent to ckprof (kill(2): si_code SI_USER) are forwarded to the child.
-    The same signals from the terminal (si_code SI_KERNEL: the tty driver signals the whole
-    foreground process group, kernel/signal.c kill_pgrp with SEND_SIG_PRIV) already reached the
-    child, and are not sent twice;
-  - after the first terminating signal ckprof forwarded, the child gets `kill_after_s` seconds,
-    then SIGKILL (a terminal's Ctrl-C starts no timer: the child got it directly, not from ckprof);
+  - the command runs in a process group of its own (docs/faults.md, "Signals"), so a signal meant
+    for ckprof's group — a launcher's or job control's `kill -INT -PGID` — reaches it once: from
+    ckprof, which forwards SIGINT, SIGTERM and SIGHUP to the command's group. When ckprof runs in
+    a terminal's foreground, the command's group is made the foreground one (tcsetpgrp(3)), so
+    Ctrl-C and Ctrl-Z reach it straight from the terminal, once, and ckprof follows a Ctrl-Z
+    (it stops too, and on `fg` hands the terminal back and continues the command);
+  - after the first terminating signal ckprof forwarded, the command gets `kill_after_s` seconds,
+    then SIGKILL (a terminal's Ctrl-C starts no timer: the command got it directly, not from ckprof);
   - ckprof exits with the child's code; when the child died of signal N, ckprof re-raises N on
     itself after finalising the recording, so its parent sees the same death (128+N in a shell).
 
 The signals are blocked in every ckprof thread (block_signals() runs before any thread starts)
 and taken synchronously with sigtimedwait(2) in the main thread, so nothing interrupts the
 recorder. The child is started with posix_spawn(3), whose setsigmask clears that block in the
-child alone.
+child alone and whose setpgroup gives it its own process group.
 """
 
 from __future__ import annotations
@@ -30,12 +32,43 @@ from ckprof.errors import CLOSED_STD_FDS, say
 
 TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _WAIT_SET = {*TERMINATING, signal.SIGCHLD}
-SI_KERNEL = 0x80  # include/uapi/asm-generic/siginfo.h
 
 
 def block_signals() -> None:
-    """Block the terminating signals and SIGCHLD in this thread and every thread it starts."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _WAIT_SET)
+    """Block the terminating signals and SIGCHLD in this thread and every thread it starts, and
+    SIGTTOU, so that ckprof may take the terminal back from the background (tcsetpgrp(3))."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {*_WAIT_SET, signal.SIGTTOU})
+
+
+class Terminal:
+    """The controlling terminal, when ckprof was started in its foreground (an interactive shell):
+    the command's process group gets the foreground while it runs (termios, tcsetpgrp(3))."""
+
+    def __init__(self, fd: int = 0):
+        try:
+            self.fd = fd if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp() else None
+        except OSError:
+            self.fd = None
+
+    def ours(self) -> bool:
+        try:
+            return self.fd is not None and os.tcgetpgrp(self.fd) == os.getpgrp()
+        except OSError:
+            return False
+
+    def give(self, pgid: int) -> None:
+        if self.ours():
+            try:
+                os.tcsetpgrp(self.fd, pgid)
+            except OSError:
+                pass
+
+    def take_back(self) -> None:
+        if self.fd is not None:
+            try:
+                os.tcsetpgrp(self.fd, os.getpgrp())  # SIGTTOU is blocked: allowed from the background
+            except OSError:
+                pass
 
 
 @dataclass
@@ -56,7 +89,8 @@ def spawn(argv: list[str], env: dict) -> int:
         argv,
         env,
         file_actions=[(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(CLOSED_STD_FDS)],
-        setsigmask=(),  # unblock everything block_signals() blocked
+        setpgroup=0,  # a process group of its own, led by the command
+        setsigmask=(),  # unblock everything block_signals() blocked (SIGTTOU included)
         setsigdef=(*TERMINATING, signal.SIGPIPE, signal.SIGXFSZ),  # Python ignores SIGPIPE/SIGXFSZ
     )
 
@@ -72,30 +106,62 @@ def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, w
         return ChildResult(None, 126, error=f"{argv[0]}: permission denied (not executable?)")
     except OSError as e:
         return ChildResult(None, 126, error=f"{argv[0]}: cannot execute: {e.strerror}")
+    tty = Terminal()
+    tty.give(pid)
     if on_start:
         on_start(pid)
     forwarded: list[int] = []
     first_signal_at = None
     killed = False
-    while True:
-        info = signal.sigtimedwait(_WAIT_SET, 0.25)
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if info is not None and info.si_signo in TERMINATING and info.si_code != SI_KERNEL:
-            os.kill(pid, info.si_signo)
-            forwarded.append(info.si_signo)
-            # the grace period is counted from a signal ckprof itself sent: a terminal's Ctrl-C
-            # went to the child directly, and its graceful shutdown is its own to take
-            first_signal_at = first_signal_at or time.monotonic()
-        if first_signal_at and not killed and time.monotonic() - first_signal_at > kill_after_s:
-            warn(f"command did not exit {kill_after_s:g} s after the signal: sending SIGKILL")
-            os.kill(pid, signal.SIGKILL)
-            killed = True
+    try:
+        while True:
+            info = signal.sigtimedwait(_WAIT_SET, 0.25)
+            done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+            if done and os.WIFSTOPPED(status):
+                _follow_stop(pid, tty)
+                continue
+            if done:
+                break
+            if info is not None and info.si_signo in TERMINATING:
+                _signal_group(pid, info.si_signo)
+                forwarded.append(info.si_signo)
+                # the grace period counts from a signal ckprof itself sent: a terminal's Ctrl-C
+                # went to the command directly, and its graceful shutdown is its own to take
+                first_signal_at = first_signal_at or time.monotonic()
+            if first_signal_at and not killed and time.monotonic() - first_signal_at > kill_after_s:
+                warn(f"command did not exit {kill_after_s:g} s after the signal: sending SIGKILL")
+                _signal_group(pid, signal.SIGKILL)
+                killed = True
+    finally:
+        tty.take_back()
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         return ChildResult(pid, 128 - code, signal=-code, forwarded=tuple(forwarded), killed=killed)
     return ChildResult(pid, code, forwarded=tuple(forwarded), killed=killed)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Send `sig` to the command's process group (as a terminal or a launcher would have), or to
+    the command alone when its group is gone."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _follow_stop(pid: int, tty: Terminal) -> None:
+    """The command was stopped (Ctrl-Z reached its group): take the terminal back and stop ckprof
+    too, so the shell sees its job stopped; when continued (`fg` or `bg`), continue the command,
+    giving it the terminal again when ckprof has it."""
+    if tty.fd is None:
+        return  # no job control here: whoever stopped the command will continue it
+    tty.take_back()
+    os.kill(os.getpid(), signal.SIGSTOP)
+    tty.give(pid)
+    _signal_group(pid, signal.SIGCONT)
 
 
 def exit_like(result: ChildResult) -> None:

@@ -62,22 +62,51 @@ def test_background_process_left_behind_does_not_hang(tmp_path):
 
 def test_kill_after_kills_a_child_that_ignores_sigterm(tmp_path):
     p = subprocess.Popen(
-        [*CKPROF, "record", "-q", "--kill-after", "0.5", "-o", str(tmp_path / "r"), "--",
-         "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"],
-        stderr=subprocess.PIPE, text=True,
+        [*CKPROF, "record", "-q", "--kill-after", "0.5", "-o", str(tmp_path / "r"), "--", sys.executable, "-c",
+         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(1.0)
+    assert p.stdout.readline().strip() == "ready"
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=20) == -signal.SIGKILL  # the child was SIGKILLed; ckprof dies the same way
     assert "sending SIGKILL" in p.stderr.read()
     assert meta(tmp_path / "r")["exit"]["signal"] == signal.SIGKILL
 
 
+COUNT_SIGINT = (
+    "import signal, sys, time\n"
+    "hits = []\n"
+    "signal.signal(signal.SIGINT, lambda *a: hits.append(1))\n"
+    "print('ready', flush=True)\n"
+    "while not hits: time.sleep(0.01)\n"
+    "time.sleep(0.8)\n"
+    "open(sys.argv[1], 'w').write(str(len(hits)))\n"
+)
+
+
+@pytest.mark.parametrize("to", ["group", "ckprof"])
+def test_sigint_reaches_the_child_once(tmp_path, to):
+    """F1: `kill -INT -PGID` (job control, launchers) and `kill -INT PID` each reach the command
+    exactly once: it runs in its own process group, and ckprof forwards to it."""
+    p = subprocess.Popen(
+        [*CKPROF, "record", "-q", "-o", str(tmp_path / "r"), "--", sys.executable, "-c", COUNT_SIGINT,
+         str(tmp_path / "hits")],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert p.stdout.readline().strip() == "ready"
+    if to == "group":
+        os.killpg(p.pid, signal.SIGINT)
+    else:
+        os.kill(p.pid, signal.SIGINT)
+    assert p.wait(timeout=30) == 0
+    assert (tmp_path / "hits").read_text() == "1"
+
+
 def test_terminal_ctrl_c_starts_no_kill_timer(tmp_path):
     """F2: a terminal's Ctrl-C reaches the child directly (the foreground process group); a child
     that takes 1.5 s to finish its checkpoint is not SIGKILLed by a 0.3 s --kill-after."""
-    child = "import signal,time\nsignal.signal(signal.SIGINT, lambda *a: None)\nprint('ready', flush=True)\n"
-    child += "signal.pause(); time.sleep(1.5); print('saved', flush=True)"
+    child = "import signal,time\nhits=[]\nsignal.signal(signal.SIGINT, lambda *a: hits.append(1))\n"
+    child += "print('ready', flush=True)\nsignal.pause(); time.sleep(1.5); print('saved', len(hits), flush=True)"
     pid, fd = pty.fork()
     if pid == 0:  # a session of its own with the pty as controlling terminal, as an interactive shell
         os.execvp(CKPROF[0], [*CKPROF, "record", "-q", "--kill-after", "0.3", "-o", str(tmp_path / "r"), "--",
@@ -87,19 +116,20 @@ def test_terminal_ctrl_c_starts_no_kill_timer(tmp_path):
     while b"ready" not in out and time.monotonic() < deadline:
         if select.select([fd], [], [], 0.5)[0]:
             out += os.read(fd, 1024)
+    time.sleep(0.5)  # see the issue note: a Ctrl-C in the command's first instants was once lost under load
     os.write(fd, b"\x03")  # the tty driver sends SIGINT to the foreground group (si_code SI_KERNEL)
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"ckprof did not exit after the command did: {out!r}")
         try:
-            if select.select([fd], [], [], 0.5)[0]:
+            if select.select([fd], [], [], 0.2)[0]:
                 out += os.read(fd, 1024)
-        except OSError:
-            break
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            break
-    else:
-        os.kill(pid, signal.SIGKILL)
+        except OSError:  # EIO: every end of the pty is closed
+            time.sleep(0.05)
     status = meta(tmp_path / "r")["exit"]
-    assert b"saved" in out and status == {"code": 0, "signal": None, "error": None}, (out, status)
+    assert b"saved 1" in out and status == {"code": 0, "signal": None, "error": None}, (out, status)
 
 
 def test_kill_9_of_the_recorder_leaves_a_loadable_recording(tmp_path):
