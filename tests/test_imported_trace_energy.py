@@ -93,11 +93,13 @@ def test_markdown_and_html_show_it(recs):
     cp = report_json(recs["one"])["checkpoints"][0]
     want = WATTS * window_s(cp)
     md = ckprof("report", str(recs["one"]), "--format", "md").stdout
-    assert any(j == pytest.approx(want, rel=1e-3) for j in joules_in(md)), (want, joules_in(md))
+    # the tables print joules with one decimal: the window no longer ends on a sampling bin (the
+    # durable end is the files', unknown here without a path), so allow that rounding
+    assert any(j == pytest.approx(want, abs=0.051) for j in joules_in(md)), (want, joules_in(md))
     html_path = recs["tmp"] / "one.html"
     ckprof("report", str(recs["one"]), "-o", str(html_path))
     html = re.sub(r"<[^>]+>", " ", html_path.read_text())
-    assert any(j == pytest.approx(want, rel=1e-3) for j in joules_in(html)), (want, joules_in(html))
+    assert any(j == pytest.approx(want, abs=0.051) for j in joules_in(html)), (want, joules_in(html))
 
 
 def test_compare_shows_both(recs):

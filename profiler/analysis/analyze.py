@@ -10,6 +10,7 @@ import ckprof
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
 
+from . import durability as D
 from . import gpu_idle, scale, timeline
 from . import thermal as T
 from . import windows as W
@@ -89,11 +90,6 @@ def analyze(
         wins, wsource = [], "markers"
     if tl.total is None:
         notes.append("no block-device samples: bytes at the devices, bandwidth and queue depth not measured")
-    if tl.dirty is None:
-        notes.append(
-            "no host Dirty/Writeback samples: whether a checkpoint was durable when it returned "
-            "could not be checked (only device write rates were used)"
-        )
 
     sources = [s for s in energy_sources(rec, grid=tl, busy=tl.busy, notes=notes) if in_total(s.component)]
     first = min((w["start_ns"] for w in wins), default=None)
@@ -112,18 +108,26 @@ def analyze(
     ctx = Context(sources, idle_w, temps, sigs, gpu_idle.idle_series(rec, grid=tl))
 
     no_durability = {
+        "durable": None,
         "durable_end_ns": None,
         "durable_at_return": None,
         "pending_bytes_at_return": None,
         "durable_basis": ["a load: nothing to make durable"],
     }
-    rows = [
-        checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability, tl, ctx)
-        for w in wins
-    ]
+    fe = D.FileEvidence.of(rec)
+
+    def durability(w):
+        if w["kind"] == "load":
+            return no_durability
+        hint = W.durable_end_hint(w, tl, thr_bps, tl.end_ns)
+        return D.durable_end(w, fe, {**hint, "start_ns": tl.start_ns})
+
+    rows = [checkpoint_row(w, durability(w), tl, ctx) for w in wins]
+    if wins and fe.tracker is not None and not fe.tracker.get("ok"):
+        notes.append(f"durability unknown for every checkpoint: {fe.tracker.get('reason')}")
     for r in rows:
-        if r["kind"] == "load":
-            r["durable"] = None
+        if r["durable"] is False:
+            notes.append(f"checkpoint {r['id']}: DELETED BEFORE DURABLE: {r['durable_basis'][0]}")
         if r.get("sampling_gap_s"):
             notes.append(
                 f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "

@@ -109,7 +109,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         "duration_s": duration,
         "blocking_s": w.get("blocking_s") if w.get("blocking_s") is not None else duration,
         "durable_duration_s": None if dur["durable_end_ns"] is None else (dur["durable_end_ns"] - a) / 1e9,
-        "durable": dur["durable_end_ns"] is not None,
+        "durable": dur["durable"],
         "durable_at_return": dur["durable_at_return"],
         "pending_bytes_at_return": _f(dur["pending_bytes_at_return"]),
         "durable_basis": dur["durable_basis"],

@@ -1,9 +1,10 @@
-"""Checkpoint windows: from markers, or inferred from device write bursts; and their durable end.
+"""Checkpoint windows: from markers, or inferred from device write bursts; a hint at durability.
 
-A window has a start, an application end (the save call returned) and a durable end: the host's
-Dirty + Writeback pages (Documentation/filesystems/proc.rst, /proc/meminfo) are back to what they
-were when the save began and the devices' write rate is back to its baseline. A checkpoint
-whose data was still in the page cache when the save returned is flagged: it was not yet safe.
+A window has a start, an application end (the save call returned) and a durable end, which comes
+from the checkpoint's own files (ckprof.analysis.durability). What the devices' write totals and
+the host's Dirty + Writeback pages (Documentation/filesystems/proc.rst, /proc/meminfo) say is kept
+here only as a hint (`durable_end_hint`): both are machine-wide, so they call a checkpoint durable
+when some other data reached the disk.
 """
 
 from __future__ import annotations
@@ -137,16 +138,18 @@ def drop_nested_patch(wins: list[dict]) -> list[dict]:
     (patch) window inside a marked window of the same process is left out."""
     marked = [w for w in wins if w["source"] != "patch" and w["app_end_ns"] is not None]
 
-    def inside(w):
-        return any(
-            m["pid"] == w["pid"]
-            and m["start_ns"] <= w["start_ns"]
-            and w["app_end_ns"] is not None
-            and w["app_end_ns"] <= m["app_end_ns"]
-            for m in marked
-        )
+    def outer(w):
+        return next((m for m in marked if m["pid"] == w["pid"] and m["start_ns"] <= w["start_ns"]
+                     and w["app_end_ns"] is not None and w["app_end_ns"] <= m["app_end_ns"]), None)
 
-    return [w for w in wins if w["source"] != "patch" or not inside(w)]
+    out = []
+    for w in wins:
+        m = outer(w) if w["source"] == "patch" else None
+        if m is None:
+            out.append(w)
+        else:  # its files are the marked window's files (durability)
+            m.setdefault("nested_ids", []).append(w["id"])
+    return out
 
 
 DEVICE_SHARE = 0.9  # the devices got the checkpoint once they wrote this share of its bytes
@@ -160,8 +163,8 @@ def _device_cum(tl, start_ns: float):
     return t1[first:], np.cumsum(wb[first:])
 
 
-def durable_end(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
-    """Durable end and whether the data was still in the page cache when the save returned.
+def durable_end_hint(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
+    """A hint at the durable end from machine-wide figures — never the verdict (durability.py).
 
     With the checkpoint's size known and block samples, the recorded devices are the witness
     (Dirty in /proc/meminfo is machine-wide, so other programs move it): the save was durable at

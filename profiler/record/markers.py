@@ -115,10 +115,22 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.id is not None:
-            emit(
-                "checkpoint_end",
-                bytes=self.bytes,
-                ok=exc_type is None,
-                error=None if exc is None else f"{exc_type.__name__}: {exc}",
-                **self._fields(),
-            )
+            t_ns = time.monotonic_ns()  # the save's return, before the look at its pages below
+            emit("checkpoint_end", t_ns=t_ns, bytes=self.bytes, ok=exc_type is None,
+                 error=None if exc is None else f"{exc_type.__name__}: {exc}",
+                 **_at_return(self.path if self.kind == "save" and exc_type is None else None),
+                 **self._fields())
+
+
+def _at_return(path: str | None) -> dict:
+    """The save's files' pages still dirty or under writeback as it returns (cachestat(2)): the
+    recorder's tracker looks only later, and a file deleted at once is never seen by it."""
+    if not path:
+        return {}
+    from .pagecache import pending_bytes
+
+    try:
+        got = pending_bytes(path)
+    except OSError:
+        got = None
+    return {} if got is None else {"pending_bytes_at_return": got[0], "files_at_return": got[1]}

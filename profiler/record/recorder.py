@@ -31,8 +31,10 @@ class CollectorStats:
 
 
 class Recorder:
-    def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None, flush_s: float = 5.0):
+    def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None,
+                 flush_s: float = 5.0, files=None):
         self.writer = writer
+        self.files = files  # a FileTracker (ckprof.record.filetracker), or None
         self.collectors = collectors
         self.clock = clock or MonotonicClock()
         self.flush_s = flush_s
@@ -124,6 +126,8 @@ class Recorder:
             t = threading.Thread(target=self._run, args=(c,), name=f"ckprof-{c.name}", daemon=True)
             t.start()
             self._threads.append(t)
+        if self.files is not None:
+            self.files.start()
         t = threading.Thread(target=self._flusher, name="ckprof-flush", daemon=True)
         t.start()
         self._threads.append(t)
@@ -135,6 +139,8 @@ class Recorder:
             t.join(timeout=30)
         for c in self.collectors:
             self.sample_once(c)
+        if self.files is not None:
+            self.files.stop()
         self.writer.flush()
         for c in self.collectors:
             try:

@@ -21,6 +21,7 @@ from ckprof.units import fmt_bytes, fmt_seconds
 
 from . import child, clocksync, markers
 from .clock import MonotonicClock, wall_anchor
+from .filetracker import FileTracker
 from .recorder import Recorder
 from .sources import SourceOptions, Sources, build_sources
 
@@ -170,7 +171,9 @@ def open_session(
             hint="free some space or choose another -o DIR",
         ) from None
     say_notes(sources.notes, quiet)
-    recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
+    # each checkpoint's files until their pages are on the device (file_* events)
+    files = FileTracker(writer, clock, period_s=min(max(interval_s, 0.01), 0.1))
+    recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s, files=files)
     writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
     writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
     return Session(out_dir, sources, writer, recorder, clock, start)
@@ -184,6 +187,13 @@ def close_session(s: Session, **meta_updates) -> dict:
         end=end,
         collectors=s.recorder.collectors_meta(s.sources.probes),
         sample_write_error=s.writer.failed,
+        file_tracker=s.recorder.files
+        and {
+            "ok": s.recorder.files.reason is None,
+            "reason": s.recorder.files.reason,
+            "files": s.recorder.files.files_seen,
+            "cpu_s": round(s.recorder.files.cpu_s, 4),
+        },
         recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4), "process": round(time.process_time(), 4)},
         **meta_updates,
     )

@@ -124,8 +124,10 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
         durable = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
         if r["kind"] == "load":
             durable = "n/a (load)"
-        elif not r["durable"]:
-            durable += "; not durable by end of recording"
+        elif r["durable"] is False:
+            durable += "; deleted before durable"
+        elif r["durable"] is None:
+            durable += "; durable end unknown"
         if r.get("ok") is False:
             durable = f"FAILED: {r.get('error') or 'the save reported an error'}"
         elif r.get("ok") is None and r["app_end_s"] is None:

@@ -1,0 +1,176 @@
+"""Each checkpoint's files, watched until their pages are on the device (file-level durability).
+
+The recorder learns a checkpoint's path from events.jsonl, the channel every marker already
+writes to (docs/architecture.md): a thread reads the lines appended since its last look, 10 times
+a second, and only looks closely at `checkpoint_end` lines (a save's files are complete then).
+For each file under the path (a directory is walked: DCP, Hugging Face) it opens an fd and keeps
+it, then asks cachestat(2) (ckprof.record.pagecache) each tick until the file has no dirty and no
+writeback pages. Events written (docs/recording-format.md):
+
+- `file_durable`: the tick that saw the file clean (its pages reached the device at or before it);
+- `file_deleted_before_durable`: the file was unlinked (fstat(2) st_nlink == 0 on the kept fd)
+  while pages were still dirty or under writeback;
+- `file_gone_before_poll`: the path had already gone when first looked at (whether it was dirty
+  then is not known here; ckprof.checkpoint() records the pages it left dirty at return);
+- `file_pending_at_end`: the recording ended with the file's pages still dirty;
+- `file_untracked`: the file could not be opened or asked (the reason);
+- `file_tracker`: once at start: whether cachestat(2) works here and, if not, why.
+
+Every file event carries the checkpoint's `id`, the `path`, `bytes` (its size) and the first
+poll's pending bytes and time, so the analysis can tell what was dirty when the save returned.
+The fd is closed as soon as the file is settled: holding it open keeps an unlinked inode alive.
+The soft RLIMIT_NOFILE is left as it is (the child inherits the recorder's limits): past it, a
+file is a `file_untracked` event ("Too many open files") and its checkpoint's durability unknown.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+
+from . import pagecache
+
+
+@dataclass
+class _File:
+    fd: int
+    path: str
+    cid: str
+    size: int
+    first_ns: int | None = None
+    first_pending: int | None = None
+    last_pending: int | None = None
+
+
+class FileTracker:
+    name = "files"
+
+    def __init__(self, writer, clock, period_s: float = 0.1):
+        self.writer, self.clock, self.period_s = writer, clock, period_s
+        self.events_path = writer.events_path
+        self.reason = pagecache.unavailable()
+        self._fd: int | None = None
+        self._tail = b""
+        self._pending: list[_File] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.files_seen = 0
+        self.cpu_s = 0.0
+
+    def _emit(self, event: str, t_ns: int | None = None, **fields) -> None:
+        self.writer.event({"t_ns": self.clock.now_ns() if t_ns is None else t_ns, "event": event,
+                           "source": "recorder", **fields})
+
+    def start(self) -> None:
+        self._emit("file_tracker", ok=self.reason is None, reason=self.reason, period_s=self.period_s)
+        if self.reason is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="ckprof-files", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """One last pass (events not yet read, every pending file), then the leftovers are said."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            try:
+                self.tick()
+            except Exception as e:  # noqa: BLE001 - finishing the recording comes first
+                self._emit("collector_error", collector=self.name, error=f"{type(e).__name__}: {e}")
+            for f in self._pending:
+                self._settle(f, "file_pending_at_end", pending_bytes=f.last_pending)
+            self._pending = []
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _run(self) -> None:
+        import time
+
+        self.cpu_s -= time.thread_time()
+        while not self._stop.wait(self.period_s):
+            try:
+                self.tick()
+            except Exception as e:  # noqa: BLE001 - the tracker must never stop the recording
+                self._emit("collector_error", collector=self.name, error=f"{type(e).__name__}: {e}")
+                break
+        self.cpu_s += time.thread_time()
+
+    def _new_lines(self) -> list[bytes]:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.events_path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return []
+        chunks = []
+        while True:
+            b = os.read(self._fd, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+        if not chunks:
+            return []
+        data = self._tail + b"".join(chunks)
+        *lines, self._tail = data.split(b"\n")  # a line being appended stays for the next look
+        return lines
+
+    def tick(self) -> None:
+        for line in self._new_lines():
+            if b'"checkpoint_end"' not in line:  # the cheap test first: most lines are not ends
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
+                self._add(ev)
+        if self._pending:
+            self._pending = [f for f in self._pending if not self._poll(f)]
+
+    def _add(self, ev: dict) -> None:
+        path, cid = str(ev["path"]), str(ev.get("id"))
+        files = pagecache.files_under(path)
+        if not files:
+            self._emit("file_gone_before_poll", id=cid, path=path,
+                       reason="no such file or directory when first looked at")
+            return
+        for p in files:
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                self._emit("file_gone_before_poll", id=cid, path=p, reason="removed before it could be opened")
+                continue
+            except OSError as e:
+                self._emit("file_untracked", id=cid, path=p, reason=f"open: {e.strerror}")
+                continue
+            self.files_seen += 1
+            f = _File(fd, p, cid, os.fstat(fd).st_size)
+            if not self._poll(f):
+                self._pending.append(f)
+
+    def _poll(self, f: _File) -> bool:
+        """Ask once; True when the file is settled (event written, fd closed)."""
+        now = self.clock.now_ns()
+        try:
+            st = pagecache.cachestat(f.fd)
+            nlink = os.fstat(f.fd).st_nlink
+        except OSError as e:
+            self._settle(f, "file_untracked", reason=f"cachestat: {e.strerror}")
+            return True
+        f.last_pending = st.pending_bytes
+        if f.first_ns is None:
+            f.first_ns, f.first_pending = now, st.pending_bytes
+        if nlink == 0 and not st.clean:  # unlink(2)ed: the inode lives on only through our fd
+            self._settle(f, "file_deleted_before_durable", now, pending_bytes=st.pending_bytes)
+            return True
+        if st.clean:
+            self._settle(f, "file_durable", now)
+            return True
+        return False
+
+    def _settle(self, f: _File, event: str, t_ns: int | None = None, **fields) -> None:
+        os.close(f.fd)
+        self._emit(event, t_ns, id=f.cid, path=f.path, bytes=f.size, first_poll_ns=f.first_ns,
+                   first_poll_pending_bytes=f.first_pending, **fields)
+

@@ -1,0 +1,117 @@
+"""cachestat(2): how many of a file's pages are in the page cache, dirty, under writeback.
+
+man 2 cachestat (Linux >= 6.5): `cachestat(fd, &range, &cstat, flags)` with
+struct cachestat_range {__u64 off; __u64 len;} (len 0: to the end of the file) and
+struct cachestat {__u64 nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;},
+counted in pages. The syscall number is 451 in include/uapi/asm-generic/unistd.h (aarch64, ...)
+and arch/x86/entry/syscalls/syscall_64.tbl. It needs only an fd the process could open, no root.
+
+A file whose pages are neither dirty nor under writeback has its data on the device (the device's
+volatile cache and the file system's journal are beyond what cachestat sees).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+from dataclasses import dataclass
+
+# the kernel's number for cachestat, per architecture: asm-generic (aarch64, riscv64, loongarch64)
+# and x86_64's own table both give 451
+NR_CACHESTAT = {"x86_64": 451, "aarch64": 451, "riscv64": 451, "loongarch64": 451}
+# set to 1 to record as on a kernel without cachestat(2): the tracker says why nothing was tracked
+ENV_DISABLE = "CKPROF_DISABLE_CACHESTAT"
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [("nr_cache", ctypes.c_uint64), ("nr_dirty", ctypes.c_uint64), ("nr_writeback", ctypes.c_uint64),
+                ("nr_evicted", ctypes.c_uint64), ("nr_recently_evicted", ctypes.c_uint64)]
+
+
+@dataclass
+class PageState:
+    cache_pages: int
+    dirty_pages: int
+    writeback_pages: int
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes not yet on the device: dirty or under writeback."""
+        return (self.dirty_pages + self.writeback_pages) * PAGE_BYTES
+
+    @property
+    def clean(self) -> bool:
+        return self.dirty_pages == 0 and self.writeback_pages == 0
+
+
+_libc = None
+
+
+def _syscall():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc.syscall
+
+
+def cachestat(fd: int) -> PageState:
+    """The whole file's page counts; OSError (ENOSYS on kernels before 6.5) when it cannot tell."""
+    nr = NR_CACHESTAT.get(platform.machine())
+    if nr is None or os.environ.get(ENV_DISABLE) == "1":
+        raise OSError(errno.ENOSYS, "cachestat(2) not available")
+    rng, st = _Range(0, 0), _Stat()
+    if _syscall()(ctypes.c_long(nr), ctypes.c_int(fd), ctypes.byref(rng), ctypes.byref(st), ctypes.c_uint(0)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return PageState(int(st.nr_cache), int(st.nr_dirty), int(st.nr_writeback))
+
+
+def unavailable() -> str | None:
+    """Why cachestat cannot be used here (None: it can), tried on a file every process may open."""
+    if os.environ.get(ENV_DISABLE) == "1":
+        return f"cachestat(2) disabled by {ENV_DISABLE}=1 (as on a kernel without it)"
+    if platform.machine() not in NR_CACHESTAT:
+        return f"cachestat(2): syscall number unknown for {platform.machine()}"
+    fd = os.open("/proc/self/exe" if os.path.exists("/proc/self/exe") else "/", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        cachestat(fd)
+    except OSError as e:
+        if e.errno == errno.ENOSYS:
+            return f"cachestat(2) not available: kernel {platform.release()} (needs Linux 6.5 or later)"
+        return f"cachestat(2) failed: {e.strerror}"
+    finally:
+        os.close(fd)
+    return None
+
+
+def files_under(path: str) -> list[str]:
+    """A checkpoint's files: the path itself, or every regular file under a directory (DCP, HF)."""
+    if os.path.isdir(path):
+        return sorted(os.path.join(root, f) for root, _, names in os.walk(path) for f in names
+                      if os.path.isfile(os.path.join(root, f)))
+    return [path] if os.path.isfile(path) else []
+
+
+def pending_bytes(path: str) -> tuple[int, int] | None:
+    """(bytes dirty or under writeback, files) now under `path`; None when cachestat cannot tell."""
+    total, n = 0, 0
+    for f in files_under(path):
+        try:
+            fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            total += cachestat(fd).pending_bytes
+            n += 1
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+    return total, n
