@@ -55,9 +55,19 @@ def _tracker(s, ok=True, reason=None):
 
 
 def _file(s, event, t_s, cid, path, first_pending=0, **kw):
-    s.events.append({"t_ns": START_NS + int(t_s * 1e9), "event": event, "source": "recorder", "id": cid,
-                     "path": path, "bytes": 64 * MiB, "first_poll_pending_bytes": first_pending,
-                     "first_poll_ns": START_NS + int(t_s * 1e9), **kw})
+    s.events.append(
+        {
+            "t_ns": START_NS + int(t_s * 1e9),
+            "event": event,
+            "source": "recorder",
+            "id": cid,
+            "path": path,
+            "bytes": 64 * MiB,
+            "first_poll_pending_bytes": first_pending,
+            "first_poll_ns": START_NS + int(t_s * 1e9),
+            **kw,
+        }
+    )
 
 
 def test_page_cache_alone_never_decides_durability(tmp_path):
@@ -78,8 +88,7 @@ def test_file_left_in_page_cache_is_not_durable_at_return_and_unknown_at_end(tmp
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.block("sda", lambda t: 0 * t)
     _tracker(s)
-    cid = ckpt(s, 2, 2.5, 64 * MiB, step=1, path="/ck/1.bin", pending_bytes_at_return=64 * MiB,
-                       files_at_return=1)
+    cid = ckpt(s, 2, 2.5, 64 * MiB, step=1, path="/ck/1.bin", pending_bytes_at_return=64 * MiB, files_at_return=1)
     _file(s, "file_pending_at_end", 10, cid, "/ck/1.bin", first_pending=64 * MiB, pending_bytes=64 * MiB)
     an = analyze(ckprof.load(s.finish()))
     (cp,) = an.report["checkpoints"]
@@ -150,8 +159,9 @@ def test_tracker_unavailable_says_why(tmp_path):
     rep = analyze(ckprof.load(s.finish())).report
     (cp,) = rep["checkpoints"]
     assert cp["durable"] is None and cp["durable_at_return"] is None
-    assert cp["durable_basis"][0] == ("unknown: file tracker did not run: cachestat(2) not available: "
-                                      "kernel 5.15 (needs Linux 6.5 or later)")
+    assert cp["durable_basis"][0] == (
+        "unknown: file tracker did not run: cachestat(2) not available: kernel 5.15 (needs Linux 6.5 or later)"
+    )
     assert any("durability unknown for every checkpoint" in n for n in rep["notes"])
 
 

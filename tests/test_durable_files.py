@@ -4,6 +4,7 @@
 recorder's file tracker watches them, the analysis turns its events into each checkpoint's
 verdict. The machine-wide rules these replace called every one of these checkpoints durable.
 """
+
 import sys
 
 import numpy as np
@@ -62,8 +63,22 @@ def _record(tmp_path, mnt, mode, env=None):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     out = tmp_path / f"rec-{mode}"
-    r = ckprof_cmd("record", "-q", "--interval", f"{INTERVAL_S}s", "--path", str(mnt), "-o", str(out), "--",
-                   sys.executable, str(script), str(mnt), mode, env=env)
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--interval",
+        f"{INTERVAL_S}s",
+        "--path",
+        str(mnt),
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        str(script),
+        str(mnt),
+        mode,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     rec = ckprof.load(str(out))
     return rec, analyze(rec).report
@@ -138,8 +153,10 @@ def test_without_cachestat_the_reason_is_said(loop_ext4, tmp_path):
     rec, rep = _record(tmp_path, mnt, "fsync", env={**os.environ, "CKPROF_DISABLE_CACHESTAT": "1"})
     (cp,) = rep["checkpoints"]
     assert cp["durable"] is None and cp["durable_at_return"] is None and cp["durable_end_s"] is None
-    assert cp["durable_basis"][0] == ("unknown: file tracker did not run: cachestat(2) disabled by "
-                                      "CKPROF_DISABLE_CACHESTAT=1 (as on a kernel without it)")
+    assert cp["durable_basis"][0] == (
+        "unknown: file tracker did not run: cachestat(2) disabled by "
+        "CKPROF_DISABLE_CACHESTAT=1 (as on a kernel without it)"
+    )
     assert rec.meta["file_tracker"]["ok"] is False
     assert any("durability unknown for every checkpoint" in n for n in rep["notes"])
 
@@ -173,8 +190,21 @@ def test_saves_seen_by_the_patch_name_their_files(loop_ext4, tmp_path):
     script = tmp_path / "patched.py"
     script.write_text(PATCHED)
     out = tmp_path / "rec"
-    r = ckprof_cmd("record", "-q", "--interval", f"{INTERVAL_S}s", "--path", str(mnt), "-o", str(out), "--",
-                   sys.executable, str(script), str(mnt), env={**os.environ, "PYTHONPATH": str(tmp_path / "lib")})
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--interval",
+        f"{INTERVAL_S}s",
+        "--path",
+        str(mnt),
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        str(script),
+        str(mnt),
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "lib")},
+    )
     assert r.returncode == 0, r.stderr
     marked, alone = analyze(ckprof.load(str(out))).report["checkpoints"]
     assert (marked["source"], marked["path"], alone["source"]) == ("api", None, "patch")

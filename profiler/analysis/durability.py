@@ -14,14 +14,20 @@ named until none of its pages is dirty or under writeback, and writes one event 
 The devices' write totals and the host's Dirty+Writeback (/proc/meminfo, machine-wide) appear only
 as a hint in `durable_basis`, labelled as such (windows.durable_end_hint).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-FILE_EVENTS = ("file_durable", "file_deleted_before_durable", "file_gone_before_poll",
-               "file_pending_at_end", "file_untracked")
+FILE_EVENTS = (
+    "file_durable",
+    "file_deleted_before_durable",
+    "file_gone_before_poll",
+    "file_pending_at_end",
+    "file_untracked",
+)
 MIB = 1024 * 1024
 
 
@@ -59,8 +65,13 @@ def _mib(n) -> str:
 
 def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     """{durable, durable_end_ns, durable_at_return, pending_bytes_at_return, durable_basis}."""
-    out = {"durable": None, "durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
-           "durable_basis": []}
+    out = {
+        "durable": None,
+        "durable_end_ns": None,
+        "durable_at_return": None,
+        "pending_bytes_at_return": None,
+        "durable_basis": [],
+    }
     basis = out["durable_basis"]
     app_end = w["app_end_ns"]
     end = fe.ends.get(w["id"], {})
@@ -104,20 +115,28 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
         gone = []
     if deleted:
         out["durable"] = False
-        basis.insert(0, "deleted before durable: " + "; ".join(
-            f"{f['path']} ({_mib(f.get('pending_bytes') if f.get('pending_bytes') is not None else at_ret)}"
-            " not on the device)" for f in deleted))
+        basis.insert(
+            0,
+            "deleted before durable: "
+            + "; ".join(
+                f"{f['path']} ({_mib(f.get('pending_bytes') if f.get('pending_bytes') is not None else at_ret)}"
+                " not on the device)"
+                for f in deleted
+            ),
+        )
         _hint(out, hint)
         return out
     clean_at_return = have_ret and at_ret == 0
     reasons = []
     for f in files:
         if f["event"] == "file_gone_before_poll" and not clean_at_return:
-            reasons.append(f"{f['path']} removed before the tracker's first look; whether its pages were on "
-                           "the device is unknown")
+            reasons.append(
+                f"{f['path']} removed before the tracker's first look; whether its pages were on the device is unknown"
+            )
         elif f["event"] == "file_pending_at_end":
-            reasons.append(f"the recording ended with {_mib(f.get('pending_bytes'))} of {f['path']} still dirty "
-                           "in the page cache")
+            reasons.append(
+                f"the recording ended with {_mib(f.get('pending_bytes'))} of {f['path']} still dirty in the page cache"
+            )
         elif f["event"] == "file_untracked":
             reasons.append(f"{f['path']} could not be watched: {f.get('reason')}")
     if reasons:
@@ -128,8 +147,10 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
         basis.insert(0, f"every page of its {int(n_ret)} file(s) was clean when the save returned (cachestat)")
     else:
         t = max(float(app_end), max(float(f["t_ns"]) for f in durable))
-        basis.insert(0, f"all {len(durable)} file(s) had no dirty or writeback page (cachestat); "
-                        "the last one's is the durable end")
+        basis.insert(
+            0,
+            f"all {len(durable)} file(s) had no dirty or writeback page (cachestat); the last one's is the durable end",
+        )
     out["durable"] = True
     out["durable_end_ns"] = t
     _hint(out, hint)
@@ -141,5 +162,7 @@ def _hint(out: dict, hint: dict | None) -> None:
         return
     at = hint.get("durable_end_ns")
     what = "no durable end" if at is None else f"a durable end at {(at - hint['start_ns']) / 1e9:.2f} s"
-    out["durable_basis"].append(f"hint only, not the verdict (device totals and host Dirty+Writeback are "
-                                f"machine-wide): they suggest {what} — " + "; ".join(hint["durable_basis"]))
+    out["durable_basis"].append(
+        f"hint only, not the verdict (device totals and host Dirty+Writeback are "
+        f"machine-wide): they suggest {what} — " + "; ".join(hint["durable_basis"])
+    )

@@ -139,8 +139,17 @@ def drop_nested_patch(wins: list[dict]) -> list[dict]:
     marked = [w for w in wins if w["source"] != "patch" and w["app_end_ns"] is not None]
 
     def outer(w):
-        return next((m for m in marked if m["pid"] == w["pid"] and m["start_ns"] <= w["start_ns"]
-                     and w["app_end_ns"] is not None and w["app_end_ns"] <= m["app_end_ns"]), None)
+        return next(
+            (
+                m
+                for m in marked
+                if m["pid"] == w["pid"]
+                and m["start_ns"] <= w["start_ns"]
+                and w["app_end_ns"] is not None
+                and w["app_end_ns"] <= m["app_end_ns"]
+            ),
+            None,
+        )
 
     out = []
     for w in wins:

@@ -22,6 +22,7 @@ The fd is closed as soon as the file is settled: holding it open keeps an unlink
 The soft RLIMIT_NOFILE is left as it is (the child inherits the recorder's limits): past it, a
 file is a `file_untracked` event ("Too many open files") and its checkpoint's durability unknown.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,9 @@ class FileTracker:
         self.cpu_s = 0.0
 
     def _emit(self, event: str, t_ns: int | None = None, **fields) -> None:
-        self.writer.event({"t_ns": self.clock.now_ns() if t_ns is None else t_ns, "event": event,
-                           "source": "recorder", **fields})
+        self.writer.event(
+            {"t_ns": self.clock.now_ns() if t_ns is None else t_ns, "event": event, "source": "recorder", **fields}
+        )
 
     def start(self) -> None:
         self._emit("file_tracker", ok=self.reason is None, reason=self.reason, period_s=self.period_s)
@@ -132,8 +134,9 @@ class FileTracker:
         path, cid = str(ev["path"]), str(ev.get("id"))
         files = pagecache.files_under(path)
         if not files:
-            self._emit("file_gone_before_poll", id=cid, path=path,
-                       reason="no such file or directory when first looked at")
+            self._emit(
+                "file_gone_before_poll", id=cid, path=path, reason="no such file or directory when first looked at"
+            )
             return
         for p in files:
             try:
@@ -171,6 +174,13 @@ class FileTracker:
 
     def _settle(self, f: _File, event: str, t_ns: int | None = None, **fields) -> None:
         os.close(f.fd)
-        self._emit(event, t_ns, id=f.cid, path=f.path, bytes=f.size, first_poll_ns=f.first_ns,
-                   first_poll_pending_bytes=f.first_pending, **fields)
-
+        self._emit(
+            event,
+            t_ns,
+            id=f.cid,
+            path=f.path,
+            bytes=f.size,
+            first_poll_ns=f.first_ns,
+            first_poll_pending_bytes=f.first_pending,
+            **fields,
+        )

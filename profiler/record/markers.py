@@ -116,10 +116,15 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.id is not None:
             t_ns = time.monotonic_ns()  # the save's return, before the look at its pages below
-            emit("checkpoint_end", t_ns=t_ns, bytes=self.bytes, ok=exc_type is None,
-                 error=None if exc is None else f"{exc_type.__name__}: {exc}",
-                 **_at_return(self.path if self.kind == "save" and exc_type is None else None),
-                 **self._fields())
+            emit(
+                "checkpoint_end",
+                t_ns=t_ns,
+                bytes=self.bytes,
+                ok=exc_type is None,
+                error=None if exc is None else f"{exc_type.__name__}: {exc}",
+                **_at_return(self.path if self.kind == "save" and exc_type is None else None),
+                **self._fields(),
+            )
 
 
 def _at_return(path: str | None) -> dict:

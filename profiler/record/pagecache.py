@@ -9,6 +9,7 @@ and arch/x86/entry/syscalls/syscall_64.tbl. It needs only an fd the process coul
 A file whose pages are neither dirty nor under writeback has its data on the device (the device's
 volatile cache and the file system's journal are beyond what cachestat sees).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -30,8 +31,13 @@ class _Range(ctypes.Structure):
 
 
 class _Stat(ctypes.Structure):
-    _fields_ = [("nr_cache", ctypes.c_uint64), ("nr_dirty", ctypes.c_uint64), ("nr_writeback", ctypes.c_uint64),
-                ("nr_evicted", ctypes.c_uint64), ("nr_recently_evicted", ctypes.c_uint64)]
+    _fields_ = [
+        ("nr_cache", ctypes.c_uint64),
+        ("nr_dirty", ctypes.c_uint64),
+        ("nr_writeback", ctypes.c_uint64),
+        ("nr_evicted", ctypes.c_uint64),
+        ("nr_recently_evicted", ctypes.c_uint64),
+    ]
 
 
 @dataclass
@@ -94,8 +100,12 @@ def unavailable() -> str | None:
 def files_under(path: str) -> list[str]:
     """A checkpoint's files: the path itself, or every regular file under a directory (DCP, HF)."""
     if os.path.isdir(path):
-        return sorted(os.path.join(root, f) for root, _, names in os.walk(path) for f in names
-                      if os.path.isfile(os.path.join(root, f)))
+        return sorted(
+            os.path.join(root, f)
+            for root, _, names in os.walk(path)
+            for f in names
+            if os.path.isfile(os.path.join(root, f))
+        )
     return [path] if os.path.isfile(path) else []
 
 

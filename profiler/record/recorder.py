@@ -31,8 +31,9 @@ class CollectorStats:
 
 
 class Recorder:
-    def __init__(self, writer: RecordingWriter, collectors: list[Collector], clock=None,
-                 flush_s: float = 5.0, files=None):
+    def __init__(
+        self, writer: RecordingWriter, collectors: list[Collector], clock=None, flush_s: float = 5.0, files=None
+    ):
         self.writer = writer
         self.files = files  # a FileTracker (ckprof.record.filetracker), or None
         self.collectors = collectors
