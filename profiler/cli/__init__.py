@@ -7,6 +7,7 @@ import sys
 import click
 
 from ckprof.errors import DEBUG_ENV, CkprofError, UsageError, debugging, hold_closed_std_fds, say
+from ckprof.report.escape import visible
 
 
 class CkprofGroup(click.Group):
@@ -21,12 +22,15 @@ class CkprofGroup(click.Group):
         except CkprofError as e:
             if debugging():
                 raise
-            say(f"ckprof: error: {e.one_line()}")
+            # one line whatever a path in it holds: newlines and terminal controls made visible
+            say(f"ckprof: error: {visible(e.one_line())}")
             sys.exit(2 if isinstance(e, UsageError) else 1)
         except Exception as e:
             if debugging():
                 raise
-            say(f"ckprof: internal error: {type(e).__name__}: {e} (rerun with {DEBUG_ENV}=1 for the traceback)")
+            say(
+                f"ckprof: internal error: {type(e).__name__}: {visible(e)} (rerun with {DEBUG_ENV}=1 for the traceback)"
+            )
             sys.exit(1)
 
 

@@ -64,6 +64,10 @@ def is_job_dir(path: str) -> bool:
         return False
 
 
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
 def _concat(frames: list) -> "pd.DataFrame":
     import pandas as pd
 
@@ -143,11 +147,18 @@ class Job:
                 "or recordings of different runs in one job directory"
             )
         for h, r in self.hosts.items():
-            k = ((r.meta.get("job") or {}).get("clock_sync") or {}).get("kernel") or {}
-            if k.get("synchronised") is False or (k.get("maxerror_us") or 0) > self.CLOCK_WARN_US:
+            k = _dict(_dict(_dict(r.meta.get("job")).get("clock_sync")).get("kernel"))
+            err_us = k.get("maxerror_us") or 0
+            if not isinstance(err_us, (int, float)):  # a damaged meta.json: say it, do not guess
+                self.problems.append(
+                    f"host={h}: job.clock_sync.kernel.maxerror_us is {err_us!r}, not a number: "
+                    "whether its clock is synchronised is unknown"
+                )
+                continue
+            if k.get("synchronised") is False or err_us > self.CLOCK_WARN_US:
                 self.problems.append(
                     f"host={h}: clock not known to be synchronised (kernel NTP state, max error "
-                    f"{(k.get('maxerror_us') or 0) / 1e6:g} s): its timeline may not line up with the others'"
+                    f"{err_us / 1e6:g} s): its timeline may not line up with the others'"
                 )
 
     def _per_host(self, frame_of) -> "pd.DataFrame":
