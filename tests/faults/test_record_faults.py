@@ -289,3 +289,22 @@ def test_bad_record_input_is_one_line(tmp_path, args):
     r = ck("record", "-o", str(tmp_path / "r"), *args, *(["--", "true"] if args else []))
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip()
     assert not (tmp_path / "r" / "meta.json").exists()
+
+
+def test_a_10ms_soak_keeps_memory_flat(tmp_path):
+    """Bounded version of the soak (benchmarks/soak.py runs it for 5 minutes): ckprof's RSS at
+    10 ms sampling stays flat once the first parts are flushed and merged."""
+    import psutil
+
+    p = subprocess.Popen([*CKPROF, "record", "-q", "--interval", "10ms", "--flush-interval", "1s",
+                          "-o", str(tmp_path / "r"), "--", "sleep", "36"])  # fmt: skip
+    proc = psutil.Process(p.pid)
+    rss_mib = []
+    for _ in range(7):  # at 8, 12, ... 32 s
+        time.sleep(4 if rss_mib else 8)
+        rss_mib.append(proc.memory_info().rss / 2**20)
+    assert p.wait(timeout=60) == 0
+    # one step is allowed (the allocator's arenas settle as the first merges happen); no slope after
+    late = max(rss_mib[3:]) - rss_mib[3]
+    total = max(rss_mib) - rss_mib[0]
+    assert late < 2 and total < 16, f"RSS at 8, 12, ... 32 s (MiB): {[round(x, 1) for x in rss_mib]}"
