@@ -7,7 +7,7 @@ import numpy as np
 
 import ckprof
 from . import gpu_idle, scale, thermal as T, timeline, windows as W
-from .checkpoints import _f, checkpoint_row
+from .checkpoints import UNFINISHED, _f, attribute_device_bytes, checkpoint_row
 from .fields import FIELDS
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
@@ -47,6 +47,52 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _overlap_note(wins: list[dict], spans: list[tuple]) -> str | None:
+    """What overlapping windows (start → durable end) mean for their figures, or None."""
+    order = sorted(range(len(spans)), key=lambda k: spans[k][0])
+    groups, end = [], None
+    for k in order:
+        if groups and spans[k][0] < end:
+            groups[-1].append(k)
+            end = max(end, spans[k][1])
+        else:
+            groups.append([k])
+            end = spans[k][1]
+    shared = [g for g in groups if len(g) > 1]
+    if not shared:
+        return None
+    n = sum(len(g) for g in shared)
+    who = {(wins[k].get("rank"), wins[k].get("pid")) for g in shared for k in g}
+    why = (f"from {len(who)} processes/ranks saving at once" if len(who) > 1 else
+           "of one process (a save still reaching the devices when the next began, or several files per save)")
+    return (f"{n} checkpoint windows overlap in time, {why}: the devices' bytes of the shared intervals are "
+            "split among them (each byte counted once, docs/analysis.md), but each window's energy is that of "
+            "its whole span, so the energy of the shared time is counted in each of them")
+
+
+def _app_bytes_counted(wins: list[dict]) -> list[float | None]:
+    """Application bytes each window adds to the run's total: windows that name the same path and
+    overlap in time (ranks each reporting a shared DCP directory's size) are one set of files,
+    counted once (the largest size reported); the same path saved again later counts again."""
+    out = [w["bytes_app"] for w in wins]
+    last: dict[str, int] = {}  # path → index of the window that counts its bytes
+    for k in sorted(range(len(wins)), key=lambda k: wins[k]["start_ns"]):
+        w = wins[k]
+        if not w["path"] or not w["bytes_app"] or w["kind"] != "save":
+            continue
+        m = last.get(w["path"])
+        if m is not None:
+            mw = wins[m]
+            if w["start_ns"] < (mw["app_end_ns"] or float("inf")):
+                if w["bytes_app"] > (out[m] or 0):
+                    out[m], out[k] = w["bytes_app"], 0.0
+                else:
+                    out[k] = 0.0
+                continue
+        last[w["path"]] = k
+    return out
+
+
 def _mean(vals):
     vals = [v for v in vals if v is not None]
     return float(np.mean(vals)) if vals else None
@@ -67,7 +113,8 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         if wins:
             notes.append("no checkpoint markers in this recording: windows were inferred from device write "
                          f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
-                         "gaps under 1 s merged); application bytes and end are unknown for them")
+                         "a quiet gap of 1 s or more separates two); application bytes, end and outcome are "
+                         "unknown for them")
     else:
         wins, wsource = [], "markers"
     if tl.total is None:
@@ -92,22 +139,30 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
 
     no_durability = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
                      "durable_basis": ["a load: nothing to make durable"]}
-    rows = [checkpoint_row(w, W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability,
-                           tl, ctx) for w in wins]
+    durs = [W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability for w in wins]
+    spans = [(w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
+             for w, d in zip(wins, durs)]
+    shares = attribute_device_bytes(tl, spans)
+    rows = [checkpoint_row(w, d, tl, ctx, sh) for w, d, sh in zip(wins, durs, shares)]
     for r in rows:
         if r["kind"] == "load":
             r["durable"] = None
-        if r["app_end_s"] is None:
-            notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
+        if r["outcome"] == "unfinished":
+            notes.append(f"checkpoint {r['id']}: {UNFINISHED} (no end marker); its bandwidth is left out of "
+                         "the means")
+        if r["outcome"] == "failed":
+            notes.append(f"checkpoint {r['id']} FAILED: {r['error'] or 'no error given'}; its bandwidth is left "
+                         "out of the means")
         if r["durable_at_return"] is False:
             notes.append(f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
                          f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
                          "(no fsync?)")
-    spans = sorted((r["start_s"], r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
-    overlaps = sum(1 for (a0, b0), (a1, _) in zip(spans, spans[1:]) if a1 < b0)
-    if overlaps:
-        notes.append(f"{overlaps + 1} checkpoint windows overlap (ranks saving at once?): the devices' bytes, "
-                     "bandwidth and energy of the shared time are counted in each of them")
+    note = _overlap_note(wins, spans)
+    if note:
+        notes.append(note)
+    counted = _app_bytes_counted(wins)
+    for r, c in zip(rows, counted):
+        r["bytes_app_counted"] = _f(c)
     saves = [r for r in rows if r["kind"] == "save"]
     loads = [r for r in rows if r["kind"] == "load"]
     wall_s = tl.duration_s
@@ -120,9 +175,11 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         "blocked_s": blocked, "blocked_share": share,
         "goodput_estimate": None if share is None else 1 - share,
         "mean_checkpoint_s": ckpt_s, "mean_restart_s": restart_s,
-        "bytes_app_total": _f(sum(r["bytes_app"] or 0 for r in saves)) if saves else None,
+        "failed": sum(1 for r in rows if r["outcome"] == "failed"),
+        "unfinished": sum(1 for r in rows if r["outcome"] == "unfinished"),
+        "bytes_app_total": _f(sum(r["bytes_app_counted"] or 0 for r in saves)) if saves else None,
         "bytes_device_total": _f(sum(r["bytes_device"] or 0 for r in saves)) if saves else None,
-        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves),
+        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves if r["outcome"] in ("ok", "unknown")),
         "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
         "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
         "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),

@@ -59,13 +59,87 @@ def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict
     return out, total, longest
 
 
-def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
-    """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals."""
+def _rows_touched(t0: np.ndarray, t1: np.ndarray, a: float, b: float) -> tuple[int, int]:
+    """[i, j) of the intervals (t0, t1] that [a, b] touches: timeline.in_window's rule."""
+    i = int(np.searchsorted(t1, a, side="right"))
+    j = int(np.searchsorted(t0, b, side="left"))
+    if j <= i:
+        i = min(i, len(t1) - 1)
+        j = i + 1
+    return max(i, 0), j
+
+
+def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None]]) -> list[dict]:
+    """Each device's bytes split among the windows, so that every byte counts once.
+
+    `spans`: (start ns, end ns, kind, application bytes or None) per window. The counters are
+    read once per interval, so an interval's bytes cannot be placed inside it; they are shared
+    among the windows that touch it, in proportion to the time each covers of the interval
+    times its application bytes (a window of unknown size counts as the mean known size; none
+    known: equally). Written bytes go to the saves touching the interval (to loads only when no
+    save does), read bytes to the loads (to saves only when no load does). A window alone in an
+    interval gets all of it. Returns per window {device: {"write_bytes", "read_bytes"}}.
+    """
+    known = [s[3] for s in spans if s[3]]
+    default = float(np.mean(known)) if known else 1.0
+    out: list[dict] = [{} for _ in spans]
+    for dev, df in tl.devices.items():
+        if df.empty:
+            continue
+        t1 = df["t_ns"].to_numpy(dtype=float)
+        t0 = t1 - df["dt_s"].to_numpy() * 1e9
+        den = {"save": np.zeros(len(t1)), "load": np.zeros(len(t1))}
+        parts = []
+        for a, b, kind, size in spans:
+            i, j = _rows_touched(t0, t1, a, b)
+            cover = np.clip(np.minimum(t1[i:j], b) - np.maximum(t0[i:j], a), 1.0, None)  # ≥ 1 ns: touched
+            wgt = cover * (size or default)
+            k = "load" if kind == "load" else "save"
+            den[k][i:j] += wgt
+            parts.append((i, j, k, wgt))
+        for n, (i, j, k, wgt) in enumerate(parts):
+            other = "save" if k == "load" else "load"
+            d = {}
+            for io, first in (("write", "save"), ("read", "load")):
+                got = df[f"{io}_bytes"].to_numpy()[i:j]
+                mine, theirs = den[k][i:j], den[other][i:j]
+                # this kind's windows have the interval when they are first in line for this
+                # direction, or when none of the first in line touch it
+                own = (theirs == 0) if k != first else np.ones(j - i, dtype=bool)
+                d[f"{io}_bytes"] = float(np.sum(np.where(own, got * wgt / mine, 0.0)))
+            out[n][dev] = d
+    return out
+
+
+UNFINISHED = "did not finish before the recording ended"
+
+
+def outcome(w: dict) -> str:
+    """ok | failed (its checkpoint_end said ok: false) | unfinished (no end) | unknown (inferred)."""
+    if w["source"] == "inferred":
+        return "unknown"
+    if w["app_end_ns"] is None:
+        return "unfinished"
+    return "failed" if w["ok"] is False else "ok"
+
+
+def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> dict:
+    """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals.
+    `share`: the window's device bytes from attribute_device_bytes (else every touched interval's)."""
     a = w["start_ns"]
     app_end = w["app_end_ns"]
     end_used = dur["durable_end_ns"] or app_end or tl.end_ns
     duration = None if app_end is None else (app_end - a) / 1e9
-    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, "read" if w["kind"] == "load" else "write")
+    io = "read" if w["kind"] == "load" else "write"
+    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, io)
+    if share is not None:
+        dev_bytes = None if not devs else 0.0
+        for dev, d in devs.items():
+            got = share.get(dev, {"write_bytes": 0.0, "read_bytes": 0.0})
+            for x in ("write", "read"):
+                d[f"{x}_bytes"] = got[f"{x}_bytes"]
+                d[f"mean_{x}_gib_per_s"] = got[f"{x}_bytes"] / d["span_s"] / GIB
+            dev_bytes += got[f"{io}_bytes"]
     span_s = dev_span if dev_span else (end_used - a) / 1e9
     bytes_app = w["bytes_app"]
     gib_basis = (bytes_app or dev_bytes or 0) / GIB
@@ -83,7 +157,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
     gpu_vals = [v for v in gpu_idle.values() if v is not None]
     return {
         "id": w["id"], "source": w["source"], "kind": w["kind"], "step": w["step"], "rank": w["rank"],
-        "path": w["path"], "api": w.get("name"), "ok": w["ok"],
+        "path": w["path"], "api": w.get("name"), "ok": w["ok"], "error": w.get("error"), "outcome": outcome(w),
         "start_s": _s(tl, a), "app_end_s": _s(tl, app_end), "durable_end_s": _s(tl, dur["durable_end_ns"]),
         "duration_s": duration,
         "blocking_s": w.get("blocking_s") if w.get("blocking_s") is not None else duration,

@@ -22,7 +22,7 @@ class BurstParams:
     baseline_quantile: float = 0.2  # the rate most of the run sits at, robust to long bursts
     min_threshold_bps: float = 4 * MIB  # never call less than this above baseline a burst
     peak_fraction: float = 0.1  # ...nor less than this share of the way from baseline to peak
-    merge_gap_s: float = 1.0  # bursts closer than this are one checkpoint
+    merge_gap_s: float = 1.0  # a quiet gap this long or longer separates two checkpoints
     min_bytes: float = 1 * MIB  # smaller bursts are background noise
 
 
@@ -37,32 +37,40 @@ def baseline_and_threshold(total: pd.DataFrame | None, p: BurstParams) -> tuple[
 
 
 def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | None = None) -> list[dict]:
-    """Windows where the total write rate rises above threshold; gaps < merge_gap_s merged."""
+    """Windows where the total write rate rises above threshold; a quiet gap of merge_gap_s or
+    more separates two windows, a shorter one is a pause inside one checkpoint.
+
+    Intervals above the threshold are a burst's core; its edges extend over the neighbouring
+    intervals still above baseline + min_threshold_bps / 4 (hysteresis), so the partly-filled
+    first and last intervals of a burst are in its window. The quiet time between two extended
+    bursts is known to the grid's resolution only: with n intervals between them it lies in
+    [n, n + 2) × res_s, and (n + 1) × res_s is taken, so gaps of merge_gap_s or more always
+    separate and gaps under merge_gap_s − res_s always merge.
+    """
     p = p or BurstParams()
     if total is None or total.empty:
         return []
     base, thr = baseline_and_threshold(total, p)
     t1 = total["t_ns"].to_numpy()
     res_ns = res_s * 1e9
-    above = total["write_bytes_per_s"].to_numpy() > thr
-    bursts: list[list[int]] = []  # [first row, last row]
-    for i in np.flatnonzero(above):
-        if bursts and (t1[i] - res_ns) - t1[bursts[-1][1]] <= p.merge_gap_s * 1e9:
-            bursts[-1][1] = i
-        else:
-            bursts.append([i, i])
-    # hysteresis: a burst's edges extend over neighbouring intervals still above the baseline
     rate = total["write_bytes_per_s"].to_numpy()
     low = base + p.min_threshold_bps / 4
-    for bu in bursts:
-        while bu[0] > 0 and rate[bu[0] - 1] > low:
-            bu[0] -= 1
-        while bu[1] < len(rate) - 1 and rate[bu[1] + 1] > low:
-            bu[1] += 1
+    bursts: list[list[int]] = []  # [first row, last row], extended
+    for i in np.flatnonzero(rate > thr):
+        if bursts and i <= bursts[-1][1]:
+            continue  # already inside the previous burst's extension
+        j = i
+        while i > 0 and rate[i - 1] > low and (not bursts or i - 1 > bursts[-1][1]):
+            i -= 1
+        while j < len(rate) - 1 and rate[j + 1] > low:
+            j += 1
+        bursts.append([i, j])
     merged: list[list[int]] = []
     for bu in bursts:
-        if merged and bu[0] <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], bu[1])
+        # quiet intervals between the two, on the grid (rows are consecutive grid bins)
+        n_quiet = (t1[bu[0]] - t1[merged[-1][1]]) / res_ns - 1 if merged else None
+        if merged and (n_quiet + 1) * res_s < p.merge_gap_s - 1e-6 * res_s:
+            merged[-1][1] = bu[1]
         else:
             merged.append(bu)
     bursts = merged
@@ -75,7 +83,7 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
         start, end = float(t1[i] - res_ns), float(t1[j])
         out.append({"id": f"inferred:{n}", "source": "inferred", "kind": "save", "start_ns": start,
                     "app_end_ns": end, "bytes_app": None, "path": None, "step": None, "rank": None,
-                    "name": None, "ok": None, "blocking_s": None})
+                    "name": None, "ok": None, "blocking_s": None, "error": None, "pid": None})
     for k, w in enumerate(out, 1):
         w["id"] = f"inferred:{k}"
     return out
@@ -88,10 +96,13 @@ def marker_windows(rec) -> list[dict]:
         return []
     out = []
     ev = rec.events
-    blocking = {}
+    blocking, errors = {}, {}
     if "blocking_s" in ev:
         ends = ev[(ev["event"] == "checkpoint_end") & ev["blocking_s"].notna()]
         blocking = dict(zip(ends["id"], ends["blocking_s"]))
+    if "error" in ev:  # markers.py and the patch put the exception in checkpoint_end's `error`
+        ends = ev[(ev["event"] == "checkpoint_end") & ev["error"].notna()]
+        errors = dict(zip(ends["id"], ends["error"].astype(str)))
 
     def clean(v):
         return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
@@ -105,7 +116,7 @@ def marker_windows(rec) -> list[dict]:
                     "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
                     "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
                     "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
-                    "blocking_s": clean(blocking.get(r["id"])),
+                    "blocking_s": clean(blocking.get(r["id"])), "error": errors.get(r["id"]),
                     "pid": None if pd.isna(r.get("pid")) else int(r["pid"])})
     return drop_nested_patch(out)
 
@@ -113,11 +124,14 @@ def marker_windows(rec) -> list[dict]:
 def drop_nested_patch(wins: list[dict]) -> list[dict]:
     """A torch.save inside `with ckprof.checkpoint():` is one checkpoint, not two: an automatic
     (patch) window inside a marked window of the same process is left out."""
-    marked = [w for w in wins if w["source"] != "patch" and w["app_end_ns"] is not None]
+    marked = [w for w in wins if w["source"] != "patch"]
 
     def inside(w):
-        return any(m["pid"] == w["pid"] and m["start_ns"] <= w["start_ns"] and w["app_end_ns"] is not None
-                   and w["app_end_ns"] <= m["app_end_ns"] for m in marked)
+        # a marked window with no end never closed: its process died inside it
+        return any(m["pid"] == w["pid"] and m["pid"] is not None and m["start_ns"] <= w["start_ns"]
+                   and (m["app_end_ns"] is None
+                        or (w["app_end_ns"] is not None and w["app_end_ns"] <= m["app_end_ns"]))
+                   for m in marked)
 
     return [w for w in wins if w["source"] != "patch" or not inside(w)]
 
