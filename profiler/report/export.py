@@ -68,8 +68,8 @@ def perfetto(an) -> dict:
             continue
         end = r["app_end_s"] if r["app_end_s"] is not None else r["start_s"]
         name = f"{r['kind']} step {r['step']}" if r["step"] is not None else f"{r['kind']} {r['id']}"
-        args = _clean({k: r[k] for k in ("id", "source", "path", "bytes_app", "bytes_device", "device_gib_per_s",
-                                         "energy_total_j", "peak_temp_c", "durable_at_return")})
+        args = _clean({k: r.get(k) for k in ("id", "source", "outcome", "error", "path", "bytes_app", "bytes_device",
+                                             "device_gib_per_s", "energy_total_j", "peak_temp_c", "durable_at_return")})
         ev.append({"ph": "X", "pid": pid, "tid": 1, "name": name, "cat": "checkpoint",
                    "ts": r["start_s"] * 1e6, "dur": max(0.0, end - r["start_s"]) * 1e6, "args": args})
         if r["durable_end_s"] is not None and r["durable_end_s"] > end:

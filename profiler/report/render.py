@@ -82,12 +82,15 @@ def _h(s) -> str:
     return html.escape(str(s), quote=True)
 
 
-def _html_table(headers, rows, bad_col=None) -> str:
+BAD = ("NO", "failed", "did not finish")  # cells shown in red in the bad columns
+
+
+def _html_table(headers, rows, bad_cols=()) -> str:
     out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in headers) + "</tr>"]
     for r in rows:
         cells = []
         for i, c in enumerate(r):
-            cls = " class='bad'" if (bad_col is not None and i == bad_col and str(c).startswith("NO")) else ""
+            cls = " class='bad'" if (i in bad_cols and str(c).startswith(BAD)) else ""
             cells.append(f"<td{cls}>{_h(c)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table></div>")
@@ -121,7 +124,8 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
                                             "temperature, power and GPU utilisation with checkpoint windows shaded")]
     parts.append("<h2>Checkpoints</h2>")
     if rep["checkpoints"]:
-        parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8))
+        parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep),
+                                  bad_cols=(T.OUTCOME_COL, T.DURABLE_COL)))
         if "checkpoints" in plots:
             parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
         dr, cut = _device_rows(rep)

@@ -28,11 +28,14 @@ def b(v) -> str:
 def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
     """(what, value with unit, provenance) rows."""
     run, rec = rep["run"], rep["recording"]
+    failed = [f"{run.get('failed') or 0} failed"] if run.get("failed") else []
+    failed += [f"{run['unfinished']} did not finish"] if run.get("unfinished") else []
     rows = [
         ("command", " ".join(map(str, rec.get("command") or [])) or "—", "recorded"),
         ("host", str(rec.get("hostname") or "—"), "recorded"),
         ("wall time", num(run["wall_s"], "{:.1f} s"), "measured"),
-        ("checkpoint windows", f"{run['checkpoints']} save, {run['loads']} load (from {run['windows_from']})", "measured"
+        ("checkpoint windows", f"{run['checkpoints']} save, {run['loads']} load (from {run['windows_from']})"
+         + "".join(f"; {x}" for x in failed), "measured"
          if run["windows_from"] == "markers" else "derived"),
         ("time blocked by checkpoints", f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time", "derived"),
         ("goodput estimate (no failures)", pct(run["goodput_estimate"]), "estimated"),
@@ -59,7 +62,7 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
 
 
 CHECKPOINT_HEADERS = [
-    "#", "source", "kind", "step", "path", "start [s, m]", "save call [s, d]", "durable after [s, d]",
+    "#", "source", "kind", "outcome", "step", "path", "start [s, m]", "save call [s, d]", "durable after [s, d]",
     "durable at return", "app bytes [m]", "device bytes (load: read) [m]", "dev/app [d]", "GiB/s app [d]",
     "GiB/s device [d]", "mean/peak QD, busiest device [d]", "peak in-flight [m]", "energy J (above idle)",
     "J/GiB", "peak °C [m]", "throttle events / s [m]", "GPU idle s [d]",
@@ -81,6 +84,22 @@ def jpg_cell(r: dict) -> str:
     return "; ".join(parts) or "—"
 
 
+OUTCOME_COL = CHECKPOINT_HEADERS.index("outcome")
+DURABLE_COL = CHECKPOINT_HEADERS.index("durable at return")
+
+
+def outcome_cell(r: dict) -> str:
+    """'ok', 'failed: <error>', 'did not finish before the recording ended', or 'unknown (inferred)'."""
+    o = r.get("outcome")
+    if o == "failed":
+        return f"failed: {r.get('error') or 'no error given'}"
+    if o == "unfinished":
+        return "did not finish before the recording ended"
+    if o == "unknown":
+        return "unknown (inferred)"
+    return str(o or "—")
+
+
 def checkpoint_rows(rep: dict) -> list[list[str]]:
     out = []
     for i, r in enumerate(rep["checkpoints"], 1):
@@ -95,7 +114,7 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
         elif not r["durable"]:
             durable += "; not durable by end of recording"
         out.append([
-            str(i), str(r["source"]), str(r["kind"]), num(r["step"], "{}"), str(r["path"] or "—"),
+            str(i), str(r["source"]), str(r["kind"]), outcome_cell(r), num(r["step"], "{}"), str(r["path"] or "—"),
             num(r["start_s"], "{:.2f}"), num(r["duration_s"], "{:.3f}"), num(dur_after, "+{:.3f}"), durable,
             b(r["bytes_app"]), b(r["bytes_device"]), num(r["device_to_app_ratio"], "{:.2f}"),
             num(r["app_gib_per_s"], "{:.3f}"), num(r["device_gib_per_s"], "{:.3f}"),
