@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ckprof_cmd, need_root
 
 # a stand-in for the `torch` module with the one function the patch wraps; the patch itself, the
