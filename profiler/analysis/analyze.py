@@ -113,7 +113,8 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         if wins:
             notes.append("no checkpoint markers in this recording: windows were inferred from device write "
                          f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
-                         "a quiet gap of 1 s or more separates two); application bytes, end and outcome are "
+                         f"a quiet gap of {(burst or W.BurstParams()).merge_gap_s:g} s or more separates two); "
+                         "application bytes, end and outcome are "
                          "unknown for them")
     else:
         wins, wsource = [], "markers"
