@@ -118,6 +118,11 @@ def test_failed_and_unfinished_saves_are_shown_and_left_out_of_bandwidth(tmp_pat
     good, full, cut = rep["checkpoints"]
     assert (good["ok"], good["outcome"], good["error"]) == (True, "ok", None)
     assert (full["ok"], full["outcome"], full["error"]) == (False, "failed", err)
+    # nothing to make durable; the devices' bytes are still its own; its files are not "saved"
+    assert (full["durable"], full["durable_at_return"], full["durable_end_s"]) == (None, None, None)
+    assert full["bytes_device"] == pytest.approx(50 * MiB, rel=1e-6) and full["bytes_app_counted"] == 0
+    assert rep["run"]["bytes_app_total"] == 200 * MiB
+    assert not any("full: NOT DURABLE" in n for n in rep["notes"])
     assert (cut["ok"], cut["outcome"]) == (None, "unfinished")
     run = rep["run"]
     assert (run["checkpoints"], run["failed"], run["unfinished"]) == (3, 1, 1)

@@ -140,13 +140,15 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
 
     no_durability = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None,
                      "durable_basis": ["a load: nothing to make durable"]}
-    durs = [W.durable_end(w, tl, thr_bps, tl.end_ns) if w["kind"] != "load" else no_durability for w in wins]
+    failed_save = dict(no_durability, durable_basis=["a failed save: nothing to make durable"])
+    durs = [no_durability if w["kind"] == "load" else failed_save if w["ok"] is False
+            else W.durable_end(w, tl, thr_bps, tl.end_ns) for w in wins]
     spans = [(w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
              for w, d in zip(wins, durs)]
     shares = attribute_device_bytes(tl, spans)
     rows = [checkpoint_row(w, d, tl, ctx, sh) for w, d, sh in zip(wins, durs, shares)]
     for r in rows:
-        if r["kind"] == "load":
+        if r["kind"] == "load" or r["outcome"] == "failed":
             r["durable"] = None
         if r["outcome"] == "unfinished":
             notes.append(f"checkpoint {r['id']}: {UNFINISHED} (no end marker); its bandwidth is left out of "
@@ -163,7 +165,8 @@ def analyze(rec, mtbf_s: float | None = None, gpus: int | None = None,
         notes.append(note)
     counted = _app_bytes_counted(wins)
     for r, c in zip(rows, counted):
-        r["bytes_app_counted"] = _f(c)
+        # a failed save saved nothing: its bytes stay in bytes_device (the devices wrote them)
+        r["bytes_app_counted"] = 0.0 if r["outcome"] == "failed" and c else _f(c)
     saves = [r for r in rows if r["kind"] == "save"]
     loads = [r for r in rows if r["kind"] == "load"]
     wall_s = tl.duration_s

@@ -111,6 +111,8 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
         durable = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
         if r["kind"] == "load":
             durable = "n/a (load)"
+        elif r.get("outcome") == "failed":
+            durable = "n/a (failed)"
         elif not r["durable"]:
             durable += "; not durable by end of recording"
         out.append([
