@@ -4,6 +4,8 @@ Vendor errors (NVMLError, a failing nvme-cli, PermissionError on a sysfs file) a
 these at the collector's edge, so the CLI can print one line with a hint instead of a traceback.
 """
 
+DEBUG_HINT = "rerun with CKPROF_DEBUG=1 for the traceback"
+
 
 class CkprofError(Exception):
     """Base class: a message a user can act on, and optionally a hint saying how."""
@@ -12,9 +14,12 @@ class CkprofError(Exception):
         super().__init__(message)
         self.hint = hint
 
-    def one_line(self) -> str:
+    def one_line(self, with_debug_hint: bool = True) -> str:
+        """The message and its hint; `with_debug_hint=False` (under CKPROF_DEBUG) drops DEBUG_HINT."""
         msg = str(self)
-        return f"{msg} ({self.hint})" if self.hint else msg
+        if not self.hint or (self.hint == DEBUG_HINT and not with_debug_hint):
+            return msg
+        return f"{msg} ({self.hint})"
 
 
 class UsageError(CkprofError):
