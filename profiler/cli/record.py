@@ -44,7 +44,7 @@ def record(output, interval, paths, devices, force, kill_after, flush_interval, 
     ckprof record --device nvme0n1 --interval 10ms -- fio job.fio
 
     The command runs without a shell, with your stdin/stdout/stderr; SIGINT, SIGTERM and SIGHUP
-    are passed on, and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
+    reach it once (ckprof passes on those sent to it alone), and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
     checkpoint windows, and a Python command's torch.save / torch.distributed.checkpoint /
     safetensors saves are marked automatically (--no-patch turns that off). At the end the
     recording's path and a one-line summary go to stderr.

@@ -2,11 +2,12 @@
 
 The rules are perf record's and a shell's:
   - no shell: argv is executed as given, PATH searched; 127 when not found, 126 when not executable;
-  - SIGINT, SIGTERM and SIGHUP sent to ckprof (kill(2): si_code SI_USER) are forwarded to the child.
-    The same signals from the terminal (si_code SI_KERNEL: the tty driver signals the whole
-    foreground process group, kernel/signal.c kill_pgrp with SEND_SIG_PRIV) already reached the
-    child, and are not sent twice;
-  - after the first terminating signal, the child gets `kill_after_s` seconds, then SIGKILL;
+  - the command keeps exactly the descriptors ckprof was given (ckprof's own are close-on-exec;
+    ckprof.console holds a missing 0/1/2 close-on-exec too);
+  - SIGINT, SIGTERM and SIGHUP reach the command exactly once: ckprof forwards one only when it
+    did not already reach the command's process group (signals.py has the policy);
+  - `kill_after_s` seconds after ckprof forwarded a signal, the command gets SIGKILL. A signal the
+    command received directly (Ctrl-C) starts no timer: its graceful shutdown takes what it takes;
   - ckprof exits with the child's code; when the child died of signal N, ckprof re-raises N on
     itself after finalising the recording, so its parent sees the same death (128+N in a shell).
 
@@ -24,14 +25,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_WAIT_SET = {*TERMINATING, signal.SIGCHLD}
-SI_KERNEL = 0x80  # include/uapi/asm-generic/siginfo.h
+from ckprof.console import say
 
+from .signals import TERMINATING, WAIT_SET, Witness, block_signals, decide
 
-def block_signals() -> None:
-    """Block the terminating signals and SIGCHLD in this thread and every thread it starts."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _WAIT_SET)
+__all__ = ["ChildResult", "block_signals", "exit_like", "run", "spawn"]
 
 
 @dataclass
@@ -42,6 +40,7 @@ class ChildResult:
     error: str | None = None   # why the command could not be started
     forwarded: tuple = ()      # signals forwarded to the child
     killed: bool = False       # escalated to SIGKILL
+    received: tuple = ()       # every terminating signal ckprof got: {signal, sender_pid, forwarded, why}
 
 
 def spawn(argv: list[str], env: dict) -> int:
@@ -55,7 +54,15 @@ def spawn(argv: list[str], env: dict) -> int:
 
 def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, warn=None) -> ChildResult:
     """Run argv to completion; returns its ChildResult. block_signals() must have run first."""
-    warn = warn or (lambda m: print(f"ckprof: {m}", file=sys.stderr, flush=True))
+    warn = warn or say
+    witness = Witness()  # before the child: it must be in the group before any signal to it
+    try:
+        return _run(argv, env, kill_after_s, on_start, warn, witness)
+    finally:
+        witness.close()
+
+
+def _run(argv, env, kill_after_s, on_start, warn, witness) -> ChildResult:
     try:
         pid = spawn(argv, env)
     except FileNotFoundError:
@@ -67,32 +74,41 @@ def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, w
     if on_start:
         on_start(pid)
     forwarded: list[int] = []
-    first_signal_at = None
+    received: list[dict] = []
+    forwarded_at = None
     killed = False
     while True:
-        info = signal.sigtimedwait(_WAIT_SET, 0.25)
+        info = signal.sigtimedwait(WAIT_SET, 0.25)
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
         if info is not None and info.si_signo in TERMINATING:
-            if info.si_code != SI_KERNEL:
+            forward, why = decide(info, pid, witness)
+            received.append({"signal": info.si_signo, "sender_pid": info.si_pid if info.si_code <= 0 else None,
+                             "forwarded": forward, "why": why})
+            if forward:
                 os.kill(pid, info.si_signo)
                 forwarded.append(info.si_signo)
-            first_signal_at = first_signal_at or time.monotonic()
-        if first_signal_at and not killed and time.monotonic() - first_signal_at > kill_after_s:
-            warn(f"command did not exit {kill_after_s:g} s after the signal: sending SIGKILL")
+                forwarded_at = forwarded_at or time.monotonic()
+        if forwarded_at and not killed and time.monotonic() - forwarded_at > kill_after_s:
+            warn(f"command did not exit {kill_after_s:g} s after the forwarded signal: sending SIGKILL")
             os.kill(pid, signal.SIGKILL)
             killed = True
     code = os.waitstatus_to_exitcode(status)
+    common = {"forwarded": tuple(forwarded), "killed": killed, "received": tuple(received)}
     if code < 0:
-        return ChildResult(pid, 128 - code, signal=-code, forwarded=tuple(forwarded), killed=killed)
-    return ChildResult(pid, code, forwarded=tuple(forwarded), killed=killed)
+        return ChildResult(pid, 128 - code, signal=-code, **common)
+    return ChildResult(pid, code, **common)
 
 
 def exit_like(result: ChildResult) -> None:
     """Exit as the child did: same code, or die of the same signal (without a core file)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # None when started without it; a full device raises
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     if result.signal:
         try:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
