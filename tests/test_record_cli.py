@@ -164,6 +164,12 @@ def test_non_empty_output_refused_unless_force(tmp_path):
     (out / "precious.txt").write_text("keep")
     r = ckprof_cmd("record", "-o", str(out), "--", "true")
     assert r.returncode == 2 and "--force" in r.stderr
+    # --force replaces only a recording (tests/faults has the rest)
+    r = ckprof_cmd("record", "-q", "-o", str(out), "--force", "--", "true")
+    assert r.returncode == 2 and "not a ckprof recording" in r.stderr
+    (out / "precious.txt").unlink()
+    assert ckprof_cmd("record", "-q", "-o", str(out), "--", "true").returncode == 0
+    (out / "precious.txt").write_text("keep")
     r = ckprof_cmd("record", "-q", "-o", str(out), "--force", "--", "true")
     assert r.returncode == 0 and (out / "precious.txt").read_text() == "keep"
     assert ckprof.load(str(out)).meta["status"] == "complete"

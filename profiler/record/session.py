@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import socket
-import sys
 import time
 from dataclasses import dataclass
 
@@ -19,16 +17,17 @@ from . import markers
 from .clock import MonotonicClock, wall_anchor
 from ckprof.recording.counters import counter_delta
 from ckprof.collectors.diskstats import SECTOR_BYTES
+from ckprof.console import say
 from ckprof.errors import UsageError
 from .recorder import Recorder
-from ckprof.recording.format import EVENTS, META, SAMPLES
-from ckprof.recording.writer import RecordingWriter
+from ckprof.recording.format import EVENTS, META
+from ckprof.recording.writer import RecordingWriter, remove_recording, why_not_replaceable
 from .sources import SourceOptions, Sources, build_sources
 from ckprof.units import fmt_bytes, fmt_seconds
 
 
 def warn(msg: str) -> None:
-    print(f"ckprof: {msg}", file=sys.stderr, flush=True)
+    say(msg)
 
 
 def default_output_dir() -> str:
@@ -36,18 +35,24 @@ def default_output_dir() -> str:
 
 
 def prepare_output(path: str, force: bool) -> str:
+    """The output directory, made ready: absent, empty, or (with `force`) a recording to replace.
+
+    Whether a directory may be replaced is writer.why_not_replaceable's rule alone: a
+    directory of the user's own files is never emptied, --force or not.
+    """
     path = os.path.abspath(path)
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise UsageError(f"output {path} exists and is not a directory")
-        if os.listdir(path):
-            if not force:
-                raise UsageError(f"output directory {path} exists and is not empty",
-                                 hint="choose another -o, or pass --force to replace the recording in it")
-            for name in (META, EVENTS):
-                if os.path.exists(os.path.join(path, name)):
-                    os.unlink(os.path.join(path, name))
-            shutil.rmtree(os.path.join(path, SAMPLES), ignore_errors=True)
+    why = why_not_replaceable(path)
+    if why:
+        raise UsageError(f"output directory {path} {why}",
+                         hint="choose another -o; --force replaces only a ckprof recording")
+    if os.path.isdir(path) and os.listdir(path):
+        if not force:
+            raise UsageError(f"output directory {path} exists and is not empty",
+                             hint="choose another -o, or pass --force to replace the recording in it")
+        try:
+            remove_recording(path)
+        except OSError as e:
+            raise UsageError(f"cannot replace the recording in {path}: {e.strerror}") from None
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, ".ckprof-write-test")
@@ -132,29 +137,51 @@ class Session:
 
 def open_session(out_dir: str, sources: Sources, argv: list[str], interval_s: float, flush_s: float = 5.0,
                  quiet: bool = False, **meta) -> Session:
-    """Create the recording (meta.json, events.jsonl) and its recorder; the caller starts it."""
+    """Create the recording (meta.json, events.jsonl) and its recorder; the caller starts it.
+
+    A recording that cannot be created (a full or read-only disk) is a one-line UsageError,
+    with nothing left behind and nothing run.
+    """
     clock = MonotonicClock()
     writer = RecordingWriter(out_dir, warn=warn)
     start = wall_anchor(clock)
-    writer.create({"ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
-                   "cwd": os.getcwd(), "start": start, "interval_s": interval_s,
-                   "topology": sources.topology, "notes": sources.notes, **meta})
+    try:
+        recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
+        writer.create({"ckprof_version": ckprof.__version__, "host": host_meta(), "command": list(argv),
+                       "cwd": os.getcwd(), "start": start, "interval_s": interval_s,
+                       "topology": sources.topology, "notes": sources.notes,
+                       "collectors": recorder.collectors_meta(sources.probes), **meta})
+    except OSError as e:
+        try:
+            remove_recording(out_dir)
+        except OSError:
+            pass
+        raise UsageError(f"cannot create the recording in {out_dir}: {e.strerror or e}",
+                         hint="free space there or choose another -o DIR; nothing was run") from None
     say_notes(sources.notes, quiet)
-    recorder = Recorder(writer, sources.collectors, clock=clock, flush_s=flush_s)
-    writer.write_meta(collectors=recorder.collectors_meta(sources.probes))
     writer.event({"t_ns": clock.now_ns(), "event": "record_start", "pid": os.getpid(), "source": "recorder"})
     return Session(out_dir, sources, writer, recorder, clock, start)
 
 
-def close_session(s: Session, **meta_updates) -> dict:
-    """Stop sampling, flush, merge and mark the recording complete; returns the end anchor."""
+def close_session(s: Session, events=(), **meta_updates) -> dict:
+    """Stop sampling, flush, merge, append `events` and give the recording its final status.
+
+    Never raises for the disk: what could not be written is said on stderr (the status is
+    "truncated", or stays "recording" where even meta.json could not be rewritten).
+    """
     s.recorder.stop()
     end = wall_anchor(s.clock)
-    s.writer.finish(end=end, collectors=s.recorder.collectors_meta(s.sources.probes),
-                    sample_write_error=s.writer.failed,
-                    recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4),
-                                    "process": round(time.process_time(), 4)},
-                    **meta_updates)
+    ok = s.writer.finish(events=events, end=end, collectors=s.recorder.collectors_meta(s.sources.probes),
+                         sample_write_error=s.writer.failed,
+                         recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4),
+                                         "process": round(time.process_time(), 4)},
+                         **meta_updates)
+    meta_path = os.path.join(s.out_dir, META)
+    if not ok:
+        warn(f"could not finalise {meta_path} ({s.writer.failed}): it still says status \"recording\", "
+             "which a reader takes for a recorder that did not finish; what was written before is kept")
+    elif s.writer.failed:
+        warn(f"{meta_path}: status \"truncated\" ({s.writer.failed}): samples after that are missing")
     return end
 
 
@@ -212,13 +239,19 @@ def record(argv: list[str], output: str | None, interval_s: float, paths: list[s
                            kill_after_s=kill_after_s,
                            on_start=on_start, warn=warn)
     finally:
-        if result is not None:
-            writer.event({"t_ns": clock.now_ns(), "event": "child_exit", "pid": result.pid,
-                          "exit_code": result.exit_code, "signal": result.signal,
-                          "error": result.error, "forwarded": list(result.forwarded),
-                          "killed": result.killed, "source": "recorder"})
-        end = close_session(session, exit=None if result is None else {
-            "code": result.exit_code, "signal": result.signal, "error": result.error})
+        events = [] if result is None else [{
+            "t_ns": clock.now_ns(), "event": "child_exit", "pid": result.pid,
+            "exit_code": result.exit_code, "signal": result.signal, "error": result.error,
+            "forwarded": list(result.forwarded), "received": list(result.received),
+            "killed": result.killed, "source": "recorder"}]
+        try:
+            end = close_session(session, events=events, exit=None if result is None else {
+                "code": result.exit_code, "signal": result.signal, "error": result.error})
+        except Exception as e:  # noqa: BLE001 - the command ran: its exit status must come back
+            if result is None:
+                raise
+            warn(f"could not finalise the recording in {out_dir}: {type(e).__name__}: {e}")
+            end = wall_anchor(clock)
     if result.error:
         warn(result.error)
     if not quiet:

@@ -4,6 +4,7 @@ and the reader.
     meta.json                                        written at start, rewritten at the end
     events.jsonl                                     one JSON object a line, appended with O_APPEND
     samples/<collector>/part-AAAAAA-BBBBBB.parquet   complete Parquet files, parts AAAAAA..BBBBBB
+    .ckprof-reserve                                  deleted at the end; left by a killed recorder
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ FORMAT_NAME = "ckprof-recording"
 META = "meta.json"
 EVENTS = "events.jsonl"
 SAMPLES = "samples"
+RESERVE = ".ckprof-reserve"  # room for the final meta.json on a disk that fills up (writer.py)
 PART_PREFIX = "part-"
 
 

@@ -32,6 +32,20 @@ def _live_parts(directory: str) -> list[str]:
     return [os.path.join(directory, fn) for _, _, fn in sorted(live)]
 
 
+def truncated_note(meta: dict) -> str:
+    """'truncated: disk full at <UTC time> (<s> into the recording) writing <file>: ...' from meta.json."""
+    t = meta.get("truncated") if isinstance(meta.get("truncated"), dict) else {}
+    when = ""
+    if isinstance(t.get("wall_ns"), int):
+        when = " at " + pd.Timestamp(t["wall_ns"], unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
+        start = (meta.get("start") or {}).get("monotonic_ns")
+        if isinstance(t.get("t_ns"), int) and isinstance(start, int):
+            when += f" ({(t['t_ns'] - start) / 1e9:.1f} s into the recording)"
+    what = f" writing {t['writing']}" if t.get("writing") else ""
+    return (f"truncated: {t.get('reason') or meta.get('sample_write_error') or 'a write failed'}{when}{what}: "
+            "samples from the last flush before that on are missing")
+
+
 class Recording:
     """One host's recording: meta, events and per-collector samples as DataFrames.
 
@@ -43,8 +57,11 @@ class Recording:
         self.path = path
         self.meta = meta
         self.problems: list[str] = []
-        if meta.get("status") != "complete":
-            self.problems.append(f"{os.path.join(path, META)}: status is {meta.get('status')!r}: "
+        status = meta.get("status")
+        if status == "truncated":  # the writer stopped on a write error and said so (writer.py)
+            self.problems.append(f"{os.path.join(path, META)}: {truncated_note(meta)}")
+        elif status != "complete":
+            self.problems.append(f"{os.path.join(path, META)}: status is {status!r}: "
                                  "the recorder did not finish (killed?); the last seconds may be missing")
 
     def __repr__(self) -> str:

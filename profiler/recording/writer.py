@@ -3,37 +3,96 @@
     meta.json                                  written at start, rewritten (atomically) at the end
     events.jsonl                               one JSON object a line, appended with O_APPEND
     samples/<collector>/part-AAAAAA-BBBBBB.parquet   complete Parquet files, parts AAAAAA..BBBBBB
+    .ckprof-reserve                            room kept for the last meta.json while recording
 
 Every file is written to a temporary name and renamed into place (rename(2) is atomic), so a
 recorder killed with SIGKILL leaves only complete files and loses at most the rows buffered
 since the last flush. Small parts are merged as the recording goes: a merged part names the range
 it covers, and a reader ignores any part whose range lies inside another's, so a crash between
 writing the merged part and removing its inputs loses and duplicates nothing.
+
+A recording always ends with one status in meta.json: "complete", or "truncated" with the
+reason and the time sample writing stopped (a full disk: ENOSPC or EDQUOT, write(2)). The last
+meta.json must fit on the disk that filled up, so the writer keeps a reserve file of
+RESERVE_BYTES from the start and deletes it just before writing the final meta.json when a
+write failed. Only a recorder killed outright leaves "recording" (the reserve file stays then);
+so does a file system that turned read-only, on which nothing more can be written.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
-import sys
+import shutil
 import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ckprof.console import say
 from ckprof.record.markers import append_event
 
-from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, part_name, parse_part_name
+from .format import EVENTS, FORMAT_NAME, META, RESERVE, SAMPLES, SCHEMA_VERSION, part_name, parse_part_name
+
+RESERVE_MIN_BYTES = 256 * 1024  # at least 4 times meta.json (about 10 KiB with a few devices)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def write_json_atomic(path: str, obj) -> None:
+    """Write obj to path through a temporary file and rename(2); no temporary file is left on failure."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def is_recording(path: str) -> bool:
+    """A directory holding a ckprof recording: meta.json with format ckprof-recording."""
+    try:
+        with open(os.path.join(path, META)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT_NAME
+
+
+def why_not_replaceable(path: str) -> str | None:
+    """The one rule for `--force`: only an empty directory or a ckprof recording is replaced.
+
+    None when `path` may be written into (after remove_recording()), else why not.
+    """
+    if not os.path.exists(path):
+        return None
+    if not os.path.isdir(path):
+        return "exists and is not a directory"
+    if not os.listdir(path) or is_recording(path):
+        return None
+    return f"is not a ckprof recording (no {META} with format {FORMAT_NAME!r}) and is not empty"
+
+
+def remove_recording(path: str) -> None:
+    """Delete a recording's own files (meta, events, samples, reserve, temporaries); keep anything else."""
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if name == SAMPLES:
+            shutil.rmtree(full)
+        elif name in (META, EVENTS, RESERVE) or name.startswith(f"{META}.tmp-"):
+            os.unlink(full)
 
 
 class RecordingWriter:
@@ -52,7 +111,8 @@ class RecordingWriter:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.failed: str | None = None
-        self._warn = warn or (lambda msg: print(f"ckprof: {msg}", file=sys.stderr, flush=True))
+        self.truncated: dict | None = None  # why and when writing stopped (meta.json "truncated")
+        self._warn = warn or say
         self.meta: dict = {}
 
     # -- layout -----------------------------------------------------------------------------
@@ -63,19 +123,44 @@ class RecordingWriter:
     def collector_dir(self, name: str) -> str:
         return os.path.join(self.path, SAMPLES, name)
 
+    @property
+    def reserve_path(self) -> str:
+        return os.path.join(self.path, RESERVE)
+
     def create(self, meta: dict) -> None:
-        os.makedirs(os.path.join(self.path, SAMPLES), exist_ok=True)
+        """Start the recording: meta.json (status "recording"), events.jsonl and the reserve.
+
+        All or nothing: on an OSError (a full or read-only disk) what was created is removed
+        and the error raised, so the caller can refuse to start with nothing run.
+        """
         self.meta = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, **meta,
                      "status": "recording"}
-        write_json_atomic(os.path.join(self.path, META), self.meta)
-        open(self.events_path, "a").close()
+        try:
+            os.makedirs(os.path.join(self.path, SAMPLES), exist_ok=True)
+            write_json_atomic(os.path.join(self.path, META), self.meta)
+            open(self.events_path, "a").close()
+            size = max(RESERVE_MIN_BYTES, 4 * os.path.getsize(os.path.join(self.path, META)))
+            fd = os.open(self.reserve_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, size)  # real blocks: a sparse file would free nothing
+            finally:
+                os.close(fd)
+        except OSError:
+            try:
+                remove_recording(self.path)
+            except OSError:
+                pass
+            raise
 
-    def write_meta(self, **updates) -> None:
+    def write_meta(self, **updates) -> bool:
+        """Rewrite meta.json with `updates`; False (and the recording marked failed) if it could not be."""
         self.meta.update(updates)
         try:
             write_json_atomic(os.path.join(self.path, META), self.meta)
         except OSError as e:
             self._fail(e, META)
+            return False
+        return True
 
     def add_collector(self, name: str, schema: pa.Schema) -> None:
         os.makedirs(self.collector_dir(name), exist_ok=True)
@@ -101,8 +186,10 @@ class RecordingWriter:
     def _fail(self, exc: OSError, what: str) -> None:
         if self.failed:
             return
-        reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or str(exc)
+        reason = "disk full" if exc.errno in DISK_FULL else exc.strerror or str(exc)
         self.failed = f"{reason} writing {what}"
+        self.truncated = {"reason": reason, "writing": what, "errno": exc.errno,
+                          "t_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}
         self._warn(f"{reason} writing {os.path.join(self.path, what)}: stopped recording samples; "
                    "the command goes on and what was written so far is kept")
 
@@ -133,8 +220,12 @@ class RecordingWriter:
     def _write_table(self, name: str, table: pa.Table, filename: str) -> None:
         final = os.path.join(self.collector_dir(name), filename)
         tmp = os.path.join(self.collector_dir(name), f".tmp-{filename}")
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, final)
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, final)
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
 
     def _parts(self, name: str) -> list[tuple[int, int, str]]:
         out = []
@@ -183,8 +274,24 @@ class RecordingWriter:
             if final:
                 return
 
-    def finish(self, **meta_updates) -> None:
+    def finish(self, events=(), **meta_updates) -> bool:
+        """Flush, merge, append `events`, and give meta.json its final status; False if it could not be written.
+
+        "complete", or "truncated" with meta "truncated" saying why and when writing stopped.
+        After a failed write the reserve is deleted first, so the last events and meta.json fit.
+        """
         self.flush()
         for name in list(self._schemas):
             self.merge(name, final=True)
-        self.write_meta(status="complete", **meta_updates)
+        ok = False
+        for attempt in range(2):  # a write failing here (the disk just filled) gets the reserve too
+            if self.failed:
+                _remove_quietly(self.reserve_path)
+            for ev in events if attempt == 0 else ():
+                self.event(ev)
+            status = {"status": "truncated", "truncated": self.truncated} if self.failed else {"status": "complete"}
+            ok = self.write_meta(**meta_updates, **status)
+            if ok:
+                break
+        _remove_quietly(self.reserve_path)
+        return ok
