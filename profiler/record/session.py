@@ -166,8 +166,8 @@ def open_session(out_dir: str, sources: Sources, argv: list[str], interval_s: fl
 def close_session(s: Session, events=(), **meta_updates) -> dict:
     """Stop sampling, flush, merge, append `events` and give the recording its final status.
 
-    Never raises for the disk: what could not be written is said on stderr (the status is
-    "truncated", or stays "recording" where even meta.json could not be rewritten).
+    Never raises for the disk: the writer said on stderr when writing stopped (the status is
+    "truncated"), and this says so when even meta.json could not be rewritten (it stays "recording").
     """
     s.recorder.stop()
     end = wall_anchor(s.clock)
@@ -177,11 +177,9 @@ def close_session(s: Session, events=(), **meta_updates) -> dict:
                                          "process": round(time.process_time(), 4)},
                          **meta_updates)
     meta_path = os.path.join(s.out_dir, META)
-    if not ok:
+    if not ok:  # a truncated one was said when writing stopped: one warning for it
         warn(f"could not finalise {meta_path} ({s.writer.failed}): it still says status \"recording\", "
              "which a reader takes for a recorder that did not finish; what was written before is kept")
-    elif s.writer.failed:
-        warn(f"{meta_path}: status \"truncated\" ({s.writer.failed}): samples after that are missing")
     return end
 
 
