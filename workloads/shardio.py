@@ -200,7 +200,7 @@ def write_files(
 
 def with_path(e: BaseException, path: str) -> BaseException:
     """An OSError from pwrite(2)/fsync(2) on a descriptor names no file: give it the file's path."""
-    if isinstance(e, OSError) and e.filename is None:
+    if isinstance(e, OSError) and e.errno is not None and e.filename is None:
         return OSError(e.errno, e.strerror, path)
     return e
 
