@@ -160,7 +160,7 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-        self.doing: str | None = None  # "saving" | "loading", once ranks were started
+        self.doing: str | None = None  # "saving" | "loading" once ranks were started; "done" after
         self.removed: list[str] = []  # checkpoints whose unfinished directories were removed
         self.published: list[str] = []  # checkpoints this run published before the signal
         self.target: str | None = None
@@ -172,6 +172,8 @@ class Interrupted(BaseException):
             return f"{head} while reading {self.target}: the readers were stopped; the checkpoint was not changed"
         if self.doing is None:
             return f"{head} before any rank started: nothing was written"
+        if self.doing == "done":
+            return f"{head} after the ranks had finished: the summary was cut short, the run's work was done"
         done = f"; this run published {', '.join(self.published)} before it" if self.published else ""
         if self.removed:
             return (
@@ -181,13 +183,20 @@ class Interrupted(BaseException):
         return f"{head}: the ranks were stopped; nothing partial was published{done}"
 
 
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _raise_interrupted(signum, _frame):
+    # The first one decides; the unwinding it starts is bounded (ranks get SIGTERM, then SIGKILL
+    # after 5 s) and a second Ctrl-C must not cut it short half-way (leaving a rank or a partial).
+    for sig in TERMINATING:
+        signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
 def interruptible():
     """Turn the terminating signals into Interrupted in this (the launcher's) process."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in TERMINATING:
         signal.signal(sig, _raise_interrupted)
 
 
@@ -241,7 +250,11 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
                     "results": results,
                     "error": error,
                 }
-    render(results, plan, cfg, out_dir)
+    try:
+        render(results, plan, cfg, out_dir)
+    except Interrupted as e:
+        e.doing, e.target = "done", path
+        raise
     load = results.get("load")
     if load and not load["verified"]:
         raise CkprofError(f"load of {load['path']} failed: " + "; ".join(load["errors"]))

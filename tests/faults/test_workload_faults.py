@@ -146,9 +146,19 @@ def _saving(target):
     return started
 
 
-@pytest.mark.parametrize("sig,to_group", [(signal.SIGTERM, False), (signal.SIGINT, True), (signal.SIGHUP, False)])
-def test_signal_mid_save_stops_ranks_removes_partial_and_exits_128_plus_n(tmp_path, sig, to_group):
-    """F8: SIGTERM left a .partial-* behind; SIGINT printed click's 'Aborted!' and exited 1."""
+@pytest.mark.parametrize(
+    "sig,to_group,twice",
+    [
+        (signal.SIGTERM, False, False),
+        (signal.SIGINT, True, False),
+        (signal.SIGHUP, False, False),
+        (signal.SIGINT, True, True),
+    ],
+    ids=["SIGTERM", "ctrl-c", "SIGHUP", "ctrl-c-twice"],
+)
+def test_signal_mid_save_stops_ranks_removes_partial_and_exits_128_plus_n(tmp_path, sig, to_group, twice):
+    """F8: SIGTERM left a .partial-* behind; SIGINT printed click's 'Aborted!' and exited 1. A
+    second Ctrl-C while the launcher cleans up must not cut the cleaning short."""
     target, rec = tmp_path / "t", tmp_path / "rec"
     argv = [*CKPROF, "workload", *SMALL, "--count", "2", "--target", str(target), "-o", str(rec)]
     p = _start_stalled(argv, _saving(target))
@@ -158,6 +168,9 @@ def test_signal_mid_save_stops_ranks_removes_partial_and_exits_128_plus_n(tmp_pa
         os.killpg(p.pid, sig)  # a terminal's Ctrl-C: the launcher and every rank get it
     else:
         p.send_signal(sig)
+    if twice:
+        time.sleep(0.05)
+        os.killpg(p.pid, sig)
     _, err = p.communicate(timeout=30)
     name = signal.Signals(sig).name
     assert p.returncode == 128 + sig, err
