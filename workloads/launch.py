@@ -160,7 +160,7 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-        self.doing: str | None = None  # "saving" | "loading" once ranks were started; "done" after
+        self.doing: str | None = None  # "starting", "saving" | "loading" (ranks started), "done" after
         self.removed: list[str] = []  # checkpoints whose unfinished directories were removed
         self.published: list[str] = []  # checkpoints this run published before the signal
         self.target: str | None = None
@@ -170,7 +170,9 @@ class Interrupted(BaseException):
         head = f"interrupted by {self}"
         if self.doing == "loading":
             return f"{head} while reading {self.target}: the readers were stopped; the checkpoint was not changed"
-        if self.doing is None:
+        if self.doing is None:  # where this process cannot say more (e.g. one rank under torchrun)
+            return head
+        if self.doing == "starting":
             return f"{head} before any rank started: nothing was written"
         if self.doing == "done":
             return f"{head} after the ranks had finished: the summary was cut short, the run's work was done"
@@ -207,12 +209,16 @@ def main(plan, cfg) -> int:
         from .distributed import run as run_distributed
 
         return run_distributed(plan, cfg, which)
-    target = preflight(plan, cfg, local_ranks=plan.nranks)
-    setup = Setup(
-        run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
-        seed=secrets.randbits(62),
-        first_step=store.next_step(target),
-    )
+    try:
+        target = preflight(plan, cfg, local_ranks=plan.nranks)
+        setup = Setup(
+            run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
+            seed=secrets.randbits(62),
+            first_step=store.next_step(target),
+        )
+    except Interrupted as e:
+        e.doing = "starting"
+        raise
     total = plan.nbytes * cfg.count + (plan.nbytes if cfg.load else 0)
     return _run_local(plan, cfg, setup, target, total, plan.nranks)
 
