@@ -378,11 +378,11 @@ def test_manifest_that_cannot_be_verified_is_refused_naming_the_entry(good_check
         (d / store.MANIFEST).write_text('{"format": "ckprof-workload-checkpoint", "files": [')
     else:
         _write_manifest(d, m)
-    r = ck("workload", "load", str(d), "--no-record")
-    assert r.returncode == 1, r.stdout + r.stderr
-    line = one_error_line(r.stderr)
+    r = CliRunner().invoke(main, ["workload", "load", str(d), "--no-record"])  # refused before any reader
+    assert r.exit_code == 1, r.output
+    line = one_error_line(r.output)
     assert says in line and str(d / store.MANIFEST) in line, line
-    assert "verified" not in r.stdout
+    assert "checksums verified" not in r.output
     with pytest.raises(CkprofError, match=re.escape(says)):
         store.read_manifest(str(d))  # the same rule from Python
 
@@ -563,9 +563,11 @@ def test_load_of_what_is_not_a_checkpoint_says_what_it_is(good_checkpoint, tmp_p
         (tmp_path / "missing", f"{tmp_path / 'missing'}: no such directory"),
     ]
     for path, says in cases:
-        r = ck("workload", "load", str(path), "--no-record")
-        assert r.returncode == 1, r.stderr
-        assert says in one_error_line(r.stderr), (path, r.stderr)
+        r = CliRunner().invoke(main, ["workload", "load", str(path), "--no-record"])
+        assert r.exit_code == 1, r.output
+        assert says in one_error_line(r.output), (path, r.output)
+    r = ck("workload", "load", str(tmp_path / "afile"), "--no-record")  # the real command: one line, status 1
+    assert r.returncode == 1 and "not a directory" in one_error_line(r.stderr)
     r = CliRunner().invoke(main, ["workload", "load", str(good_checkpoint), "--no-record", "--threads", "0"])
     assert r.exit_code == 2 and "--threads must be at least 1 (got 0)" in r.output  # was a false checksum mismatch
 
