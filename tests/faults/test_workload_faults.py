@@ -228,10 +228,14 @@ def test_a_failed_run_removes_its_own_unfinished_directories_and_retentions_left
 
 
 @pytest.mark.parametrize(
-    "action,why",
-    [("raise", "rank 1 failed: OSError: injected fault on rank 1"), ("die", "rank 1 was killed by signal 9 (SIGKILL)")],
+    "rank,action,why",
+    [
+        (1, "raise", "rank 1 failed: OSError: injected fault on rank 1"),
+        (1, "die", "rank 1 was killed by signal 9 (SIGKILL)"),
+        (0, "die", "rank 0 was killed by signal 9 (SIGKILL)"),  # the rank that marks and publishes
+    ],
 )
-def test_failed_rank_publishes_nothing_and_the_report_shows_the_checkpoint_failed(tmp_path, action, why):
+def test_failed_rank_publishes_nothing_and_the_report_shows_the_checkpoint_failed(tmp_path, rank, action, why):
     """F9: a checkpoint whose rank raised was `ok: None` ('did not return before the recording
     ended'); must keep holding: a rank SIGKILLed mid-save publishes nothing, exit 1 naming it."""
     from ckprof.analysis.analyze import analyze
@@ -245,7 +249,7 @@ def test_failed_rank_publishes_nothing_and_the_report_shows_the_checkpoint_faile
         str(target),
         "-o",
         str(rec),
-        env={"CKPROF_WORKLOAD_FAULT": f"rank=1,after={2 * MiB},action={action}"},
+        env={"CKPROF_WORKLOAD_FAULT": f"rank={rank},after={2 * MiB},action={action}"},
     )
     assert r.returncode == 1
     line = one_error_line(r.stderr)
@@ -256,6 +260,7 @@ def test_failed_rank_publishes_nothing_and_the_report_shows_the_checkpoint_faile
     rep = analyze(ckprof.load(str(rec))).report
     (c,) = json.loads(to_json(rep))["checkpoints"]
     assert c["ok"] is False and why in c["error"]
+    assert rep["run"]["failed_checkpoints"] == 1
     md = to_markdown(rep)
     assert "FAILED" in md and why in md
     assert "did not return before the recording ended" not in md
