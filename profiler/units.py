@@ -72,7 +72,10 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _SIZE:
         raise UsageError(f"bad size {text!r}: use e.g. 4GiB, 512MiB or 1000000")
-    return int(float(m.group(1)) * _SIZE[m.group(2).lower()])
+    n = float(m.group(1)) * _SIZE[m.group(2).lower()]
+    if n == float("inf"):  # more digits than a double holds: int() would raise OverflowError
+        raise UsageError(f"bad size {text!r}: too large")
+    return int(n)
 
 
 def fmt_bytes(n: float) -> str:

@@ -21,6 +21,7 @@ from ckprof.units import fmt_bytes
 
 from . import store
 from .comm import launcher_env
+from .data import POOL_MIN_BYTES
 from .local import spawn_ranks
 from .rank import Setup
 from .recorded import end_open_windows, events_env, recording
@@ -54,6 +55,33 @@ def existing_checkpoint_bytes(target: str) -> list[int]:
     return sizes
 
 
+def writer_bytes(threads: int, chunk_bytes: int) -> int:
+    """A writing rank's memory: a ring of threads + 2 chunks and a pool of two chunks (16 MiB at
+    least; workloads/data.py) besides Python itself."""
+    return RANK_RSS_ESTIMATE + (threads + 2) * chunk_bytes + max(POOL_MIN_BYTES, 2 * chunk_bytes)
+
+
+def reader_bytes(threads: int, chunk_bytes: int) -> int:
+    """A reading rank's memory: one chunk buffer per reader thread (workloads/shardio.py)."""
+    return RANK_RSS_ESTIMATE + threads * (chunk_bytes + 4096)
+
+
+def check_memory(local_ranks: int, per_rank: int, hint: str | None = None) -> None:
+    """Refuse rank processes this host's memory cannot hold."""
+    if not local_ranks:
+        return
+    import psutil
+
+    avail = psutil.virtual_memory().available
+    need = local_ranks * per_rank
+    if need > 0.8 * avail:
+        raise UsageError(
+            f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, {fmt_bytes(avail)} is available",
+            hint=hint
+            or "run fewer ranks (--subset: the first 8 of the full layout, or --ranks N), or a smaller --chunk-size",
+        )
+
+
 def preflight(plan, cfg, local_ranks: int = 0) -> str:
     """Everything that can be refused before a rank starts. Returns the target's absolute path.
     `local_ranks`: rank processes this host will start (their memory is checked)."""
@@ -61,6 +89,12 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
         raise UsageError(
             f"--chunk-size must be a multiple of 4 KiB (got {cfg.chunk_bytes} B)",
             hint="O_DIRECT needs aligned lengths; e.g. 1MiB or 4MiB",
+        )
+    if cfg.chunk_bytes > store.MAX_CHUNK_BYTES:
+        raise UsageError(
+            f"--chunk-size must be at most {fmt_bytes(store.MAX_CHUNK_BYTES)} (got {fmt_bytes(cfg.chunk_bytes)})",
+            hint="one write(2) moves at most 0x7ffff000 bytes on Linux (man 2 write); each rank holds "
+            "a few chunks in memory",
         )
     if cfg.drop_caches and os.geteuid() != 0:
         raise UsageError(
@@ -76,17 +110,7 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
             ok = False
         if not ok:
             raise UsageError("--compute gpu needs torch with a visible GPU", hint="use --compute cpu or sleep")
-    if local_ranks:
-        import psutil
-
-        avail = psutil.virtual_memory().available
-        need = local_ranks * (RANK_RSS_ESTIMATE + (cfg.threads + 2) * cfg.chunk_bytes)
-        if need > 0.8 * avail:
-            raise UsageError(
-                f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, "
-                f"{fmt_bytes(avail)} is available",
-                hint="run fewer ranks: --subset (the first 8 ranks of the full layout) or --ranks N",
-            )
+    check_memory(local_ranks, writer_bytes(cfg.threads, cfg.chunk_bytes))
     target = os.path.abspath(cfg.target)
     try:
         os.makedirs(target, exist_ok=True)
@@ -130,20 +154,51 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
 
 class Interrupted(BaseException):
     """SIGINT, SIGTERM or SIGHUP reached the launcher: unwind (stop the ranks, remove this run's
-    unpublished directories, finish the recording), then exit 128 + the signal's number."""
+    unpublished directories, finish the recording), then exit 128 + the signal's number, as a
+    shell reports a command a signal ended (bash(1), EXIT STATUS)."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.doing: str | None = None  # "starting", "saving" | "loading" (ranks started), "done" after
+        self.removed: list[str] = []  # checkpoints whose unfinished directories were removed
+        self.published: list[str] = []  # checkpoints this run published before the signal
+        self.target: str | None = None
+
+    def describe(self) -> str:
+        """One line: what the signal interrupted and what became of it."""
+        head = f"interrupted by {self}"
+        if self.doing == "loading":
+            return f"{head} while reading {self.target}: the readers were stopped; the checkpoint was not changed"
+        if self.doing is None:  # where this process cannot say more (e.g. one rank under torchrun)
+            return head
+        if self.doing == "starting":
+            return f"{head} before any rank started: nothing was written"
+        if self.doing == "done":
+            return f"{head} after the ranks had finished: the summary was cut short, the run's work was done"
+        done = f"; this run published {', '.join(self.published)} before it" if self.published else ""
+        if self.removed:
+            return (
+                f"{head} while writing {', '.join(self.removed)} in {self.target}: the ranks were stopped and "
+                f"the unfinished directory removed; nothing partial was published{done}"
+            )
+        return f"{head}: the ranks were stopped; nothing partial was published{done}"
+
+
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _raise_interrupted(signum, _frame):
+    # The first one decides; the unwinding it starts is bounded (ranks get SIGTERM, then SIGKILL
+    # after 5 s) and a second Ctrl-C must not cut it short half-way (leaving a rank or a partial).
+    for sig in TERMINATING:
+        signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
 def interruptible():
     """Turn the terminating signals into Interrupted in this (the launcher's) process."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in TERMINATING:
         signal.signal(sig, _raise_interrupted)
 
 
@@ -154,12 +209,16 @@ def main(plan, cfg) -> int:
         from .distributed import run as run_distributed
 
         return run_distributed(plan, cfg, which)
-    target = preflight(plan, cfg, local_ranks=plan.nranks)
-    setup = Setup(
-        run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
-        seed=secrets.randbits(62),
-        first_step=store.next_step(target),
-    )
+    try:
+        target = preflight(plan, cfg, local_ranks=plan.nranks)
+        setup = Setup(
+            run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
+            seed=secrets.randbits(62),
+            first_step=store.next_step(target),
+        )
+    except Interrupted as e:
+        e.doing = "starting"
+        raise
     total = plan.nbytes * cfg.count + (plan.nbytes if cfg.load else 0)
     return _run_local(plan, cfg, setup, target, total, plan.nranks)
 
@@ -172,12 +231,22 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
         try:
             results = spawn_ranks(nranks, plan, cfg, setup, events_env(out_dir), total)
         except BaseException as e:
-            error = str(e) if isinstance(e, CkprofError) else f"{type(e).__name__}: {e}"
+            if isinstance(e, Interrupted):
+                error = f"interrupted by {e}"
+            else:
+                error = str(e) if isinstance(e, CkprofError) else f"{type(e).__name__}: {e}"
             if info is not None:
                 info["error"] = error
+                info["signal"] = e.signum if isinstance(e, Interrupted) else None
             end_open_windows(out_dir, error)
-            if cfg.count:
-                store.remove_partials(path, setup.run_id)
+            removed = store.remove_partials(path, setup.run_id) if cfg.count else []
+            if isinstance(e, Interrupted):
+                e.doing, e.target, e.removed = ("saving" if cfg.count else "loading"), path, removed
+                e.published = (
+                    [os.path.basename(p) for s, p in store.complete_checkpoints(path) if s >= setup.first_step]
+                    if cfg.count
+                    else []
+                )
             raise
         finally:
             if info is not None:
@@ -187,7 +256,11 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
                     "results": results,
                     "error": error,
                 }
-    render(results, plan, cfg, out_dir)
+    try:
+        render(results, plan, cfg, out_dir)
+    except Interrupted as e:
+        e.doing, e.target = "done", path
+        raise
     load = results.get("load")
     if load and not load["verified"]:
         raise CkprofError(f"load of {load['path']} failed: " + "; ".join(load["errors"]))
@@ -197,10 +270,16 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
 def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
     """`ckprof workload load DIR`: read one published checkpoint with all ranks, verify it."""
     path = os.path.abspath(checkpoint)
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks must be at least 1 (got {ranks})")
+    if cfg.threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {cfg.threads})")
     manifest = store.read_manifest(path)
     n = ranks or int(manifest.get("ranks") or 1)
     if cfg.drop_caches and os.geteuid() != 0:
         raise UsageError("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")
+    if not launcher_env():
+        check_memory(n, reader_bytes(cfg.threads, manifest["chunk_bytes"]), hint="read with fewer processes: --ranks N")
     plan = _plan_from_manifest(manifest)
     plan.nranks = n  # the readers (the title says how many read it)
     cfg.count, cfg.target, cfg.fsync = 0, path, True

@@ -76,32 +76,35 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
 
     ctx = mp.get_context("spawn")
     procs, conns, slots = [], [], []
-    # ranks start with SIGINT blocked (the mask survives exec): a Ctrl-C while they import is the
-    # launcher's alone, and rank_entry then ignores it for good
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    for r in range(n):
-        parent, child = ctx.Pipe()
-        slot = ctx.Value("q", 0, lock=False)
-        p = ctx.Process(
-            target=rank_entry,
-            name=f"ckprof-rank-{r}",
-            daemon=True,
-            args=(child, r, n, plan, cfg, setup, env, slot, os.getpid()),
-        )
-        p.start()
-        child.close()
-        procs.append(p)
-        conns.append(parent)
-        slots.append(slot)
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    rank_of = {id(c): i for i, c in enumerate(conns)}
-    live_conns = set(range(n))
-    pending: dict[int, object] = {}
-    errors: dict[int, str] = {}
     result = None
     failure = None
-    bar = _progress_bar(total_bytes)
-    try:
+    bar = None
+    try:  # from the first spawn on: whatever is raised (a signal's Interrupted too) stops every rank
+        # ranks start with SIGINT blocked (the mask survives exec): a Ctrl-C while they import is
+        # the launcher's alone, and rank_entry then ignores it for good
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for r in range(n):
+                parent, child = ctx.Pipe()
+                slot = ctx.Value("q", 0, lock=False)
+                p = ctx.Process(
+                    target=rank_entry,
+                    name=f"ckprof-rank-{r}",
+                    daemon=True,
+                    args=(child, r, n, plan, cfg, setup, env, slot, os.getpid()),
+                )
+                p.start()
+                procs.append(p)
+                child.close()
+                conns.append(parent)
+                slots.append(slot)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held meanwhile is raised here
+        rank_of = {id(c): i for i, c in enumerate(conns)}
+        live_conns = set(range(n))
+        pending: dict[int, object] = {}
+        errors: dict[int, str] = {}
+        bar = _progress_bar(total_bytes)
         while failure is None and (any(p.exitcode is None for p in procs) or live_conns):
             ready = wait(
                 [conns[i] for i in live_conns] + [p.sentinel for p in procs if p.exitcode is None], timeout=0.1

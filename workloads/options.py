@@ -61,8 +61,9 @@ class ModelOptions:
     def check(self) -> None:
         """Values no model can have: one line naming the flag (from Python as from the CLI)."""
         import math
+        from numbers import Integral, Real
 
-        for flag, v in (
+        counts = (
             ("--hidden", self.hidden),
             ("--ffn", self.ffn),
             ("--layers", self.layers),
@@ -72,13 +73,20 @@ class ModelOptions:
             ("--tp", self.tp),
             ("--pp", self.pp),
             ("--ranks", self.ranks),
-        ):
+        )
+        for flag, v in (*counts, ("--zero", self.zero), ("--total-size", self.total_bytes)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral)):
+                raise UsageError(f"{flag} must be a whole number (got {v!r})")
+        for flag, v in counts:
             if v is not None and v < 1:
                 raise UsageError(f"{flag} must be at least 1 (got {v})")
         if self.zero is not None and self.zero not in (0, 1, 2, 3):
             raise UsageError(f"--zero must be a ZeRO stage 0, 1, 2 or 3 (got {self.zero})")
-        if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
-            raise UsageError(f"--scale must be more than 0 and finite (got {self.scale})")
+        if self.scale is not None:
+            if isinstance(self.scale, bool) or not isinstance(self.scale, Real):
+                raise UsageError(f"--scale must be a number (got {self.scale!r})")
+            if not (math.isfinite(self.scale) and self.scale > 0):
+                raise UsageError(f"--scale must be more than 0 and finite (got {self.scale})")
         if self.total_bytes is not None and self.total_bytes <= 0:
             raise UsageError(f"--total-size must be more than 0 (got {self.total_bytes} B)")
 

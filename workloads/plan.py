@@ -17,6 +17,7 @@ from ckprof.units import fmt_bytes
 from .model import SUBSET_RANKS, Preset, RankPlan, ShardFile, rank_plan, validate
 
 ALIGN = 4096  # scaled files are whole 4 KiB blocks (O_DIRECT alignment; the page size)
+MAX_FILE_BYTES = 2**63 - 1  # a file's size is an off_t, a signed 64-bit count of bytes (lseek(2))
 
 
 @dataclass
@@ -97,6 +98,13 @@ def make_plan(
     if total_bytes is not None:
         scale = total_bytes / full
     scale = 1.0 if scale is None else float(scale)
+    largest = max(f.nbytes for r in plans for f in r.files)
+    if largest * scale > MAX_FILE_BYTES:
+        what = f"its largest file, {largest:,} B" + (f" × {scale:g}," if scale != 1.0 else ",")
+        raise UsageError(
+            f"{preset.name}: {what} would be more than a file can hold ({MAX_FILE_BYTES:,} B)",
+            hint="scale it down with --total-size or --scale",
+        )
     if scale != 1.0:
         plans = [replace(r, files=[replace(f, nbytes=scaled(f.nbytes, scale)) for f in r.files]) for r in plans]
     return Plan(preset, world, plans, scale, subset, full)

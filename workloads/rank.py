@@ -26,11 +26,13 @@ from ckprof.record import markers
 
 from . import store
 from .data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
-from .shardio import ALIGN, FileJob, FileResult, read_files, write_files
+from .shardio import ALIGN, ChecksumMismatch, FileJob, FileResult, read_files, with_path, write_files
 
 GIB = 2**30
 
-# Test-only fault injection: "rank=1,after=1048576,action=die|stall|raise".
+# Test-only fault injection: "rank=1,after=1048576,action=die|stall|raise", or
+# "...,action=fill,path=FILE": another tenant fills the file system (FILE grows until write(2)
+# says ENOSPC), then the rank goes on writing into the full file system.
 FAULT_ENV = "CKPROF_WORKLOAD_FAULT"
 
 
@@ -56,7 +58,8 @@ class Progress:
             if self.slot is not None:
                 self.slot.value = self.done
             if self.fault and self.done >= self.fault[0]:
-                _trigger(self.fault[1], self.rank)
+                fault, self.fault = self.fault, None  # once
+                _trigger(fault[1], self.rank, fault[2])
 
 
 def _parse_fault(text: str, rank: int):
@@ -65,18 +68,37 @@ def _parse_fault(text: str, rank: int):
     kv = dict(p.split("=", 1) for p in text.split(",") if "=" in p)
     if int(kv.get("rank", -1)) != rank:
         return None
-    return int(kv.get("after", 0)), kv.get("action", "die")
+    return int(kv.get("after", 0)), kv.get("action", "die"), kv.get("path")
 
 
-def _trigger(action: str, rank: int) -> None:
+def _trigger(action: str, rank: int, path: str | None = None) -> None:
     import signal
 
-    if action == "stall":
+    if action == "fill":
+        _fill(path)
+    elif action == "stall":
         time.sleep(3600)
     elif action == "raise":
         raise OSError(f"injected fault on rank {rank}")
     else:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fill(path: str) -> None:
+    """Append zeros to `path` until its file system is full (write(2): ENOSPC)."""
+    import errno
+
+    zeros = bytes(2**20)
+    with open(path, "ab", buffering=0) as f:
+        while True:
+            try:
+                f.write(zeros)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                zeros = zeros[: len(zeros) // 2]  # the last blocks too
+                if len(zeros) < 512:
+                    return
 
 
 def compute_phase(kind: str, seconds: float) -> None:
@@ -163,7 +185,7 @@ class _Staged:
                         os.pwrite(tails[i], mv[head:], off + head)
                     on_bytes(n)
                 except BaseException as e:  # noqa: BLE001
-                    errors.append(e)
+                    errors.append(with_path(e, self.jobs[i].path))
                     return
 
         ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
@@ -406,8 +428,10 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
             "max_rss_bytes": max_rss_bytes(),
         }
     )
-    if marker is not None:
-        marker.__exit__(None, None, None)
+    errors = [f"rank {r['rank']}: {r['error']}" for r in everyone if r["error"]]
+    if marker is not None:  # a load that did not verify ends its window failed, with why
+        failed = ChecksumMismatch("; ".join(errors)) if errors else None
+        marker.__exit__(type(failed) if failed else None, failed, None)
     if rank != 0:
         return None
     rec = {
@@ -415,7 +439,7 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
         "step": manifest.get("step"),
         "files": len(manifest["files"]),
         "cache_bypass": method,
-        "errors": [f"rank {r['rank']}: {r['error']}" for r in everyone if r["error"]],
+        "errors": errors,
     }
     _summarise(rec, [dict(r, staged=r["t1"]) for r in everyone], None)
     rec["verified"] = not rec["errors"]

@@ -43,8 +43,15 @@ def recording(cfg, path: str, argv: list[str]):
         close_session(
             session,
             workload=info.get("workload"),
-            exit={"code": 1 if info.get("error") else 0, "signal": None, "error": info.get("error")},
+            exit=_exit(info),
         )
+
+
+def _exit(info: dict) -> dict:
+    """meta.json's exit: 0, 1 for a failure, 128 + N for a signal that stopped the run."""
+    sig = info.get("signal")
+    code = 128 + sig if sig else (1 if info.get("error") else 0)
+    return {"code": code, "signal": sig, "error": info.get("error")}
 
 
 def events_env(out_dir: str | None) -> dict:

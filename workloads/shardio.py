@@ -17,8 +17,10 @@ which drops its clean cached pages (posix_fadvise(2)); the caller says which in 
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
+import stat
 import threading
 from dataclasses import dataclass, field
 
@@ -109,6 +111,7 @@ def write_files(
             of.tail_fd = None
 
     def producer() -> None:
+        job = None
         try:
             for job in jobs:
                 nchunks = -(-job.nbytes // chunk_bytes)
@@ -134,7 +137,7 @@ def write_files(
                     of.digests[ci] = chunk_digest(memoryview(bufs[b])[:n])
                     work.put((of, off, n, b))
         except BaseException as e:  # noqa: BLE001 - handed to the caller
-            fail.set(e)
+            fail.set(e if job is None else with_path(e, job.path))
         finally:
             for _ in range(threads):
                 work.put(None)
@@ -161,7 +164,7 @@ def write_files(
                 if last:
                     closing.put(of)  # fsync on the closer thread: writing goes on with the next file
             except BaseException as e:  # noqa: BLE001
-                fail.set(e)
+                fail.set(with_path(e, of.job.path))
                 return
 
     def closer() -> None:
@@ -173,7 +176,7 @@ def write_files(
                 if not fail.event.is_set():
                     finish(of)
             except BaseException as e:  # noqa: BLE001
-                fail.set(e)
+                fail.set(with_path(e, of.job.path))
 
     closing: queue.Queue = queue.Queue()
     ts = [threading.Thread(target=producer, name="ckprof-make", daemon=True)]
@@ -195,6 +198,13 @@ def write_files(
     return [FileResult(of.job.name, of.job.nbytes, file_digest(of.digests), chunk_bytes) for of in opened]
 
 
+def with_path(e: BaseException, path: str) -> BaseException:
+    """An OSError from pwrite(2)/fsync(2) on a descriptor names no file: give it the file's path."""
+    if isinstance(e, OSError) and e.errno is not None and e.filename is None:
+        return OSError(e.errno, e.strerror, path)
+    return e
+
+
 def _pwrite_all(fd: int, mv: memoryview, off: int) -> None:
     while len(mv):
         n = os.pwrite(fd, mv, off)
@@ -205,27 +215,52 @@ class ChecksumMismatch(Exception):
     pass
 
 
+def _open_shard(job: FileJob, direct: bool) -> int:
+    """Open one file a manifest lists, for reading: a regular file of the manifest's size.
+    O_NOFOLLOW: a symbolic link in its place is refused, not followed out of the checkpoint
+    (open(2), ELOOP); O_NONBLOCK: a FIFO in its place cannot hang the open (fifo(7)); it has no
+    effect on a regular file (open(2))."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_DIRECT if direct else 0)
+    try:
+        fd = os.open(job.path, flags)
+    except FileNotFoundError:
+        raise ChecksumMismatch(f"{job.path}: missing") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ChecksumMismatch(f"{job.path}: a symbolic link, not the file the manifest lists") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ChecksumMismatch(f"{job.path}: not a regular file")
+        if st.st_size != job.nbytes:
+            raise ChecksumMismatch(f"{job.path}: {st.st_size:,} B on disk, the manifest says {job.nbytes:,} B")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_files(
     jobs: list[FileJob], *, chunk_bytes: int, threads: int = 1, direct: bool = False, on_bytes=None
 ) -> list[FileResult]:
     """Read every job's file with `threads` threads; check size and checksum against the job's."""
     tasks: queue.Queue = queue.Queue()
     states = []
-    for job in jobs:
-        try:
-            size = os.stat(job.path).st_size
-        except FileNotFoundError:
-            raise ChecksumMismatch(f"{job.path}: missing") from None
-        if size != job.nbytes:
-            raise ChecksumMismatch(f"{job.path}: {size:,} B on disk, the manifest says {job.nbytes:,} B")
-        fd = os.open(job.path, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECT if direct else 0))
-        if not direct:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        nchunks = -(-job.nbytes // chunk_bytes)
-        st = _Open(job, fd, nchunks, digests=[0] * nchunks, remaining=nchunks)
-        states.append(st)
-        for ci, off, n in _chunks(job.nbytes, chunk_bytes):
-            tasks.put((st, ci, off, n))
+    try:
+        for job in jobs:
+            fd = _open_shard(job, direct)
+            states.append(_Open(job, fd, 0))
+            if not direct:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            nchunks = -(-job.nbytes // chunk_bytes)
+            states[-1].nchunks, states[-1].digests, states[-1].remaining = nchunks, [0] * nchunks, nchunks
+            for ci, off, n in _chunks(job.nbytes, chunk_bytes):
+                tasks.put((states[-1], ci, off, n))
+    except BaseException:
+        for st in states:
+            os.close(st.fd)
+        raise
     fail = _Failure()
 
     def reader() -> None:

@@ -99,14 +99,22 @@ def prune(target: str, keep: int) -> list[str]:
 
 def read_manifest(directory: str) -> dict:
     path = os.path.join(directory, MANIFEST)
+    if not os.path.lexists(directory):
+        raise CkprofError(f"{directory}: no such directory", hint=_what_to_load(os.path.dirname(directory)))
     try:
         with open(path) as f:
             m = json.load(f)
     except FileNotFoundError:
         raise CkprofError(
-            f"{directory}: not a complete checkpoint (no {MANIFEST})",
-            hint="give a directory written by `ckprof workload`, e.g. <target>/global_epoch1_step1",
+            f"{directory}: not a complete checkpoint (no {MANIFEST})", hint=_what_to_load(directory)
         ) from None
+    except NotADirectoryError:
+        raise CkprofError(
+            f"{directory}: not a directory; a checkpoint is a directory with {MANIFEST}",
+            hint=_what_to_load(os.path.dirname(directory)),
+        ) from None
+    except OSError as e:
+        raise CkprofError(f"{path}: cannot be read ({e.strerror})") from None
     except ValueError as e:
         raise CkprofError(f"{path}: unreadable manifest ({e})") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("files"), list):
@@ -117,38 +125,70 @@ def read_manifest(directory: str) -> dict:
     return m
 
 
+def _what_to_load(directory: str) -> str:
+    """The hint for a directory that is not a checkpoint: the newest one under it, if any."""
+    if not os.path.isdir(directory):
+        return "give a directory written by `ckprof workload`, e.g. <target>/global_epoch1_step1"
+    done = complete_checkpoints(directory)
+    if done:
+        return f"it holds {len(done)} checkpoint(s); the newest is {done[-1][1]}"
+    partial = any(n.startswith(PARTIAL) for n in os.listdir(directory))
+    if os.path.basename(os.path.normpath(directory)).startswith(PARTIAL) or partial:
+        return "a .partial-* directory is a checkpoint that was never published (its run was stopped): nothing to load"
+    return "give a directory written by `ckprof workload`, e.g. <target>/global_epoch1_step1"
+
+
+# A manifest's chunk size sizes each reader thread's buffer: at most 1 GiB, as --chunk-size
+# (write(2) and read(2) move at most 0x7ffff000 bytes per call on Linux: man 2 write, NOTES).
+MAX_CHUNK_BYTES = 2**30
+
+
+def bad_file_name(name) -> bool:
+    """True unless `name` is one plain file name: a manifest never makes a reader open anything
+    outside its checkpoint (no '/', so no '..' walk and no absolute path; path_resolution(7))."""
+    return not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name or name == MANIFEST
+
+
 def manifest_problem(m: dict) -> str | None:
     """Why a manifest cannot be verified against, or None: it lists at least one file, a positive
-    chunk size, and every entry is a plain name inside the checkpoint directory (no '..', no
-    absolute path: a manifest never makes a reader open a file outside its checkpoint)."""
+    chunk size, and every entry is a plain file name inside the checkpoint directory."""
     if not m["files"]:
         return "the manifest lists no files"
     chunk = m.get("chunk_bytes")
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
-        return f"chunk_bytes must be a positive integer (got {chunk!r})"
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or not 0 < chunk <= MAX_CHUNK_BYTES:
+        return f"chunk_bytes must be a whole number of bytes from 1 to {MAX_CHUNK_BYTES} (got {chunk!r})"
+    seen = set()
     for i, f in enumerate(m["files"]):
         if not isinstance(f, dict) or not all(k in f for k in ("name", "rank", "bytes", "xxh3")):
             return f"entry {i} lacks name, rank, bytes or xxh3"
         name = f["name"]
-        if (
-            not isinstance(name, str)
-            or not name
-            or os.path.isabs(name)
-            or os.path.normpath(name).startswith("..")
-            or "\0" in name
-        ):
+        if bad_file_name(name):
             return f"entry {i} names {name!r}, which is not a file inside the checkpoint"
-        if not isinstance(f["bytes"], int) or f["bytes"] < 0 or not isinstance(f["rank"], int) or f["rank"] < 0:
-            return f"entry {i} ({name}) has a bad size or rank"
+        if name in seen:
+            return f"entry {i} names {name!r} a second time"
+        seen.add(name)
+        for key in ("bytes", "rank"):
+            v = f[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                return f"entry {i} ({name}) has a bad {key}: {v!r}"
+        if not isinstance(f["xxh3"], str):
+            return f"entry {i} ({name}) has a bad xxh3: {f['xxh3']!r}"
     return None
 
 
-def remove_partials(target: str, run_id: str) -> None:
-    """Remove this run's unpublished directories (after a failure: nothing half-written is left)."""
+def remove_partials(target: str, run_id: str) -> list[str]:
+    """Remove this run's unpublished directories (after a failure: nothing half-written is left)
+    and any `.partial-deleting-*` that retention (prune) was stopped in the middle of deleting.
+    Returns the names of the checkpoints whose unfinished directories were removed."""
     try:
         names = os.listdir(target)
-    except FileNotFoundError:
-        return
+    except OSError:
+        return []
+    removed = []
     for n in names:
-        if n.startswith(PARTIAL) and n.endswith(f"-{run_id}"):
+        if n.startswith(f"{PARTIAL}deleting-"):
             shutil.rmtree(os.path.join(target, n), ignore_errors=True)
+        elif n.startswith(PARTIAL) and n.endswith(f"-{run_id}"):
+            shutil.rmtree(os.path.join(target, n), ignore_errors=True)
+            removed.append(n[len(PARTIAL) : -len(run_id) - 1])
+    return sorted(removed)

@@ -210,7 +210,7 @@ def _interruptible(fn, *args) -> int:
     try:
         return fn(*args)
     except Interrupted as e:
-        say(f"ckprof: interrupted by {e}: the ranks were stopped; nothing unfinished was published")
+        say(f"ckprof: {e.describe()}")
         return 128 + e.signum
 
 
