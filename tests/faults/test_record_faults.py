@@ -141,7 +141,10 @@ def test_kill_9_of_the_recorder_leaves_a_loadable_recording(tmp_path):
     rec = ckprof.load(str(tmp_path / "r"))
     assert not rec.samples("block").empty  # what was flushed is there
     assert any("did not finish" in x for x in rec.problems)
-    subprocess.run(["pkill", "-f", "sleep 30"], capture_output=True)
+    child = next(
+        json.loads(x) for x in (tmp_path / "r" / "events.jsonl").read_text().splitlines() if '"child_start"' in x
+    )
+    os.killpg(child["pid"], signal.SIGKILL)  # the command leads its own group: it outlived ckprof
 
 
 # -- stderr closed or full: the child's status, never ckprof's ------------------------------------
