@@ -6,8 +6,10 @@ these at the collector's edge, so the CLI can print one line with a hint instead
 
 import os
 import sys
+from contextlib import contextmanager
 
 DEBUG_ENV = "CKPROF_DEBUG"
+DEBUG_HINT = f"rerun with {DEBUG_ENV}=1 for the traceback"
 
 # Standard descriptors that were closed when ckprof started (`2>&-`): held on /dev/null so that
 # ckprof's own files cannot take their numbers, and closed again in the wrapped command.
@@ -66,3 +68,17 @@ class CollectorUnavailable(CkprofError):
 
 class RecordingError(CkprofError):
     """A recording cannot be read: not a recording, truncated, from a future schema."""
+
+
+@contextmanager
+def unexpected_as_one_line(what: str):
+    """Inside: ckprof's own errors pass; any other exception becomes a RecordingError saying
+    "{what} (TypeName: message)" with DEBUG_HINT — or, with CKPROF_DEBUG=1, stays itself."""
+    try:
+        yield
+    except CkprofError:
+        raise
+    except Exception as e:
+        if debugging():
+            raise
+        raise RecordingError(f"{what} ({type(e).__name__}: {e})", hint=DEBUG_HINT) from None

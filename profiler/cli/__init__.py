@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ckprof.errors import DEBUG_ENV, CkprofError, UsageError, debugging, hold_closed_std_fds, say
+from ckprof.errors import DEBUG_HINT, CkprofError, UsageError, debugging, hold_closed_std_fds, say
 from ckprof.report.escape import visible
 
 
@@ -28,9 +28,7 @@ class CkprofGroup(click.Group):
         except Exception as e:
             if debugging():
                 raise
-            say(
-                f"ckprof: internal error: {type(e).__name__}: {visible(e)} (rerun with {DEBUG_ENV}=1 for the traceback)"
-            )
+            say(f"ckprof: internal error: {type(e).__name__}: {visible(e)} ({DEBUG_HINT})")
             sys.exit(1)
 
 

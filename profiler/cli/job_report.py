@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from ckprof.errors import CkprofError, RecordingError, debugging, say
+from ckprof.errors import RecordingError, say, unexpected_as_one_line
 
 
 def load_job(path: str):
@@ -18,17 +18,8 @@ def load_job(path: str):
 def analyse_job(job, **kw):
     from ckprof.analysis.jobs import analyze_job
 
-    try:
+    with unexpected_as_one_line(f"{job.path}: could not analyse the job"):  # a line, never a traceback
         return analyze_job(job, **kw)
-    except CkprofError:
-        raise
-    except Exception as e:  # a damaged job must give a line, never a traceback
-        if debugging():
-            raise
-        raise RecordingError(
-            f"{job.path}: could not analyse the job ({type(e).__name__}: {e})",
-            hint="rerun with CKPROF_DEBUG=1 for the traceback",
-        ) from None
 
 
 def report(job, fmt: str, output: str | None, write, **kw) -> None:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ckprof.errors import CkprofError, RecordingError, UsageError, debugging, say
+from ckprof.errors import UsageError, say, unexpected_as_one_line
 from ckprof.units import click_callback, parse_duration
 
 _mtbf = click_callback(parse_duration)
@@ -27,17 +27,8 @@ def analyse_path(path: str, **kw):
             f"{path} is a job of {len(hosts)} host(s) ({', '.join(hosts)}), not one recording",
             hint=f"give one host, e.g. {first}",
         )
-    try:
+    with unexpected_as_one_line(f"{path}: could not analyse the recording"):  # a line, never a traceback
         return analyze(rec, **kw)
-    except CkprofError:
-        raise
-    except Exception as e:  # a damaged recording must give a line, never a traceback
-        if debugging():
-            raise
-        raise RecordingError(
-            f"{path}: could not analyse the recording ({type(e).__name__}: {e})",
-            hint="rerun with CKPROF_DEBUG=1 for the traceback",
-        ) from None
 
 
 def _write(text: str, out: str | None) -> None:

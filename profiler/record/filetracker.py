@@ -30,6 +30,8 @@ import os
 import threading
 from dataclasses import dataclass
 
+from ckprof.recording.format import event_problem
+
 from . import pagecache
 
 
@@ -124,6 +126,8 @@ class FileTracker:
             try:
                 ev = json.loads(line)
             except ValueError:
+                continue
+            if event_problem(ev):  # `["checkpoint_end"]` is no event: skipped, the reader names it
                 continue
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 self._add(ev)
