@@ -14,7 +14,7 @@ from . import durability as D
 from . import gpu_idle, scale, timeline
 from . import thermal as T
 from . import windows as W
-from .checkpoints import _f, checkpoint_row
+from .checkpoints import _f, attribute_device_bytes, checkpoint_row
 from .fields import FIELDS
 
 REPORT_SCHEMA = "ckprof-report"
@@ -52,6 +52,34 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _overlap_note(wins: list[dict], spans: list[tuple]) -> str | None:
+    """What overlapping windows (start → durable end) mean for their figures, or None."""
+    order = sorted(range(len(spans)), key=lambda k: spans[k][0])
+    groups, end = [], None
+    for k in order:
+        if groups and spans[k][0] < end:
+            groups[-1].append(k)
+            end = max(end, spans[k][1])
+        else:
+            groups.append([k])
+            end = spans[k][1]
+    shared = [g for g in groups if len(g) > 1]
+    if not shared:
+        return None
+    n = sum(len(g) for g in shared)
+    who = {(wins[k].get("rank"), wins[k].get("pid")) for g in shared for k in g}
+    why = (
+        f"from {len(who)} processes/ranks saving at once"
+        if len(who) > 1
+        else "of one process (a save still reaching the devices when the next began)"
+    )
+    return (
+        f"{n} checkpoint windows overlap in time, {why}: the devices' bytes of the shared intervals are "
+        "split among them (each byte counted once, docs/analysis.md), but each window's energy is that of "
+        "its whole span, so the energy of the shared time is counted in each of them"
+    )
+
+
 def _sum_known(vals):
     """The sum of the figures that are known; None (unknown) when none is, never 0."""
     known = [v for v in vals if v is not None]
@@ -84,7 +112,8 @@ def analyze(
             notes.append(
                 "no checkpoint markers in this recording: windows were inferred from device write "
                 f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
-                "gaps under 1 s merged); application bytes and end are unknown for them"
+                f"a quiet gap of {(burst or W.BurstParams()).merge_gap_s:g} s or more separates two); "
+                "application bytes, end and outcome are unknown for them"
             )
     else:
         wins, wsource = [], "markers"
@@ -119,10 +148,20 @@ def analyze(
     def durability(w):
         if w["kind"] == "load":
             return no_durability
+        if w["ok"] is False:
+            return dict(no_durability, durable_basis=["a failed save: nothing to make durable"])
         hint = W.durable_end_hint(w, tl, thr_bps, tl.end_ns)
         return D.durable_end(w, fe, {**hint, "start_ns": tl.start_ns})
 
-    rows = [checkpoint_row(w, durability(w), tl, ctx) for w in wins]
+    durs = [durability(w) for w in wins]
+    # each window from its start to its durable end (else its return, else the recording's end);
+    # the devices' bytes of an interval that several share are split among them (counted once)
+    spans = [
+        (w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
+        for w, d in zip(wins, durs)
+    ]
+    shares = attribute_device_bytes(tl, spans)
+    rows = [checkpoint_row(w, d, tl, ctx, sh) for w, d, sh in zip(wins, durs, shares)]
     if wins and fe.tracker is not None and not fe.tracker.get("ok"):
         notes.append(f"durability unknown for every checkpoint: {fe.tracker.get('reason')}")
     for r in rows:
@@ -146,13 +185,9 @@ def analyze(
                 f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
                 "(no fsync?)"
             )
-    spans = sorted((r["start_s"], r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
-    overlaps = sum(1 for (a0, b0), (a1, _) in zip(spans, spans[1:]) if a1 < b0)
-    if overlaps:
-        notes.append(
-            f"{overlaps + 1} checkpoint windows overlap (ranks saving at once?): the devices' bytes, "
-            "bandwidth and energy of the shared time are counted in each of them"
-        )
+    note = _overlap_note(wins, spans)
+    if note:
+        notes.append(note)
     saves = [r for r in rows if r["kind"] == "save" and r["ok"] is not False]  # a failed save is no sample
     loads = [r for r in rows if r["kind"] == "load"]
     wall_s = tl.duration_s
@@ -173,7 +208,8 @@ def analyze(
         "mean_restart_s": restart_s,
         "bytes_app_total": _sum_known(r["bytes_app"] for r in saves),
         "bytes_device_total": _sum_known(r["bytes_device"] for r in saves),
-        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves),
+        # an unfinished save's rate is over part of it: not a sample of the device's speed
+        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves if r["app_end_s"] is not None),
         "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
         "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
         "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),

@@ -69,13 +69,101 @@ def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict
     return out, total, longest
 
 
-def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
-    """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals."""
+def _rows_touched(t0: np.ndarray, t1: np.ndarray, a: float, b: float) -> tuple[int, int]:
+    """[i, j) of the intervals (t0, t1] that [a, b] touches: timeline.in_window's rule."""
+    i = int(np.searchsorted(t1, a, side="right"))
+    j = int(np.searchsorted(t0, b, side="left"))
+    if j <= i:
+        i = min(i, len(t1) - 1)
+        j = i + 1
+    return max(i, 0), j
+
+
+def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None]]) -> list[dict]:
+    """Each device's bytes split among the windows, so that every byte counts once.
+
+    `spans`: (start ns, end ns, kind, application bytes or None) per window. The counters are
+    read once per interval, so an interval's bytes cannot be placed inside it; they are shared
+    among the windows that touch it, in proportion to the time each covers of the interval
+    times its application bytes (a window of unknown size counts as the mean known size; none
+    known: equally). Written bytes go to the saves touching the interval (to loads only when no
+    save does), read bytes to the loads (to saves only when no load does). A window alone in an
+    interval gets all of it. Returns per window {device: {"write_bytes", "read_bytes"}}.
+    """
+    known = [s[3] for s in spans if s[3]]
+    default = float(np.mean(known)) if known else 1.0
+    out: list[dict] = [{} for _ in spans]
+    for dev, df in tl.devices.items():
+        if df.empty:
+            continue
+        t1 = df["t_ns"].to_numpy(dtype=float)
+        t0 = t1 - df["dt_s"].to_numpy() * 1e9
+        den = {"save": np.zeros(len(t1)), "load": np.zeros(len(t1))}
+        parts = []
+        for a, b, kind, size in spans:
+            i, j = _rows_touched(t0, t1, a, b)
+            cover = np.clip(np.minimum(t1[i:j], b) - np.maximum(t0[i:j], a), 1.0, None)  # ≥ 1 ns: touched
+            wgt = cover * (size or default)
+            k = "load" if kind == "load" else "save"
+            den[k][i:j] += wgt
+            parts.append((i, j, k, wgt))
+        for n, (i, j, k, wgt) in enumerate(parts):
+            other = "save" if k == "load" else "load"
+            d = {}
+            for io, first in (("write", "save"), ("read", "load")):
+                got = df[f"{io}_bytes"].to_numpy()[i:j]
+                mine, theirs = den[k][i:j], den[other][i:j]
+                # this kind's windows have the interval when they are first in line for this
+                # direction, or when none of the first in line touch it
+                own = (theirs == 0) if k != first else np.ones(j - i, dtype=bool)
+                d[f"{io}_bytes"] = float(np.sum(np.where(own, got * wgt / mine, 0.0)))
+            out[n][dev] = d
+    return out
+
+
+def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
+    """A grouped checkpoint's parts (one per rank's or file's window) and the slowest of them: the
+    one that returned last (one that never returned, if any)."""
+    if not w.get("parts"):
+        return None, None
+    parts = [
+        {
+            "id": p["id"],
+            "rank": p.get("rank"),
+            "host": p.get("host"),
+            "pid": p.get("pid"),
+            "path": p.get("path"),
+            "api": p.get("name"),
+            "start_s": _s(tl, p["start_ns"]),
+            "app_end_s": _s(tl, p["app_end_ns"]),
+            "duration_s": None if p["app_end_ns"] is None else (p["app_end_ns"] - p["start_ns"]) / 1e9,
+            "bytes_app": _f(p.get("bytes_app")),
+            "ok": p.get("ok"),
+            "error": p.get("error"),
+        }
+        for p in w["parts"]
+    ]
+    slowest = max(parts, key=lambda p: float("inf") if p["app_end_s"] is None else p["app_end_s"])
+    return parts, slowest
+
+
+def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> dict:
+    """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals.
+    `share`: the window's device bytes from attribute_device_bytes (else every touched interval's)."""
     a = w["start_ns"]
     app_end = w["app_end_ns"]
     end_used = dur["durable_end_ns"] or app_end or tl.end_ns
     duration = None if app_end is None else (app_end - a) / 1e9
-    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, "read" if w["kind"] == "load" else "write")
+    io = "read" if w["kind"] == "load" else "write"
+    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, io)
+    if share is not None:
+        dev_bytes = None if not devs else 0.0
+        for dev, d in devs.items():
+            got = share.get(dev, {"write_bytes": 0.0, "read_bytes": 0.0})
+            for x in ("write", "read"):
+                d[f"{x}_bytes"] = got[f"{x}_bytes"]
+                d[f"mean_{x}_gib_per_s"] = got[f"{x}_bytes"] / d["span_s"] / GIB
+            dev_bytes += got[f"{io}_bytes"]
     span_s = dev_span if dev_span else (end_used - a) / 1e9
     gap_s = max((d["longest_interval_s"] or 0 for d in devs.values()), default=0.0)
     sampling_gap = gap_s > GAP_FACTOR * tl.res_s
@@ -93,6 +181,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         thr_s = max(thr_s, sec)  # sources overlap (an SSD's two counters, GPUs): the longest one
     gpu_idle = {name: _f(idle_seconds(t, f, a, end_used)) for name, (t, f) in ctx.gpu_idle.items()}
     gpu_vals = [v for v in gpu_idle.values() if v is not None]
+    parts, slowest = parts_of(w, tl)
     return {
         "id": w["id"],
         "source": w["source"],
@@ -133,4 +222,6 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx) -> dict:
         "throttle_by_source": by_src,
         "gpu_idle_s": _f(np.mean(gpu_vals)) if gpu_vals else None,
         "gpu_idle_s_by_gpu": gpu_idle,
+        "parts": parts,
+        "slowest_part": slowest,
     }

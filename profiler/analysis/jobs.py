@@ -84,9 +84,10 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
             "of_devices": len(carrying),
         }
     seconds = None if end_s is None else end_s - start_s
+    parts = [p for r in rows for p in (r.get("parts") or [r])]  # a grouped checkpoint's ranks are its parts
     return {
-        "windows": len(rows),
-        "ranks": sorted({r["rank"] for r in rows if r["rank"] is not None}),
+        "windows": len(parts),
+        "ranks": sorted({p["rank"] for p in parts if p["rank"] is not None}),
         "start_wall_ns": _wall_ns(rec, tl, start_s),
         "end_wall_ns": _wall_ns(rec, tl, end_s),
         "seconds": seconds,

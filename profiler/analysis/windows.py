@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .grouping import group_saves
+
 MIB = 1024 * 1024
 
 
@@ -24,7 +26,7 @@ class BurstParams:
     baseline_quantile: float = 0.2  # the rate most of the run sits at, robust to long bursts
     min_threshold_bps: float = 4 * MIB  # never call less than this above baseline a burst
     peak_fraction: float = 0.1  # ...nor less than this share of the way from baseline to peak
-    merge_gap_s: float = 1.0  # bursts closer than this are one checkpoint
+    merge_gap_s: float = 1.0  # a quiet gap this long or longer separates two checkpoints
     min_bytes: float = 1 * MIB  # smaller bursts are background noise
 
 
@@ -39,32 +41,40 @@ def baseline_and_threshold(total: pd.DataFrame | None, p: BurstParams) -> tuple[
 
 
 def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | None = None) -> list[dict]:
-    """Windows where the total write rate rises above threshold; gaps < merge_gap_s merged."""
+    """Windows where the total write rate rises above threshold; a quiet gap of merge_gap_s or
+    more separates two windows, a shorter one is a pause inside one checkpoint.
+
+    Intervals above the threshold are a burst's core; its edges extend over the neighbouring
+    intervals still above baseline + min_threshold_bps / 4 (hysteresis), so the partly-filled
+    first and last intervals of a burst are in its window. The quiet time between two extended
+    bursts is known to the grid's resolution only: with n intervals between them it lies in
+    [n, n + 2) × res_s, and (n + 1) × res_s is taken, so gaps of merge_gap_s or more always
+    separate and gaps under merge_gap_s − res_s always merge.
+    """
     p = p or BurstParams()
     if total is None or total.empty:
         return []
     base, thr = baseline_and_threshold(total, p)
     t1 = total["t_ns"].to_numpy()
     res_ns = res_s * 1e9
-    above = total["write_bytes_per_s"].to_numpy() > thr
-    bursts: list[list[int]] = []  # [first row, last row]
-    for i in np.flatnonzero(above):
-        if bursts and (t1[i] - res_ns) - t1[bursts[-1][1]] <= p.merge_gap_s * 1e9:
-            bursts[-1][1] = i
-        else:
-            bursts.append([i, i])
-    # hysteresis: a burst's edges extend over neighbouring intervals still above the baseline
     rate = total["write_bytes_per_s"].to_numpy()
     low = base + p.min_threshold_bps / 4
-    for bu in bursts:
-        while bu[0] > 0 and rate[bu[0] - 1] > low:
-            bu[0] -= 1
-        while bu[1] < len(rate) - 1 and rate[bu[1] + 1] > low:
-            bu[1] += 1
+    bursts: list[list[int]] = []  # [first row, last row], extended
+    for i in np.flatnonzero(rate > thr):
+        if bursts and i <= bursts[-1][1]:
+            continue  # already inside the previous burst's extension
+        j = i
+        while i > 0 and rate[i - 1] > low and (not bursts or i - 1 > bursts[-1][1]):
+            i -= 1
+        while j < len(rate) - 1 and rate[j + 1] > low:
+            j += 1
+        bursts.append([i, j])
     merged: list[list[int]] = []
     for bu in bursts:
-        if merged and bu[0] <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], bu[1])
+        # quiet intervals between the two, on the grid (rows are consecutive grid bins)
+        n_quiet = (t1[bu[0]] - t1[merged[-1][1]]) / res_ns - 1 if merged else None
+        if merged and (n_quiet + 1) * res_s < p.merge_gap_s - 1e-6 * res_s:
+            merged[-1][1] = bu[1]
         else:
             merged.append(bu)
     bursts = merged
@@ -89,6 +99,8 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
                 "name": None,
                 "ok": None,
                 "blocking_s": None,
+                "error": None,
+                "pid": None,
             }
         )
     for k, w in enumerate(out, 1):
@@ -128,9 +140,10 @@ def marker_windows(rec) -> list[dict]:
                 "error": clean(r.get("error")),
                 "blocking_s": clean(blocking.get(r["id"])),
                 "pid": None if pd.isna(r.get("pid")) else int(r["pid"]),
+                "host": clean(r.get("host")),
             }
         )
-    return drop_nested_patch(out)
+    return group_saves(drop_nested_patch(out))
 
 
 def drop_nested_patch(wins: list[dict]) -> list[dict]:

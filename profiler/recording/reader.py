@@ -224,6 +224,7 @@ class Recording:
                     "step": s.get("step"),
                     "rank": s.get("rank"),
                     "pid": s.get("pid"),
+                    "host": s.get("host"),
                     "path": s.get("path"),
                     "start_ns": s["t_ns"],
                     "end_ns": None if e is None else e["t_ns"],

@@ -67,6 +67,9 @@ def to_markdown(rep: dict) -> str:
     L += ["", "## Checkpoints", ""]
     if rep["checkpoints"]:
         L += _md_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep))
+        pr = T.part_rows(rep)
+        if pr:
+            L += ["", "### Parts of each checkpoint (ranks, files)", ""] + _md_table(T.PART_HEADERS, pr)
         dr, cut = _device_rows(rep)
         if dr:
             L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
@@ -96,7 +99,11 @@ def _html_table(headers, rows, bad_col=None) -> str:
     for r in rows:
         cells = []
         for i, c in enumerate(r):
-            cls = " class='bad'" if (bad_col is not None and i == bad_col and str(c).startswith("NO")) else ""
+            cls = (
+                " class='bad'"
+                if (bad_col is not None and i == bad_col and str(c).startswith(("NO", "FAILED", "did not")))
+                else ""
+            )
             cells.append(f"<td{cls}>{_h(c)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table></div>")
@@ -140,6 +147,9 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
     parts.append("<h2>Checkpoints</h2>")
     if rep["checkpoints"]:
         parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8))
+        pr = T.part_rows(rep)
+        if pr:
+            parts += ["<h3>Parts of each checkpoint (ranks, files)</h3>", _html_table(T.PART_HEADERS, pr, bad_col=9)]
         if "checkpoints" in plots:
             parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
         dr, cut = _device_rows(rep)

@@ -160,6 +160,37 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     return out
 
 
+PART_HEADERS = ["#", "part", "rank", "host", "pid", "path", "start [s]", "duration [s]", "bytes app [m]", "outcome"]
+
+
+def part_rows(rep: dict) -> list[list[str]]:
+    """Each grouped checkpoint's parts (ranks, files), the slowest marked: who held the save up."""
+    out = []
+    for i, r in enumerate(rep["checkpoints"], 1):
+        for k, p in enumerate(r.get("parts") or [], 1):
+            slow = r.get("slowest_part") and p["id"] == r["slowest_part"]["id"]
+            outcome = (
+                f"FAILED: {p.get('error') or 'the save reported an error'}"
+                if p.get("ok") is False
+                else ("did not finish" if p["app_end_s"] is None else "ok")
+            )
+            out.append(
+                [
+                    str(i),
+                    f"{k}{' (slowest)' if slow else ''}",
+                    num(p["rank"], "{}"),
+                    str(p.get("host") or "—"),
+                    num(p.get("pid"), "{}"),
+                    str(p.get("path") or "—"),
+                    num(p["start_s"], "{:.2f}"),
+                    num(p["duration_s"], "{:.3f}"),
+                    b(p["bytes_app"]),
+                    outcome,
+                ]
+            )
+    return out
+
+
 DEVICE_HEADERS = [
     "#",
     "kind",

@@ -1,0 +1,164 @@
+"""One checkpoint per save: the windows that one save produced, across files, threads, ranks and
+hosts, become one checkpoint whose parts stay visible.
+
+A framework's save writes many files, and every rank writes its own: without grouping, a
+Hugging Face save is five windows and a 2-rank DCP save two, each counting the shared directory.
+Windows are one checkpoint when they
+
+- are of the same kind (save or load) and the same checkpoint: the same `step` when the markers
+  give one, else the same checkpoint directory (the path itself for a directory save — DCP, HF's
+  checkpoint-N/ — or the file's folder) and the same step number in its name
+  (`checkpoint-500`, `step_100`, `epoch=0-step=50.ckpt`, `global_step7`);
+- and belong to one save phase: they overlap, or the next starts within JOIN_GAP_S of the
+  group's end — except that one process writing a file it already wrote in this group, or
+  marking a second window itself (ckprof.checkpoint), starts a new checkpoint (a loop saving `latest.pt` every few hundred ms is many saves). With a step
+  known, windows of the same step join across STEP_JOIN_S (a slow rank is still that save).
+
+The checkpoint spans its parts (first start → last return); its application bytes are each file
+counted once (a directory that several ranks report is counted once, at the largest size seen;
+files inside a directory that a part reports are in it; what marked parts say they wrote adds
+up). It failed if any part failed.
+Inferred windows are never grouped (they come from the devices, one per burst already).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+JOIN_GAP_S = 1.0
+_STEP = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\d+)", re.IGNORECASE)
+# saves whose path is the checkpoint directory itself (they write many files under it)
+DIRECTORY_APIS = ("torch.distributed.checkpoint", "transformers.")
+STEP_JOIN_S = 60.0  # parts naming the same step join across this much skew (a slow rank); a re-save later does not
+
+
+def step_in_path(path: str | None) -> int | None:
+    """The step number a checkpoint path names in its last two components, if any."""
+    if not path:
+        return None
+    parts = os.path.normpath(path).split(os.sep)[-2:]
+    for part in reversed(parts):
+        m = list(_STEP.finditer(part))
+        if m:
+            return int(m[-1].group(1))
+    return None
+
+
+def _is_dir_save(w: dict) -> bool:
+    name = w.get("name") or ""
+    return name.startswith(DIRECTORY_APIS)
+
+
+def checkpoint_key(w: dict):
+    """What identifies the checkpoint a window belongs to, or None (a window of its own)."""
+    if w["source"] == "inferred":
+        return None
+    if w.get("step") is not None:
+        return (w["kind"], "step", int(w["step"]))
+    path = w.get("path")
+    if not path:
+        return None
+    # a marked window's path is what the program called its checkpoint (a file or a folder);
+    # an automatic one's is a file in the checkpoint's folder, or that folder (DCP, HF)
+    marked = w["source"] != "patch"
+    folder = os.path.normpath(path) if marked or _is_dir_save(w) else os.path.dirname(os.path.normpath(path))
+    return (w["kind"], "dir", folder, step_in_path(path))
+
+
+def _app_bytes(parts: list[dict]) -> float | None:
+    """Each file once. An automatic part's bytes are the size of its path, measured after the
+    save (a DCP directory that every rank reports is counted once, at the largest size seen;
+    files under a directory a part reports are in it); a marked part's bytes are what the
+    program said that part wrote, so marked parts add up."""
+    known = [p for p in parts if p.get("bytes_app") is not None]
+    if not known:
+        return None
+    total = sum(float(p["bytes_app"]) for p in known if p["source"] != "patch" or not p.get("path"))
+    sizes: dict[str, float] = {}
+    for p in known:
+        if p["source"] == "patch" and p.get("path"):
+            key = os.path.normpath(p["path"])
+            sizes[key] = max(sizes.get(key, 0.0), float(p["bytes_app"]))
+    dirs = {os.path.normpath(p["path"]) for p in parts if p.get("path") and _is_dir_save(p)}
+    for k, v in sizes.items():
+        if not any(k.startswith(d + os.sep) for d in dirs):
+            total += v
+    return total
+
+
+def _merge(parts: list[dict]) -> dict:
+    if len(parts) == 1:
+        w, key = parts[0], checkpoint_key(parts[0])
+        if w.get("step") is None and key is not None and key[1] == "dir" and key[3] is not None:
+            return {**w, "step": key[3]}  # the step its path names
+        return w
+    first = min(parts, key=lambda p: p["start_ns"])
+    ends = [p["app_end_ns"] for p in parts]
+    app_end = None if any(e is None for e in ends) else max(ends)
+    failed = [p for p in parts if p["ok"] is False]
+    ranks = {p.get("rank") for p in parts}
+    paths = {os.path.normpath(p["path"]) for p in parts if p.get("path")}
+    key = checkpoint_key(first)
+    if len(paths) > 1:
+        path = os.path.commonpath(sorted(paths))
+    else:
+        path = next(iter(paths), None)
+    # the time the slowest part held its caller: an async save's blocking time, else its duration
+    blocking = None
+    if any(p.get("blocking_s") is not None for p in parts):
+        blocking = max(
+            (p["start_ns"] - first["start_ns"]) / 1e9
+            + (
+                p["blocking_s"]
+                if p.get("blocking_s") is not None
+                else ((p["app_end_ns"] or p["start_ns"]) - p["start_ns"]) / 1e9
+            )
+            for p in parts
+        )
+    nested = [i for p in parts for i in (p["id"], *p.get("nested_ids", ()))]
+    steps = {p.get("step") for p in parts} - {None}
+    return {
+        **first,
+        "start_ns": first["start_ns"],
+        "app_end_ns": app_end,
+        "bytes_app": _app_bytes(parts),
+        "path": path,
+        "step": next(iter(steps)) if len(steps) == 1 else (key[3] if key and key[1] == "dir" else None),
+        "rank": next(iter(ranks)) if len(ranks) == 1 else None,
+        "ok": False if failed else (None if any(p["ok"] is None for p in parts) else True),
+        "error": failed[0].get("error") if failed else None,
+        "blocking_s": blocking,
+        "nested_ids": nested,
+        "parts": sorted(parts, key=lambda p: (p["start_ns"], str(p.get("rank")))),
+    }
+
+
+def group_saves(wins: list[dict]) -> list[dict]:
+    """The windows of one save → one checkpoint (module docstring); order by start kept."""
+    groups: list[list[dict]] = []
+    open_by_key: dict = {}  # key → index of its latest group
+    for w in sorted(wins, key=lambda w: w["start_ns"]):
+        key = checkpoint_key(w)
+        g = open_by_key.get(key) if key is not None else None
+        if g is not None:
+            parts = groups[g]
+            end = max((p["app_end_ns"] or float("inf")) for p in parts)
+            same_file_again = any(
+                p.get("pid") == w.get("pid") and p.get("path") and p.get("path") == w.get("path") for p in parts
+            )
+            # a window the program marked itself (ckprof.checkpoint, the workload) is one save
+            # by its own word: two from one process stay two
+            marked_twice = w["source"] != "patch" and any(
+                p["source"] != "patch" and p.get("pid") == w.get("pid") for p in parts
+            )
+            in_phase = (
+                not marked_twice and w["start_ns"] <= end + (STEP_JOIN_S if key[1] == "step" else JOIN_GAP_S) * 1e9
+            )
+            if in_phase and not same_file_again:
+                parts.append(w)
+                continue
+        groups.append([w])
+        if key is not None:
+            open_by_key[key] = len(groups) - 1
+    return [_merge(parts) for parts in groups]
