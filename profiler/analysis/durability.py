@@ -42,6 +42,7 @@ class FileEvidence:
     tracker: dict | None = None  # the file_tracker event (ok, reason)
     by_id: dict = field(default_factory=dict)
     ends: dict = field(default_factory=dict)  # checkpoint id → its checkpoint_end event
+    renamed: dict = field(default_factory=dict)  # checkpoint id → paths the app renamed away (checkpoint_extend)
 
     @classmethod
     def of(cls, rec) -> "FileEvidence":
@@ -56,6 +57,9 @@ class FileEvidence:
             out.by_id.setdefault(str(r["id"]), []).append({k: _v(v) for k, v in r.items()})
         for _, r in ev[ev["event"] == "checkpoint_end"].iterrows():
             out.ends[str(r["id"])] = {k: _v(v) for k, v in r.items()}
+        if "renamed_to" in ev:
+            for _, r in ev[(ev["event"] == "checkpoint_extend") & ev["renamed_to"].notna()].iterrows():
+                out.renamed.setdefault(str(r["id"]), set()).add(str(r["path"]))
         return out
 
 
@@ -78,7 +82,15 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     at_ret, n_ret = end.get("pending_bytes_at_return"), end.get("files_at_return")
     have_ret = at_ret is not None and n_ret
     # a torch.save / DCP / safetensors save inside `with ckprof.checkpoint():` is part of it: its files too
-    files = [f for i in (w["id"], *w.get("nested_ids", ())) for f in fe.by_id.get(i, [])]
+    ids = (w["id"], *w.get("nested_ids", ()))
+    moved = set().union(*(fe.renamed.get(i, set()) for i in ids))
+    # a file renamed to its final name did not vanish: the new name is tracked in its place
+    files = [
+        f
+        for i in ids
+        for f in fe.by_id.get(i, [])
+        if not (f["event"] == "file_gone_before_poll" and f.get("path") in moved)
+    ]
     if have_ret:
         out["pending_bytes_at_return"] = float(at_ret)
         out["durable_at_return"] = at_ret == 0

@@ -10,7 +10,7 @@ Windows are one checkpoint when they
   checkpoint-N/ — or the file's folder) and the same step number in its name
   (`checkpoint-500`, `step_100`, `epoch=0-step=50.ckpt`, `global_step7`);
 - and belong to one save phase: they overlap, or the next starts within JOIN_GAP_S of the
-  group's end — except that one process writing a file it already wrote in this group, or
+  group's end (SAME_PROCESS_GAP_S of the end of the same process's last part) — except that one process writing a file it already wrote in this group, or
   marking a second window itself (ckprof.checkpoint), starts a new checkpoint (a loop saving `latest.pt` every few hundred ms is many saves). With a step
   known, windows of the same step join across STEP_JOIN_S (a slow rank is still that save).
 
@@ -26,7 +26,10 @@ from __future__ import annotations
 import os
 import re
 
-JOIN_GAP_S = 1.0
+JOIN_GAP_S = 1.0  # another process's (rank's) part of the save may start this long after the last ended
+# one process writes a save's files back to back (ms apart: HF, torch.save of model then
+# optimizer); a longer pause between two of its saves is training, so a new checkpoint
+SAME_PROCESS_GAP_S = 0.2
 _STEP = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\d+)", re.IGNORECASE)
 # saves whose path is the checkpoint directory itself (they write many files under it)
 DIRECTORY_APIS = ("torch.distributed.checkpoint", "transformers.")
@@ -144,6 +147,8 @@ def group_saves(wins: list[dict]) -> list[dict]:
         if g is not None:
             parts = groups[g]
             end = max((p["app_end_ns"] or float("inf")) for p in parts)
+            mine = [p for p in parts if p.get("pid") == w.get("pid")]
+            my_end = max(((p["app_end_ns"] or float("inf")) for p in mine), default=None)
             same_file_again = any(
                 p.get("pid") == w.get("pid") and p.get("path") and p.get("path") == w.get("path") for p in parts
             )
@@ -152,9 +157,13 @@ def group_saves(wins: list[dict]) -> list[dict]:
             marked_twice = w["source"] != "patch" and any(
                 p["source"] != "patch" and p.get("pid") == w.get("pid") for p in parts
             )
-            in_phase = (
-                not marked_twice and w["start_ns"] <= end + (STEP_JOIN_S if key[1] == "step" else JOIN_GAP_S) * 1e9
-            )
+            if key[1] == "step":
+                in_phase = w["start_ns"] <= end + STEP_JOIN_S * 1e9
+            elif my_end is not None:
+                in_phase = w["start_ns"] <= my_end + SAME_PROCESS_GAP_S * 1e9
+            else:
+                in_phase = w["start_ns"] <= end + JOIN_GAP_S * 1e9
+            in_phase = in_phase and not marked_twice
             if in_phase and not same_file_again:
                 parts.append(w)
                 continue

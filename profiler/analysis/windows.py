@@ -119,6 +119,14 @@ def marker_windows(rec) -> list[dict]:
     if "blocking_s" in ev:
         ends = ev[(ev["event"] == "checkpoint_end") & ev["blocking_s"].notna()]
         blocking = dict(zip(ends["id"], ends["blocking_s"]))
+    extend: dict[str, list] = {}  # the app's own fsync/rename/sync of a save's files (the patch's checkpoint_extend)
+    if "op" in ev:
+        for _, e in ev[ev["event"] == "checkpoint_extend"].iterrows():
+            cur = extend.setdefault(str(e["id"]), [0.0, [], None])
+            cur[0] = max(cur[0], float(e["t_ns"]))
+            cur[1].append(str(e["op"]))
+            if isinstance(e.get("renamed_to"), str):
+                cur[2] = e["renamed_to"]  # written under a temporary name, then renamed: the final name
 
     def clean(v):
         return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
@@ -143,6 +151,13 @@ def marker_windows(rec) -> list[dict]:
                 "host": clean(r.get("host")),
             }
         )
+        w, ext = out[-1], extend.get(out[-1]["id"])
+        if ext and w["app_end_ns"] is not None:
+            # the save is finished when the app's own fsync/rename of its files returns
+            w["app_end_ns"] = max(w["app_end_ns"], ext[0])
+            w["finished_by"] = sorted(set(ext[1]))
+            if ext[2] and w["path"] and not str(w["path"]).startswith(ext[2]):
+                w["path"] = ext[2]
     return group_saves(drop_nested_patch(out))
 
 

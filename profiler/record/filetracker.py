@@ -3,7 +3,8 @@
 The recorder learns a checkpoint's path from events.jsonl, the channel every marker already
 writes to (docs/architecture.md): a thread reads the lines appended since its last look, 10 times
 a second, and only looks closely at `checkpoint_end` lines (a save's files are complete then).
-For each file under the path (a directory is walked: DCP, Hugging Face) it opens an fd and keeps
+For each file under the path (a directory is walked: DCP, Hugging Face; or the `files` the
+patch listed as written by the save) it opens an fd and keeps
 it, then asks cachestat(2) (ckprof.record.pagecache) each tick until the file has no dirty and no
 writeback pages. Events written (docs/recording-format.md):
 
@@ -14,6 +15,8 @@ writeback pages. Events written (docs/recording-format.md):
   then is not known here; ckprof.checkpoint() records the pages it left dirty at return);
 - `file_pending_at_end`: the recording ended with the file's pages still dirty;
 - `file_untracked`: the file could not be opened or asked (the reason);
+- a `checkpoint_extend` event with `renamed_to` (the app renamed a save's file) makes the new
+  name one of the checkpoint's files;
 - `file_tracker`: once at start: whether cachestat(2) works here and, if not, why.
 
 Every file event carries the checkpoint's `id`, the `path`, `bytes` (its size) and the first
@@ -121,7 +124,7 @@ class FileTracker:
 
     def tick(self) -> None:
         for line in self._new_lines():
-            if b'"checkpoint_end"' not in line:  # the cheap test first: most lines are not ends
+            if b'"checkpoint_end"' not in line and b'"renamed_to"' not in line:  # cheap test: most lines are neither
                 continue
             try:
                 ev = json.loads(line)
@@ -131,12 +134,18 @@ class FileTracker:
                 continue
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 self._add(ev)
+            elif ev.get("event") == "checkpoint_extend" and ev.get("renamed_to"):
+                # the save's file moved to its final name (write to a temporary name, then rename)
+                self._add({"path": ev["renamed_to"], "id": ev.get("id")})
         if self._pending:
             self._pending = [f for f in self._pending if not self._poll(f)]
 
     def _add(self, ev: dict) -> None:
         path, cid = str(ev["path"]), str(ev.get("id"))
-        files = pagecache.files_under(path)
+        listed = ev.get("files")  # the files the save wrote, when the patch listed them (a folder save)
+        files = [str(f) for f in listed if os.path.exists(f)] if isinstance(listed, list) else None
+        if not files:
+            files = pagecache.files_under(path)
         if not files:
             self._emit(
                 "file_gone_before_poll", id=cid, path=path, reason="no such file or directory when first looked at"

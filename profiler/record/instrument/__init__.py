@@ -3,8 +3,10 @@
 `ckprof record` prepends `site_dir()` to the child's PYTHONPATH. Python's site module imports
 the first `sitecustomize` on sys.path (docs.python.org/3/library/site.html), which is ours: it
 runs the sitecustomize that would otherwise have run (chaining), then puts an import hook on
-sys.meta_path that wraps torch.save, torch.distributed.checkpoint.save / async_save / load and
-safetensors.torch.save_file the moment their modules are imported. A child that never imports
+sys.meta_path that wraps torch.save, torch.distributed.checkpoint.save / async_save / load,
+safetensors.torch.save_file, Hugging Face Trainer._save_checkpoint / save_model and Lightning
+Trainer.save_checkpoint the moment their modules are imported, and wraps os.fsync / fdatasync /
+rename / replace / sync so that a save's own finishing extends its window. A child that never imports
 torch pays one small finder on sys.meta_path. `ckprof record --no-patch` turns it off.
 
 The files in site/ import nothing from ckprof, so a child running another Python (a venv

@@ -2,9 +2,19 @@
 
 Wrapped: torch.save (and torch.serialization.save); torch.distributed.checkpoint save,
 async_save, load (and their state_dict_saver/state_dict_loader originals); safetensors.torch
-save_file. Each call becomes one checkpoint window: a checkpoint_start and a checkpoint_end event
-with the path and the bytes written (the file's size, or the checkpoint directory's total),
-in the format of ckprof/markers.py, with source "patch".
+save_file; Hugging Face transformers Trainer._save_checkpoint and Trainer.save_model (the whole
+checkpoint-N/ folder: weights, optimizer, scheduler, RNG state, trainer_state.json, and the
+retention that deletes old checkpoints); Lightning Trainer.save_checkpoint (the state dict and
+the fsspec write after it). Each call becomes one checkpoint window: a checkpoint_start and a
+checkpoint_end event with the path and the bytes written (the file's size, or for a directory
+the files in it written during the save, listed in `files`), in the format of ckprof/markers.py,
+with source "patch".
+
+The app's own finishing of a save is part of it: an os.fsync/os.fdatasync of one of the save's
+files, an os.rename/os.replace of one (write to a temporary name, then rename), or an os.sync
+within SYNC_AFTER_S of the return writes a `checkpoint_extend` event with the window's id and
+the time that call returned; the analysis moves the window's end there, and the recorder's file
+tracker follows a renamed file to its new name.
 
 Calls made while another wrapped call runs in the process are not windows of their own (DCP's
 writer may call torch.save per item, in worker threads); so two saves from two threads at once
@@ -31,6 +41,13 @@ _ids = itertools.count(1)
 _lock = threading.Lock()
 _busy = 0  # wrapped calls running in this process
 _fd = {}
+_recent = []  # (id, {path: True}, dir or None, end monotonic ns) of the latest saves, newest last
+RECENT_MAX = 16
+# an fsync/rename of a save's own file called this soon after the save returned finishes that
+# save (a rename that rotates old checkpoints before the next save, a training step later, does not)
+EXTEND_S = 2.0
+SYNC_AFTER_S = 2.0  # likewise an os.sync() (no file named)
+MAX_FILES_LISTED = 64
 
 
 def _emit(event, **fields):
@@ -80,6 +97,140 @@ def _size(path):
         return None
 
 
+def _written_since(path, t0_wall_ns):
+    """(bytes, [files]) of the files under directory `path` modified at or after t0 (this save's)."""
+    total, files = 0, []
+    for root, _, names in os.walk(path):
+        for f in names:
+            p = os.path.join(root, f)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            if st.st_mtime_ns >= t0_wall_ns:
+                total += st.st_size
+                files.append(p)
+    return total, files
+
+
+def _at_return(path):
+    """The save's pages still dirty or under writeback as it returns (cachestat(2), through
+    ckprof.record.pagecache when this Python has ckprof): a file the program deletes at once
+    (retention) is never seen by the recorder's tracker, so this is the only look at it."""
+    if not path:
+        return {}
+    try:
+        from ckprof.record.pagecache import pending_bytes
+
+        got = pending_bytes(path)
+    except Exception:  # no ckprof in this Python, or cachestat unavailable
+        return {}
+    return {} if got is None else {"pending_bytes_at_return": got[0], "files_at_return": got[1]}
+
+
+def _remember(cid, path, is_dir, files):
+    if not path:
+        return
+    real = os.path.realpath(path)
+    paths = {real: True}
+    for f in files or ():
+        paths[os.path.realpath(f)] = True
+    _recent.append((cid, paths, real if is_dir else None, time.monotonic_ns()))
+    del _recent[:-RECENT_MAX]
+
+
+def _save_of(path, t_call):
+    """The id of the latest recent save that wrote `path` (or holds it in its folder), if any."""
+    if not _recent or not path:
+        return None
+    real = os.path.realpath(path)
+    for cid, paths, folder, end in reversed(_recent):
+        if t_call - end > EXTEND_S * 1e9:
+            break
+        if real in paths or (folder and real.startswith(folder + os.sep)):
+            return cid
+    return None
+
+
+def _finishing(op, t_call, path=None, **fields):
+    """After an fsync/rename/sync (called at t_call) returned: extend the save it finishes, if any."""
+    if _busy:  # inside a wrapped save: already in its window
+        return
+    cid = None
+    if path is None:
+        if _recent and t_call - _recent[-1][3] <= SYNC_AFTER_S * 1e9:
+            cid = _recent[-1][0]
+    else:
+        cid = _save_of(path, t_call)
+    if cid is None:
+        return
+    if fields.get("renamed_to"):
+        for rc, paths, _, _ in _recent:
+            if rc == cid:
+                paths[os.path.realpath(fields["renamed_to"])] = True
+    _emit("checkpoint_extend", id=cid, op=op, path=path, **fields)
+
+
+def _fd_path(fd):
+    try:
+        fd = fd if isinstance(fd, int) else fd.fileno()
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except (OSError, AttributeError, ValueError, TypeError):
+        return None
+
+
+def patch_os():
+    """os.fsync, os.fdatasync, os.rename, os.replace, os.sync: a save's own finishing."""
+    if getattr(os.fsync, "__ckprof_wrapped__", False):
+        return
+
+    def on_fd(fn, op):
+        @functools.wraps(fn)
+        def wrapper(fd):
+            t_call = time.monotonic_ns()
+            r = fn(fd)
+            if _recent:
+                _finishing(op, t_call, _fd_path(fd))
+            return r
+
+        wrapper.__ckprof_wrapped__ = True
+        return wrapper
+
+    def on_rename(fn, op):
+        @functools.wraps(fn)
+        def wrapper(src, dst, *a, **k):
+            t_call = time.monotonic_ns()
+            s, d = _as_path(src), _as_path(dst)
+            real_src = os.path.realpath(s) if (_recent and s) else None  # before it moves
+            r = fn(src, dst, *a, **k)
+            if real_src and d:
+                _finishing(op, t_call, real_src, renamed_to=os.path.abspath(d))
+            return r
+
+        wrapper.__ckprof_wrapped__ = True
+        return wrapper
+
+    def on_sync(fn):
+        @functools.wraps(fn)
+        def wrapper():
+            t_call = time.monotonic_ns()
+            r = fn()
+            if _recent:
+                _finishing("sync", t_call)
+            return r
+
+        wrapper.__ckprof_wrapped__ = True
+        return wrapper
+
+    os.fsync = on_fd(os.fsync, "fsync")
+    if hasattr(os, "fdatasync"):
+        os.fdatasync = on_fd(os.fdatasync, "fdatasync")
+    os.rename = on_rename(os.rename, "rename")
+    os.replace = on_rename(os.replace, "replace")
+    if hasattr(os, "sync"):
+        os.sync = on_sync(os.sync)
+
+
 def _enter():
     global _busy
     with _lock:
@@ -93,7 +244,7 @@ def _leave():
         _busy -= 1
 
 
-def _wrap(fn, api, kind, path_of):
+def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None):
     if getattr(fn, "__ckprof_wrapped__", False):
         return fn
 
@@ -104,59 +255,84 @@ def _wrap(fn, api, kind, path_of):
                 return fn(*args, **kwargs)
             finally:
                 _leave()
-        path = None
+        path = step = None
         try:
             path = path_of(args, kwargs)
         except Exception:
             pass
+        try:
+            step = step_of(args, kwargs) if step_of else None
+        except Exception:
+            pass
         fobj = args[1] if api == "torch.save" and len(args) > 1 else kwargs.get("f")
         pos0 = None
-        if path is None and fobj is not None and hasattr(fobj, "tell"):
-            try:
-                pos0 = fobj.tell()
-            except Exception:
-                pos0 = None
+        if path is None and fobj is not None:
+            name = getattr(fobj, "name", None)  # a file the program opened itself
+            if isinstance(name, str) and os.path.isfile(name):
+                path = os.path.abspath(name)
+            if hasattr(fobj, "tell"):
+                try:
+                    pos0 = fobj.tell()
+                except Exception:
+                    pos0 = None
         cid = f"{_HOST}:{os.getpid()}:patch{next(_ids)}"
         common = {"id": cid, "kind": kind, "path": path, "name": api}
-        _emit("checkpoint_start", **common)
+        _emit("checkpoint_start", step=step, **common)
         t0 = time.monotonic_ns()
+        t0_wall = time.time_ns() - 2_000_000_000  # file mtimes are coarse (a jiffy): allow slack
         is_async = api.endswith("async_save")
+
+        def measured():
+            """(bytes, files written) once the save is complete."""
+            if path and is_dir and os.path.isdir(path):
+                n, files = _written_since(path, t0_wall)
+                return n, files if len(files) <= MAX_FILES_LISTED else None
+            n = _size(path)
+            if n is None and pos0 is not None:
+                try:
+                    n = fobj.tell() - pos0
+                except Exception:
+                    n = None
+            return n, None
+
         try:
             result = fn(*args, **kwargs)
         except BaseException as e:
             _leave()
             _emit("checkpoint_end", ok=False, error=f"{type(e).__name__}: {e}", **common)
             raise
-        nbytes = _size(path)
-        if nbytes is None and pos0 is not None:
-            try:
-                nbytes = fobj.tell() - pos0
-            except Exception:
-                nbytes = None
         blocking_s = (time.monotonic_ns() - t0) / 1e9
         fut = getattr(result, "add_done_callback", None)
         if is_async and callable(fut):
 
-            def done(f, common=common, path=path, blocking_s=blocking_s):
+            def done(f, common=common, blocking_s=blocking_s):
                 _leave()
                 err = None
                 try:
                     err = f.exception()
                 except BaseException as e:  # cancelled
                     err = e
+                nbytes, files = measured()
                 _emit(
                     "checkpoint_end",
                     ok=err is None,
-                    bytes=_size(path),
+                    bytes=nbytes,
+                    files=files,
                     blocking_s=blocking_s,
                     error=None if err is None else f"{type(err).__name__}: {err}",
                     **common,
                 )
+                _remember(cid, path, is_dir, files)
 
             result.add_done_callback(done)
             return result
         _leave()
-        _emit("checkpoint_end", ok=True, bytes=nbytes, **common)
+        t_end = time.monotonic_ns()  # the save's return, before the look at its files
+        nbytes, files = measured()
+        at_ret = _at_return(path) if kind == "save" else {}
+        _emit("checkpoint_end", t_ns=t_end, ok=True, bytes=nbytes, files=files, **at_ret, **common)
+        if kind == "save":
+            _remember(cid, path, is_dir, files)
         return result
 
     wrapper.__ckprof_wrapped__ = True
@@ -184,10 +360,10 @@ def _safetensors_path(args, kwargs):
     return _as_path(args[1] if len(args) > 1 else kwargs.get("filename"))
 
 
-def _patch(mod, attr, api, kind, path_of):
+def _patch(mod, attr, api, kind, path_of, is_dir=False, step_of=None):
     fn = getattr(mod, attr, None)
     if callable(fn):
-        setattr(mod, attr, _wrap(fn, api, kind, path_of))
+        setattr(mod, attr, _wrap(fn, api, kind, path_of, is_dir, step_of))
         return getattr(mod, attr)
     return None
 
@@ -207,7 +383,7 @@ def patch_dcp(dcp):
         ("async_save", "torch.distributed.checkpoint.async_save", "save", saver),
         ("load", "torch.distributed.checkpoint.load", "load", loader),
     ):
-        w = _patch(dcp, attr, api, kind, _dcp_path)
+        w = _patch(dcp, attr, api, kind, _dcp_path, is_dir=True)
         if w is not None and orig is not None and hasattr(orig, attr):
             setattr(orig, attr, w)
 
@@ -216,7 +392,60 @@ def patch_safetensors(st):
     _patch(st, "save_file", "safetensors.torch.save_file", "save", _safetensors_path)
 
 
-TARGETS = {"torch": patch_torch, "torch.distributed.checkpoint": patch_dcp, "safetensors.torch": patch_safetensors}
+def _hf_checkpoint_dir(args, kwargs):
+    """Trainer._save_checkpoint(self, model, trial): <output dir>/checkpoint-<global step>."""
+    self = args[0]
+    trial = args[2] if len(args) > 2 else kwargs.get("trial")
+    run_dir = self.args.output_dir if trial is None else self._get_output_dir(trial=trial)
+    return os.path.join(run_dir, f"checkpoint-{self.state.global_step}")
+
+
+def _hf_step(args, kwargs):
+    return int(args[0].state.global_step)
+
+
+def _hf_save_model_dir(args, kwargs):
+    out = args[1] if len(args) > 1 else kwargs.get("output_dir")
+    return _as_path(out) or args[0].args.output_dir
+
+
+def patch_transformers_trainer(mod):
+    """Hugging Face Trainer: one window per checkpoint-N/ save (every file in it, and the
+    retention of old ones), one per save_model; the torch.save/safetensors calls inside are parts of it."""
+    cls = getattr(mod, "Trainer", None)
+    if cls is None:
+        return
+    for attr, api, path_of, step_of in (
+        ("_save_checkpoint", "transformers.Trainer._save_checkpoint", _hf_checkpoint_dir, _hf_step),
+        ("save_model", "transformers.Trainer.save_model", _hf_save_model_dir, None),
+    ):
+        _patch(cls, attr, api, "save", path_of, is_dir=True, step_of=step_of)
+
+
+def _lightning_path(args, kwargs):
+    return _as_path(args[1] if len(args) > 1 else kwargs.get("filepath"))
+
+
+def _lightning_step(args, kwargs):
+    return int(args[0].global_step)
+
+
+def patch_lightning_trainer(mod):
+    """Lightning Trainer.save_checkpoint: the state dict, then its write through fsspec."""
+    cls = getattr(mod, "Trainer", None)
+    if cls is not None:
+        api = f"{mod.__name__.split('.')[0]}.Trainer.save_checkpoint"
+        _patch(cls, "save_checkpoint", api, "save", _lightning_path, step_of=_lightning_step)
+
+
+TARGETS = {
+    "torch": patch_torch,
+    "torch.distributed.checkpoint": patch_dcp,
+    "safetensors.torch": patch_safetensors,
+    "transformers.trainer": patch_transformers_trainer,
+    "lightning.pytorch.trainer.trainer": patch_lightning_trainer,
+    "pytorch_lightning.trainer.trainer": patch_lightning_trainer,
+}
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -264,6 +493,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install():
+    patch_os()
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     for name, patch in TARGETS.items():  # already imported (unusual at site time)
