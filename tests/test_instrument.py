@@ -173,3 +173,67 @@ def test_save_inside_a_marked_checkpoint_is_one_window(tmp_path):
         ("api", 7, str(tmp_path)),
         ("patch", None, str(tmp_path / "b.pt")),
     ]
+
+
+FINISH = """
+import json, os, sys, time, torch
+d = sys.argv[1]
+sd = {"w": torch.randn(512, 512)}
+saves = []
+for k in range(3):
+    time.sleep(0.4)  # training between saves
+    t0 = time.monotonic_ns()
+    final = os.path.join(d, f"model_{k}.pt")
+    if k == 1:  # the app's own finishing: write under a temporary name, fsync, rename
+        torch.save(sd, final + ".tmp")
+        with open(final + ".tmp", "rb+") as f:
+            time.sleep(0.2)  # a slow fsync: a fifth of the save
+            os.fsync(f.fileno())
+        os.replace(final + ".tmp", final)
+    else:
+        torch.save(sd, final)
+        fd = os.open(final, os.O_RDONLY)
+        time.sleep(0.2)
+        os.fsync(fd)
+        os.close(fd)
+    saves.append([t0, time.monotonic_ns()])
+print(json.dumps(saves))
+"""
+
+
+def test_the_apps_fsync_and_rename_after_a_save_are_part_of_it(tmp_path):
+    """The save ends when the app's own fsync/rename of its files returns, and a file renamed to
+    its final name is followed there (no 'gone before the tracker looked')."""
+    pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
+    script = tmp_path / "finish.py"
+    script.write_text(FINISH)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    rec, r = record(tmp_path, sys.executable, str(script), str(ck))
+    saves = json.loads(r.stdout.strip().splitlines()[-1])
+    ext = [e for e in events(rec) if e["event"] == "checkpoint_extend"]
+    assert [e["op"] for e in ext] == ["fsync", "fsync", "replace", "fsync"]
+    assert ext[2]["renamed_to"] == str(ck / "model_1.pt")
+    cps = analyze(rec).report["checkpoints"]
+    assert len(cps) == 3  # three saves 0.4 s apart in one folder: three checkpoints
+    start_ns = rec.start_ns
+    for c, (a, b) in zip(cps, saves):
+        s0, e0 = start_ns + c["start_s"] * 1e9, start_ns + c["app_end_s"] * 1e9
+        cover = (min(e0, b) - max(s0, a)) / (b - a)
+        print(f"{c['path']}: window covers {cover:.1%} of the measured save, starts {(a - s0) / 1e6:.2f} ms before it")
+        assert cover >= 0.95 and -0.5e9 <= a - s0 <= 0.5e9
+    assert cps[1]["path"] == str(ck / "model_1.pt")
+    assert not any("removed before" in x for c in cps for x in c["durable_basis"])
+
+
+def test_step_and_folder_name_the_checkpoint():
+    from ckprof.analysis.grouping import checkpoint_key, step_in_path
+
+    assert step_in_path("/out/checkpoint-500/optimizer.pt") == 500
+    assert step_in_path("/ck/epoch=0-step=50.ckpt") == 50
+    assert step_in_path("/ck/global_step7/mp_rank_00_model_states.pt") == 7
+    assert step_in_path("/ck/rank0.pt") is None
+    w = {"source": "patch", "kind": "save", "step": None, "name": "torch.save", "path": "/ck/step_3/rank1.pt"}
+    assert checkpoint_key(w) == ("save", "dir", "/ck/step_3", 3)
+    dcp = dict(w, name="torch.distributed.checkpoint.save", path="/ck/step_3")
+    assert checkpoint_key(dcp) == ("save", "dir", "/ck/step_3", 3)

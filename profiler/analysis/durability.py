@@ -64,7 +64,8 @@ class FileEvidence:
 
 
 def _mib(n) -> str:
-    return f"{(n or 0) / MIB:.2f} MiB"
+    n = n or 0
+    return f"{n / MIB:.2f} MiB" if n >= MIB else f"{n / 1024:.1f} KiB"
 
 
 def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
@@ -85,12 +86,15 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     ids = (w["id"], *w.get("nested_ids", ()))
     moved = set().union(*(fe.renamed.get(i, set()) for i in ids))
     # a file renamed to its final name did not vanish: the new name is tracked in its place
-    files = [
-        f
-        for i in ids
-        for f in fe.by_id.get(i, [])
-        if not (f["event"] == "file_gone_before_poll" and f.get("path") in moved)
-    ]
+    # parts of one checkpoint (ranks naming one DCP folder) have the same files watched: each once
+    files = list(
+        {
+            (f["event"], f.get("path")): f
+            for i in ids
+            for f in fe.by_id.get(i, [])
+            if not (f["event"] == "file_gone_before_poll" and f.get("path") in moved)
+        }.values()
+    )
     if have_ret:
         out["pending_bytes_at_return"] = float(at_ret)
         out["durable_at_return"] = at_ret == 0

@@ -9,6 +9,7 @@ when some other data reached the disk.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,7 +127,7 @@ def marker_windows(rec) -> list[dict]:
             cur[0] = max(cur[0], float(e["t_ns"]))
             cur[1].append(str(e["op"]))
             if isinstance(e.get("renamed_to"), str):
-                cur[2] = e["renamed_to"]  # written under a temporary name, then renamed: the final name
+                cur[2] = (str(e["path"]), e["renamed_to"])  # written under a temporary name, then renamed
 
     def clean(v):
         return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
@@ -156,8 +157,8 @@ def marker_windows(rec) -> list[dict]:
             # the save is finished when the app's own fsync/rename of its files returns
             w["app_end_ns"] = max(w["app_end_ns"], ext[0])
             w["finished_by"] = sorted(set(ext[1]))
-            if ext[2] and w["path"] and not str(w["path"]).startswith(ext[2]):
-                w["path"] = ext[2]
+            if ext[2] and w["path"] and os.path.realpath(w["path"]) == ext[2][0]:
+                w["path"] = ext[2][1]  # the checkpoint is the file under its final name
     return group_saves(drop_nested_patch(out))
 
 

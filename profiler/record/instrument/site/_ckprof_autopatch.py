@@ -113,17 +113,41 @@ def _written_since(path, t0_wall_ns):
     return total, files
 
 
+_pagecache = []  # ckprof/record/pagecache.py, loaded by its path (it imports only the stdlib)
+
+
+def _load_pagecache():
+    """Load the cachestat(2) helper when a checkpoint module is imported, not inside a save."""
+    if _pagecache:
+        return _pagecache[0]
+    mod = None
+    try:
+        import importlib.util
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        spec = importlib.util.spec_from_file_location(
+            "_ckprof_pagecache", os.path.join(here, os.pardir, os.pardir, "pagecache.py")
+        )
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # dataclasses look their module up there
+        spec.loader.exec_module(mod)
+    except Exception:
+        sys.modules.pop("_ckprof_pagecache", None)
+        mod = None
+    _pagecache.append(mod)
+    return mod
+
+
 def _at_return(path):
-    """The save's pages still dirty or under writeback as it returns (cachestat(2), through
-    ckprof.record.pagecache when this Python has ckprof): a file the program deletes at once
-    (retention) is never seen by the recorder's tracker, so this is the only look at it."""
-    if not path:
+    """The save's pages still dirty or under writeback as it returns (cachestat(2)): a file the
+    program deletes at once (retention) is never seen by the recorder's tracker, so this is the
+    only look at it."""
+    pc = _load_pagecache() if path else None
+    if pc is None:
         return {}
     try:
-        from ckprof.record.pagecache import pending_bytes
-
-        got = pending_bytes(path)
-    except Exception:  # no ckprof in this Python, or cachestat unavailable
+        got = pc.pending_bytes(path)
+    except Exception:  # cachestat unavailable
         return {}
     return {} if got is None else {"pending_bytes_at_return": got[0], "files_at_return": got[1]}
 
@@ -459,6 +483,7 @@ class _PatchingLoader(importlib.abc.Loader):
         self.loader.exec_module(module)
         try:
             self.patch(module)
+            _load_pagecache()
         except Exception as e:  # never break the import
             print(f"ckprof: could not wrap {module.__name__}: {type(e).__name__}: {e}", file=sys.stderr)
 
