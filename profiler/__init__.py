@@ -20,6 +20,14 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+unknown"
 
 
+def evict(path: str) -> dict:
+    """Drop a checkpoint's files (a file or a folder) from the page cache, nothing else, so the
+    next load of it reads from the device: a cold restore without root (ckprof.record.pagecache)."""
+    from ckprof.record.pagecache import evict as _evict
+
+    return _evict(path)
+
+
 def load(path: str):
     """Read a recording directory (see docs/recording-format.md) into a Recording."""
     from ckprof.recording.reader import load as _load
@@ -27,4 +35,4 @@ def load(path: str):
     return _load(path)
 
 
-__all__ = ["checkpoint", "mark", "load", "CkprofError", "RecordingError", "UsageError", "__version__"]
+__all__ = ["checkpoint", "mark", "load", "evict", "CkprofError", "RecordingError", "UsageError", "__version__"]

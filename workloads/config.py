@@ -19,6 +19,7 @@ class RunConfig:
     keep: int = 0
     load: bool = False
     drop_caches: bool = False
+    warm: bool = False  # a load reads what the page cache holds (no eviction of its files first)
     record: bool = True
     output: str | None = None
     sample_interval_s: float = 0.1

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ckprof.record import markers
+from ckprof.record.pagecache import evict
 
 from . import store
 from .data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
@@ -391,7 +392,21 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
         for i, f in enumerate(manifest["files"])
         if int(f["rank"]) % size == rank
     ]
-    method = "O_DIRECT" if cfg.direct else "posix_fadvise(POSIX_FADV_DONTNEED)"
+    warm = getattr(cfg, "warm", False)
+    if cfg.direct:
+        method = "O_DIRECT"
+    elif warm:
+        method = "warm (page cache as it was)"
+    else:
+        # a cold restore of just these files, before the window opens: fdatasync + DONTNEED
+        # each (ckprof.record.pagecache.evict), no root, the rest of the machine's cache kept
+        method = "fdatasync + posix_fadvise(POSIX_FADV_DONTNEED) of its files"
+        for j in mine:
+            try:
+                evict(j.path)
+            except OSError:
+                pass  # a missing or unreadable file: the read below says so, checked
+
     if cfg.drop_caches:
         if comm.local_rank == 0:
             drop_caches()
@@ -413,7 +428,7 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
     t0 = time.monotonic_ns()
     error = None
     try:
-        read_files(mine, chunk_bytes=chunk, threads=cfg.threads, direct=cfg.direct, on_bytes=progress)
+        read_files(mine, chunk_bytes=chunk, threads=cfg.threads, direct=cfg.direct, on_bytes=progress, evict=False)
     except Exception as e:  # noqa: BLE001 - every rank reports; rank 0 decides
         error = str(e)
     t1 = time.monotonic_ns()

@@ -242,16 +242,17 @@ def _open_shard(job: FileJob, direct: bool) -> int:
 
 
 def read_files(
-    jobs: list[FileJob], *, chunk_bytes: int, threads: int = 1, direct: bool = False, on_bytes=None
+    jobs: list[FileJob], *, chunk_bytes: int, threads: int = 1, direct: bool = False, on_bytes=None, evict=True
 ) -> list[FileResult]:
-    """Read every job's file with `threads` threads; check size and checksum against the job's."""
+    """Read every job's file with `threads` threads; check size and checksum against the job's.
+    `evict`: drop each file's clean pages first (posix_fadvise DONTNEED) so the reads reach the device."""
     tasks: queue.Queue = queue.Queue()
     states = []
     try:
         for job in jobs:
             fd = _open_shard(job, direct)
             states.append(_Open(job, fd, 0))
-            if not direct:
+            if not direct and evict:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             nchunks = -(-job.nbytes // chunk_bytes)
             states[-1].nchunks, states[-1].digests, states[-1].remaining = nchunks, [0] * nchunks, nchunks

@@ -14,7 +14,7 @@ from . import durability as D
 from . import gpu_idle, scale, timeline
 from . import thermal as T
 from . import windows as W
-from .checkpoints import _f, attribute_device_bytes, checkpoint_row
+from .checkpoints import DEVICE_READ_WARN_SHARE, _f, attribute_device_bytes, checkpoint_row
 from .fields import FIELDS
 
 REPORT_SCHEMA = "ckprof-report"
@@ -179,6 +179,18 @@ def analyze(
             )
         elif r["app_end_s"] is None:
             notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
+        if r["kind"] == "load" and r["ok"] is not False:
+            dev, cache = r.get("device_read_share"), r.get("cache_served_share")
+            low_dev = dev is not None and dev < DEVICE_READ_WARN_SHARE
+            if low_dev or (cache is not None and cache > 1 - DEVICE_READ_WARN_SHARE):
+                what = [f"{dev:.0%} of its bytes came from the devices"] if dev is not None else []
+                if cache is not None:
+                    what.append(f"{cache:.0%} were in the page cache as it started (cachestat)")
+                notes.append(
+                    f"load {r['id']}: NOT A STORAGE READ: {' and '.join(what)}; its bandwidth is the "
+                    "page cache's. Measure a cold restore: `ckprof evict PATH` first (no root), or "
+                    "`ckprof workload load` (evicts its files), or --drop-caches (root)"
+                )
         if r["durable_at_return"] is False:
             notes.append(
                 f"checkpoint {r['id']}: NOT DURABLE when the save returned: "

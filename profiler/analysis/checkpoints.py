@@ -121,6 +121,36 @@ def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None
     return out
 
 
+# a load whose bytes the devices delivered less than this share of is not a storage read
+DEVICE_READ_WARN_SHARE = 0.5
+
+
+def restore_truth(w: dict, dev_read_bytes: float | None) -> dict:
+    """A load's bytes: read by the application (its files), read from the devices (this load's
+    share), and served from the page cache — measured with cachestat(2) as the load started
+    (the files' pages already cached), and derived from the devices' reads."""
+    app = w.get("file_bytes_at_start") or w.get("bytes_app")
+    cached = w.get("cached_bytes_at_start")
+    out = {
+        "restore_bytes_app": _f(app),
+        "restore_bytes_device": _f(dev_read_bytes),
+        "cache_served_share": _f(min(1.0, cached / app)) if (cached is not None and app) else None,
+        "device_read_share": _f(dev_read_bytes / app) if (dev_read_bytes is not None and app) else None,
+        "restore_basis": [],
+    }
+    b = out["restore_basis"]
+    if out["cache_served_share"] is not None:
+        b.append(
+            f"cachestat(2) as the load started: {cached / 2**20:.1f} MiB of its {app / 2**20:.1f} MiB "
+            "already in the page cache (measured)"
+        )
+    else:
+        b.append("page cache at start unknown: no cachestat(2) look (a marker without path=, or a kernel before 6.5)")
+    if out["device_read_share"] is not None:
+        b.append(f"the recorded devices read {dev_read_bytes / 2**20:.1f} MiB during it (derived)")
+    return out
+
+
 def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
     """A grouped checkpoint's parts (one per rank's or file's window) and the slowest of them: the
     one that returned last (one that never returned, if any)."""
@@ -182,7 +212,9 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
     gpu_idle = {name: _f(idle_seconds(t, f, a, end_used)) for name, (t, f) in ctx.gpu_idle.items()}
     gpu_vals = [v for v in gpu_idle.values() if v is not None]
     parts, slowest = parts_of(w, tl)
+    restore = restore_truth(w, dev_bytes) if w["kind"] == "load" else {}
     return {
+        **restore,
         "id": w["id"],
         "source": w["source"],
         "kind": w["kind"],

@@ -20,6 +20,16 @@ FIELDS = {
         "unit": "B (written for a save, read for a load; this checkpoint's share of each interval it shares with others)",
         "provenance": D,
     },
+    "checkpoints[].restore_bytes_app": {"unit": "B (a load's files)", "provenance": M},
+    "checkpoints[].restore_bytes_device": {
+        "unit": "B (read by the recorded devices, this load's share)",
+        "provenance": D,
+    },
+    "checkpoints[].cache_served_share": {
+        "unit": "fraction of a load's bytes in the page cache as it started (cachestat(2))",
+        "provenance": M,
+    },
+    "checkpoints[].device_read_share": {"unit": "fraction: device bytes read / the load's bytes", "provenance": D},
     "checkpoints[].parts[].start_s": {"unit": "s since recording start", "provenance": M},
     "checkpoints[].parts[].app_end_s": {"unit": "s since recording start", "provenance": M},
     "checkpoints[].parts[].duration_s": {"unit": "s", "provenance": D},

@@ -30,6 +30,9 @@ JOIN_GAP_S = 1.0  # another process's (rank's) part of the save may start this l
 # one process writes a save's files back to back (ms apart: HF, torch.save of model then
 # optimizer); a longer pause between two of its saves is training, so a new checkpoint
 SAME_PROCESS_GAP_S = 0.2
+# a restore's reads from one process are spread over its start-up (HF loads the model, then the
+# optimizer and RNG state as training starts): they join across this much
+SAME_PROCESS_LOAD_GAP_S = 30.0
 _STEP = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\d+)", re.IGNORECASE)
 # saves whose path is the checkpoint directory itself (they write many files under it)
 DIRECTORY_APIS = ("torch.distributed.checkpoint", "transformers.")
@@ -120,6 +123,13 @@ def _merge(parts: list[dict]) -> dict:
             for p in parts
         )
     nested = [i for p in parts for i in (p["id"], *p.get("nested_ids", ()))]
+    # a load's page-cache state at start: per path the largest seen (ranks reading one folder)
+    cache: dict[str, tuple[float, float]] = {}
+    for p in parts:
+        if p.get("cached_bytes_at_start") is not None and p.get("file_bytes_at_start"):
+            k = os.path.normpath(p.get("path") or p["id"])
+            c, f = cache.get(k, (0.0, 0.0))
+            cache[k] = (max(c, p["cached_bytes_at_start"]), max(f, p["file_bytes_at_start"]))
     steps = {p.get("step") for p in parts} - {None}
     return {
         **first,
@@ -134,6 +144,8 @@ def _merge(parts: list[dict]) -> dict:
         "blocking_s": blocking,
         "nested_ids": nested,
         "parts": sorted(parts, key=lambda p: (p["start_ns"], str(p.get("rank")))),
+        "cached_bytes_at_start": sum(c for c, _ in cache.values()) if cache else None,
+        "file_bytes_at_start": sum(f for _, f in cache.values()) if cache else None,
     }
 
 
@@ -160,7 +172,8 @@ def group_saves(wins: list[dict]) -> list[dict]:
             if key[1] == "step":
                 in_phase = w["start_ns"] <= end + STEP_JOIN_S * 1e9
             elif my_end is not None:
-                in_phase = w["start_ns"] <= my_end + SAME_PROCESS_GAP_S * 1e9
+                gap = SAME_PROCESS_LOAD_GAP_S if w["kind"] == "load" else SAME_PROCESS_GAP_S
+                in_phase = w["start_ns"] <= my_end + gap * 1e9
             else:
                 in_phase = w["start_ns"] <= end + JOIN_GAP_S * 1e9
             in_phase = in_phase and not marked_twice

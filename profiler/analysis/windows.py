@@ -109,6 +109,10 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
     return out
 
 
+def _num(v) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
+
+
 def marker_windows(rec) -> list[dict]:
     """Windows from checkpoint_start/checkpoint_end events (ckprof.checkpoint, the patch, workload)."""
     cp = rec.checkpoints()
@@ -150,6 +154,8 @@ def marker_windows(rec) -> list[dict]:
                 "blocking_s": clean(blocking.get(r["id"])),
                 "pid": None if pd.isna(r.get("pid")) else int(r["pid"]),
                 "host": clean(r.get("host")),
+                "cached_bytes_at_start": _num(r.get("cached_bytes_at_start")),
+                "file_bytes_at_start": _num(r.get("file_bytes_at_start")),
             }
         )
         w, ext = out[-1], extend.get(out[-1]["id"])

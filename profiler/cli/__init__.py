@@ -47,10 +47,11 @@ def main():
 
 # Every command lives in its own module; they are added here (imports after `main` on purpose).
 from .doctor import doctor  # noqa: E402
+from .evict import evict  # noqa: E402
 from .import_power import import_power_command as import_power  # noqa: E402
 from .record import record  # noqa: E402
 from .report import compare, export, report  # noqa: E402
 from .workload import workload  # noqa: E402
 
-for _command in (record, doctor, report, compare, export, import_power, workload):
+for _command in (record, doctor, report, compare, export, import_power, workload, evict):
     main.add_command(_command)

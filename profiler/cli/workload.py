@@ -103,6 +103,7 @@ def run_from_flags(
     output,
     sample_interval,
     force,
+    warm=False,
 ) -> RunConfig:
     return RunConfig(
         target=target,
@@ -117,6 +118,7 @@ def run_from_flags(
         keep=keep,
         load=load_after,
         drop_caches=drop_caches,
+        warm=warm,
         record=not no_record,
         output=output,
         sample_interval_s=parse_interval(sample_interval),
@@ -172,6 +174,11 @@ def run_from_flags(
     help="After the saves, all ranks read the newest checkpoint back and verify it.",
 )
 @click.option("--drop-caches", is_flag=True, help="Before a load, also write 3 to /proc/sys/vm/drop_caches (root).")
+@click.option(
+    "--warm",
+    is_flag=True,
+    help="A load reads what the page cache holds (default: its files are evicted first, a cold restore).",
+)
 @click.option("--no-record", is_flag=True, help="Do not record telemetry (a bare run).")
 @click.option(
     "-o", "--output", default=None, metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS]."
@@ -223,15 +230,16 @@ def _interval(text: str) -> float:
 @workload.command("load")
 @click.argument("checkpoint", metavar="DIR")
 @click.option("--ranks", type=int, default=None, help="Reader processes [default: the ranks that wrote it].")
-@click.option("--direct", is_flag=True, help="O_DIRECT reads (else posix_fadvise(DONTNEED) before reading).")
+@click.option("--direct", is_flag=True, help="O_DIRECT reads (else its files are evicted from the page cache first).")
 @click.option("--drop-caches", is_flag=True, help="Also write 3 to /proc/sys/vm/drop_caches first (root).")
+@click.option("--warm", is_flag=True, help="Read what the page cache holds: no eviction first (a warm restore).")
 @click.option("--threads", default=1, show_default=True, help="Reader threads per rank.")
 @click.option("--no-record", is_flag=True, help="Do not record telemetry.")
 @click.option("-o", "--output", default=None, metavar="DIR", help="Recording directory.")
 @click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
 @click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
 @click.pass_context
-def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, output, sample_interval, force):
+def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_record, output, sample_interval, force):
     """Read a checkpoint written by `ckprof workload` with all ranks, verify every checksum,
     report the slowest rank's read GiB/s."""
     from ckprof.workloads.launch import load_main
@@ -244,6 +252,7 @@ def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, threads, no_record, ou
         target=checkpoint,
         direct=direct,
         drop_caches=drop_caches,
+        warm=warm,
         threads=threads,
         record=not no_record,
         output=output,

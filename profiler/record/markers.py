@@ -110,7 +110,8 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
     def __enter__(self) -> "checkpoint":
         if active():
             self.id = f"{_HOST}:{os.getpid()}:{next(_ids)}"
-            emit("checkpoint_start", bytes=self.bytes, **self._fields())
+            at_start = _at_start(self.path) if self.kind == "load" else {}
+            emit("checkpoint_start", bytes=self.bytes, **at_start, **self._fields())
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -125,6 +126,22 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
                 **_at_return(self.path if self.kind == "save" and exc_type is None else None),
                 **self._fields(),
             )
+
+
+def _at_start(path: str | None) -> dict:
+    """A load's files already in the page cache as it starts (cachestat(2)): what it can read
+    from memory rather than from the device."""
+    if not path:
+        return {}
+    from .pagecache import cached_bytes
+
+    try:
+        got = cached_bytes(path)
+    except OSError:
+        got = None
+    return (
+        {} if got is None else {"cached_bytes_at_start": got["cached_bytes"], "file_bytes_at_start": got["file_bytes"]}
+    )
 
 
 def _at_return(path: str | None) -> dict:

@@ -231,6 +231,9 @@ class Recording:
                     "bytes": end_bytes,
                     "ok": None if e is None else e.get("ok"),
                     "error": None if e is None else e.get("error"),
+                    # a load's files already in the page cache as it started (cachestat(2))
+                    "cached_bytes_at_start": s.get("cached_bytes_at_start"),
+                    "file_bytes_at_start": s.get("file_bytes_at_start"),
                 }
             )
         df = pd.DataFrame(rows)

@@ -70,6 +70,9 @@ def to_markdown(rep: dict) -> str:
         pr = T.part_rows(rep)
         if pr:
             L += ["", "### Parts of each checkpoint (ranks, files)", ""] + _md_table(T.PART_HEADERS, pr)
+        rr = T.restore_rows(rep)
+        if rr:
+            L += ["", "### Restores: storage or page cache?", ""] + _md_table(T.RESTORE_HEADERS, rr)
         dr, cut = _device_rows(rep)
         if dr:
             L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
@@ -150,6 +153,9 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
         pr = T.part_rows(rep)
         if pr:
             parts += ["<h3>Parts of each checkpoint (ranks, files)</h3>", _html_table(T.PART_HEADERS, pr, bad_col=9)]
+        rr = T.restore_rows(rep)
+        if rr:
+            parts += ["<h3>Restores: storage or page cache?</h3>", _html_table(T.RESTORE_HEADERS, rr, bad_col=7)]
         if "checkpoints" in plots:
             parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
         dr, cut = _device_rows(rep)

@@ -160,6 +160,46 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     return out
 
 
+RESTORE_HEADERS = [
+    "#",
+    "path",
+    "load [s, d]",
+    "app bytes [m]",
+    "device bytes read [d]",
+    "in page cache at start [m]",
+    "from the devices [d]",
+    "verdict",
+]
+
+
+def restore_rows(rep: dict) -> list[list[str]]:
+    """Each load: what the application read, what the devices read, what the page cache served."""
+    out = []
+    for i, r in enumerate(rep["checkpoints"], 1):
+        if r["kind"] != "load":
+            continue
+        dev, cache = r.get("device_read_share"), r.get("cache_served_share")
+        if (dev is not None and dev < 0.5) or (cache is not None and cache > 0.5):
+            verdict = "NOT A STORAGE READ (page cache)"
+        elif dev is None and cache is None:
+            verdict = "unknown (no cachestat look, no device samples)"
+        else:
+            verdict = "storage read"
+        out.append(
+            [
+                str(i),
+                str(r["path"] or "—"),
+                num(r["duration_s"], "{:.3f}"),
+                b(r.get("restore_bytes_app")),
+                b(r.get("restore_bytes_device")),
+                num(None if cache is None else 100 * cache, "{:.0f} %"),
+                num(None if dev is None else 100 * dev, "{:.0f} %"),
+                verdict,
+            ]
+        )
+    return out
+
+
 PART_HEADERS = ["#", "part", "rank", "host", "pid", "path", "start [s]", "duration [s]", "bytes app [m]", "outcome"]
 
 

@@ -1,11 +1,13 @@
 """Wraps checkpoint save/load calls the moment their modules are imported (an import hook).
 
-Wrapped: torch.save (and torch.serialization.save); torch.distributed.checkpoint save,
-async_save, load (and their state_dict_saver/state_dict_loader originals); safetensors.torch
-save_file; Hugging Face transformers Trainer._save_checkpoint and Trainer.save_model (the whole
+Wrapped: torch.save and torch.load (and their torch.serialization originals);
+torch.distributed.checkpoint save, async_save, load (and their state_dict_saver/state_dict_loader
+originals); safetensors.torch save_file and load_file; Hugging Face transformers Trainer._save_checkpoint and Trainer.save_model (the whole
 checkpoint-N/ folder: weights, optimizer, scheduler, RNG state, trainer_state.json, and the
 retention that deletes old checkpoints); Lightning Trainer.save_checkpoint (the state dict and
-the fsspec write after it). Each call becomes one checkpoint window: a checkpoint_start and a
+the fsspec write after it). Restores: HF resume_from_checkpoint (the model, optimizer,
+scheduler, scaler and RNG loads) and Lightning's ckpt_path= (resume_start). A load's start event
+carries how much of its files the page cache already held (cachestat(2)). Each call becomes one checkpoint window: a checkpoint_start and a
 checkpoint_end event with the path and the bytes written (the file's size, or for a directory
 the files in it written during the save, listed in `files`), in the format of ckprof/markers.py,
 with source "patch".
@@ -268,7 +270,21 @@ def _leave():
         _busy -= 1
 
 
-def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None):
+def _at_start(path):
+    """A load's files already in the page cache as it starts (cachestat(2))."""
+    pc = _load_pagecache() if path else None
+    if pc is None:
+        return {}
+    try:
+        got = pc.cached_bytes(path)
+    except Exception:
+        return {}
+    return (
+        {} if got is None else {"cached_bytes_at_start": got["cached_bytes"], "file_bytes_at_start": got["file_bytes"]}
+    )
+
+
+def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
     if getattr(fn, "__ckprof_wrapped__", False):
         return fn
 
@@ -299,9 +315,15 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None):
                     pos0 = fobj.tell()
                 except Exception:
                     pos0 = None
+        if needs_path and not path:  # e.g. Lightning's resume_start without a checkpoint: no load
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _leave()
         cid = f"{_HOST}:{os.getpid()}:patch{next(_ids)}"
         common = {"id": cid, "kind": kind, "path": path, "name": api}
-        _emit("checkpoint_start", step=step, **common)
+        at_start = _at_start(path) if kind == "load" else {}
+        _emit("checkpoint_start", step=step, **at_start, **common)
         t0 = time.monotonic_ns()
         t0_wall = time.time_ns() - 2_000_000_000  # file mtimes are coarse (a jiffy): allow slack
         is_async = api.endswith("async_save")
@@ -384,19 +406,31 @@ def _safetensors_path(args, kwargs):
     return _as_path(args[1] if len(args) > 1 else kwargs.get("filename"))
 
 
-def _patch(mod, attr, api, kind, path_of, is_dir=False, step_of=None):
+def _patch(mod, attr, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
     fn = getattr(mod, attr, None)
     if callable(fn):
-        setattr(mod, attr, _wrap(fn, api, kind, path_of, is_dir, step_of))
+        setattr(mod, attr, _wrap(fn, api, kind, path_of, is_dir, step_of, needs_path))
         return getattr(mod, attr)
     return None
 
 
+def _torch_load_path(args, kwargs):
+    f = args[0] if args else kwargs.get("f")
+    p = _as_path(f)
+    if p is None:
+        name = getattr(f, "name", None)  # a file object the program opened
+        p = os.path.abspath(name) if isinstance(name, str) and os.path.isfile(name) else None
+    return p
+
+
 def patch_torch(torch):
-    w = _patch(torch, "save", "torch.save", "save", _torch_save_path)
     ser = sys.modules.get("torch.serialization")
+    w = _patch(torch, "save", "torch.save", "save", _torch_save_path)
     if ser is not None and w is not None:
         ser.save = w
+    w = _patch(torch, "load", "torch.load", "load", _torch_load_path)
+    if ser is not None and w is not None:
+        ser.load = w
 
 
 def patch_dcp(dcp):
@@ -412,8 +446,13 @@ def patch_dcp(dcp):
             setattr(orig, attr, w)
 
 
+def _safetensors_load_path(args, kwargs):
+    return _as_path(args[0] if args else kwargs.get("filename"))
+
+
 def patch_safetensors(st):
     _patch(st, "save_file", "safetensors.torch.save_file", "save", _safetensors_path)
+    _patch(st, "load_file", "safetensors.torch.load_file", "load", _safetensors_load_path)
 
 
 def _hf_checkpoint_dir(args, kwargs):
@@ -426,6 +465,13 @@ def _hf_checkpoint_dir(args, kwargs):
 
 def _hf_step(args, kwargs):
     return int(args[0].state.global_step)
+
+
+def _hf_resume_dir(args, kwargs):
+    for key in ("resume_from_checkpoint", "checkpoint"):
+        if key in kwargs:
+            return _as_path(kwargs[key])
+    return _as_path(args[1]) if len(args) > 1 else None
 
 
 def _hf_save_model_dir(args, kwargs):
@@ -444,6 +490,10 @@ def patch_transformers_trainer(mod):
         ("save_model", "transformers.Trainer.save_model", _hf_save_model_dir, None),
     ):
         _patch(cls, attr, api, "save", path_of, is_dir=True, step_of=step_of)
+    # resume_from_checkpoint: the model, then (later, as training starts) optimizer, scheduler,
+    # scaler and RNG state: one restore, grouped by their checkpoint-N folder when read
+    for attr in ("_load_from_checkpoint", "_load_optimizer_and_scheduler", "_load_scaler", "_load_rng_state"):
+        _patch(cls, attr, f"transformers.Trainer.{attr}", "load", _hf_resume_dir, is_dir=True, needs_path=True)
 
 
 def _lightning_path(args, kwargs):
@@ -452,6 +502,18 @@ def _lightning_path(args, kwargs):
 
 def _lightning_step(args, kwargs):
     return int(args[0].global_step)
+
+
+def _lightning_resume_path(args, kwargs):
+    return _as_path(args[1] if len(args) > 1 else kwargs.get("checkpoint_path"))
+
+
+def patch_lightning_connector(mod):
+    """Lightning's ckpt_path=: _CheckpointConnector.resume_start reads the checkpoint file."""
+    cls = getattr(mod, "_CheckpointConnector", None)
+    if cls is not None:
+        api = f"{mod.__name__.split('.')[0]}.Trainer(ckpt_path=).resume_start"
+        _patch(cls, "resume_start", api, "load", _lightning_resume_path, needs_path=True)
 
 
 def patch_lightning_trainer(mod):
@@ -469,6 +531,8 @@ TARGETS = {
     "transformers.trainer": patch_transformers_trainer,
     "lightning.pytorch.trainer.trainer": patch_lightning_trainer,
     "pytorch_lightning.trainer.trainer": patch_lightning_trainer,
+    "lightning.pytorch.trainer.connectors.checkpoint_connector": patch_lightning_connector,
+    "pytorch_lightning.trainer.connectors.checkpoint_connector": patch_lightning_connector,
 }
 
 
