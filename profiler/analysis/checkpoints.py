@@ -148,6 +148,11 @@ def restore_truth(w: dict, dev_read_bytes: float | None) -> dict:
         b.append("page cache at start unknown: no cachestat(2) look (a marker without path=, or a kernel before 6.5)")
     if out["device_read_share"] is not None:
         b.append(f"the recorded devices read {dev_read_bytes / 2**20:.1f} MiB during it (derived)")
+        if out["device_read_share"] > 1.0:
+            b.append(
+                "the devices read more than the load's files in its sampling intervals: other reads "
+                "shared them, so the device share is an upper bound"
+            )
     return out
 
 

@@ -123,13 +123,14 @@ def _merge(parts: list[dict]) -> dict:
             for p in parts
         )
     nested = [i for p in parts for i in (p["id"], *p.get("nested_ids", ()))]
-    # a load's page-cache state at start: per path the largest seen (ranks reading one folder)
+    # a load's page-cache state as the restore started: per path the first part's look (a later
+    # part finds the pages an earlier one read, e.g. HF's optimizer load after its model load)
     cache: dict[str, tuple[float, float]] = {}
-    for p in parts:
+    for p in sorted(parts, key=lambda p: p["start_ns"]):
         if p.get("cached_bytes_at_start") is not None and p.get("file_bytes_at_start"):
-            k = os.path.normpath(p.get("path") or p["id"])
-            c, f = cache.get(k, (0.0, 0.0))
-            cache[k] = (max(c, p["cached_bytes_at_start"]), max(f, p["file_bytes_at_start"]))
+            cache.setdefault(
+                os.path.normpath(p.get("path") or p["id"]), (p["cached_bytes_at_start"], p["file_bytes_at_start"])
+            )
     steps = {p.get("step") for p in parts} - {None}
     return {
         **first,
@@ -161,8 +162,14 @@ def group_saves(wins: list[dict]) -> list[dict]:
             end = max((p["app_end_ns"] or float("inf")) for p in parts)
             mine = [p for p in parts if p.get("pid") == w.get("pid")]
             my_end = max(((p["app_end_ns"] or float("inf")) for p in mine), default=None)
+            # the same call on the same path again in one process is the next save (or load); HF's
+            # resume reads one folder in four different calls, which are one restore
             same_file_again = any(
-                p.get("pid") == w.get("pid") and p.get("path") and p.get("path") == w.get("path") for p in parts
+                p.get("pid") == w.get("pid")
+                and p.get("path")
+                and p.get("path") == w.get("path")
+                and p.get("name") == w.get("name")
+                for p in parts
             )
             # a window the program marked itself (ckprof.checkpoint, the workload) is one save
             # by its own word: two from one process stay two
