@@ -28,6 +28,7 @@ class Context:
     temps: list
     signals: list
     gpu_idle: dict  # gpu name → (t_ns, idle fraction): ckprof.analysis.gpu_idle
+    ssd_devices: dict = field(default_factory=dict)  # NVMe controller → the recorded block devices behind it
 
 
 @dataclass
@@ -134,7 +135,9 @@ def analyze(
     sigs = T.signals(rec, tl)
     if not temps:
         notes.append("temperature not measured: no temperature series in this recording (NVMe/GPU collectors)")
-    ctx = Context(sources, idle_w, temps, sigs, gpu_idle.idle_series(rec, grid=tl))
+    ctrls = (rec.meta.get("collectors", {}).get("nvme", {}).get("describe", {}) or {}).get("controllers", {}) or {}
+    ssd_devices = {str(c): list(info.get("devices") or []) for c, info in ctrls.items()}
+    ctx = Context(sources, idle_w, temps, sigs, gpu_idle.idle_series(rec, grid=tl), ssd_devices)
 
     no_durability = {
         "durable": None,

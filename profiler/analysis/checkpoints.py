@@ -121,6 +121,35 @@ def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None
     return out
 
 
+def ssd_efficiency(devs: dict, sources: list, ssd_devices: dict, a: float, b: float, io: str) -> dict:
+    """Per SSD (NVMe controller) over a checkpoint: its bytes (this checkpoint's share, on the block
+    devices behind it), its energy (ckprof.power.ssd: measured, derived or estimated), bytes per
+    joule as GB/s per W (the same number: (B/s)/W = B/J), and J/GiB — labelled with the energy's
+    provenance, since bandwidth is measured but SSD power often is not."""
+    out = {}
+    for s in sources:
+        if s.component != "ssd":
+            continue
+        behind = ssd_devices.get(s.device) or []
+        nbytes = sum(devs[d][f"{io}_bytes"] for d in behind if d in devs)
+        j = s.energy_j(a, b)
+        if j is None or np.isnan(j) or j <= 0:
+            continue
+        cov = s.coverage(a, b)
+        secs = (b - a) / 1e9 * cov
+        out[s.device] = {
+            "bytes": _f(nbytes) if behind else None,
+            "energy_j": _f(j),
+            "mean_w": _f(j / secs) if secs > 0 else None,
+            "gb_per_s_per_w": _f(nbytes / j / 1e9) if (behind and nbytes) else None,
+            "j_per_gib": _f(j / (nbytes / GIB)) if (behind and nbytes) else None,
+            "provenance": s.provenance_in(a, b),
+            "coverage": _f(cov),
+            "devices": behind,
+        }
+    return out
+
+
 # a load whose bytes the devices delivered less than this share of is not a storage read
 DEVICE_READ_WARN_SHARE = 0.5
 
@@ -217,6 +246,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
     gpu_idle = {name: _f(idle_seconds(t, f, a, end_used)) for name, (t, f) in ctx.gpu_idle.items()}
     gpu_vals = [v for v in gpu_idle.values() if v is not None]
     parts, slowest = parts_of(w, tl)
+    ssd_eff = ssd_efficiency(devs, ctx.sources, getattr(ctx, "ssd_devices", {}) or {}, a, end_used, io)
     restore = restore_truth(w, dev_bytes) if w["kind"] == "load" else {}
     return {
         **restore,
@@ -261,4 +291,5 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
         "gpu_idle_s_by_gpu": gpu_idle,
         "parts": parts,
         "slowest_part": slowest,
+        "ssd_efficiency": ssd_eff,
     }

@@ -20,6 +20,17 @@ FIELDS = {
         "unit": "B (written for a save, read for a load; this checkpoint's share of each interval it shares with others)",
         "provenance": D,
     },
+    "checkpoints[].ssd_efficiency.*.bytes": {
+        "unit": "B (this checkpoint's, on the SSD's block devices)",
+        "provenance": D,
+    },
+    "checkpoints[].ssd_efficiency.*.energy_j": {"unit": "J", "provenance": "per entry"},
+    "checkpoints[].ssd_efficiency.*.mean_w": {"unit": "W", "provenance": "per entry"},
+    "checkpoints[].ssd_efficiency.*.gb_per_s_per_w": {
+        "unit": "GB/s per W (= GB/J, 1 GB = 1e9 B)",
+        "provenance": "per entry",
+    },
+    "checkpoints[].ssd_efficiency.*.j_per_gib": {"unit": "J/GiB", "provenance": "per entry"},
     "checkpoints[].restore_bytes_app": {"unit": "B (a load's files)", "provenance": M},
     "checkpoints[].restore_bytes_device": {
         "unit": "B (read by the recorded devices, this load's share)",

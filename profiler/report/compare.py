@@ -72,6 +72,42 @@ def _energy_by_component(reports: list[dict]) -> list[tuple]:
     ]
 
 
+def _ssd_efficiency(reports: list[dict]) -> list[tuple]:
+    """Per SSD any recording has: mean GB/s per W and J/GiB over its saves, with the energy's
+    provenance (measured where the drive or an analyzer measured power, else estimated)."""
+    ctrls = sorted({d for r in reports for cp in r["checkpoints"] for d in (cp.get("ssd_efficiency") or {})})
+    rows = []
+    for ctrl in ctrls:
+        provs = [
+            cp["ssd_efficiency"][ctrl]["provenance"]
+            for r in reports
+            for cp in r["checkpoints"]
+            if cp["kind"] == "save" and ctrl in (cp.get("ssd_efficiency") or {})
+        ]
+        from ckprof.power.energy import worst
+
+        prov = worst(provs) if provs else "estimated"
+        for key, label, unit in (
+            ("gb_per_s_per_w", "SSD efficiency", "GB/s per W"),
+            ("j_per_gib", "SSD energy per GiB", "J/GiB"),
+        ):
+            rows.append(
+                (
+                    f"{label}: {ctrl}",
+                    unit,
+                    prov,
+                    lambda r, ctrl=ctrl, key=key: _mean(
+                        [
+                            cp["ssd_efficiency"][ctrl][key]
+                            for cp in r["checkpoints"]
+                            if cp["kind"] == "save" and ctrl in (cp.get("ssd_efficiency") or {})
+                        ]
+                    ),
+                )
+            )
+    return rows
+
+
 def compare(reports: list[dict]) -> dict:
     rows = []
     eprov = _energy_provenance(reports)
@@ -81,6 +117,7 @@ def compare(reports: list[dict]) -> dict:
     ]
     i = next(k for k, m in enumerate(metrics) if m[0] == "energy per checkpoint") + 1
     metrics[i:i] = [(label, unit, eprov, fn) for label, unit, _, fn in _energy_by_component(reports)]
+    metrics += _ssd_efficiency(reports)
     for label, unit, prov, fn in metrics:
         vals = [fn(r) for r in reports]
         base = vals[0]

@@ -73,6 +73,9 @@ def to_markdown(rep: dict) -> str:
         rr = T.restore_rows(rep)
         if rr:
             L += ["", "### Restores: storage or page cache?", ""] + _md_table(T.RESTORE_HEADERS, rr)
+        sr = T.ssd_rows(rep)
+        if sr:
+            L += ["", "### SSD efficiency (per checkpoint and SSD)", ""] + _md_table(T.SSD_HEADERS, sr)
         dr, cut = _device_rows(rep)
         if dr:
             L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
@@ -156,6 +159,9 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
         rr = T.restore_rows(rep)
         if rr:
             parts += ["<h3>Restores: storage or page cache?</h3>", _html_table(T.RESTORE_HEADERS, rr, bad_col=7)]
+        sr = T.ssd_rows(rep)
+        if sr:
+            parts += ["<h3>SSD efficiency (per checkpoint and SSD)</h3>", _html_table(T.SSD_HEADERS, sr)]
         if "checkpoints" in plots:
             parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
         dr, cut = _device_rows(rep)

@@ -160,6 +160,31 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     return out
 
 
+SSD_HEADERS = ["#", "kind", "SSD", "bytes [d]", "energy [J]", "mean power [W]", "GB/s per W", "J/GiB", "power"]
+
+
+def ssd_rows(rep: dict) -> list[list[str]]:
+    """Per checkpoint and SSD: bytes per joule (GB/s per W) and joules per GiB, with the power's provenance."""
+    out = []
+    for i, r in enumerate(rep["checkpoints"], 1):
+        for ctrl, e in sorted((r.get("ssd_efficiency") or {}).items()):
+            tag = TAG.get(e["provenance"], "?")
+            out.append(
+                [
+                    str(i),
+                    str(r["kind"]),
+                    f"{ctrl} ({', '.join(e['devices']) or 'no recorded block device'})",
+                    b(e["bytes"]),
+                    num(e["energy_j"], "{:.2f}") + f" [{tag}]",
+                    num(e["mean_w"], "{:.2f}") + f" [{tag}]",
+                    num(e["gb_per_s_per_w"], "{:.3f}") + f" [{tag}]",
+                    num(e["j_per_gib"], "{:.2f}") + f" [{tag}]",
+                    e["provenance"],
+                ]
+            )
+    return out
+
+
 RESTORE_HEADERS = [
     "#",
     "path",
