@@ -182,6 +182,16 @@ def analyze(
             )
         elif r["app_end_s"] is None:
             notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
+        slow = {c: e for c, e in (r["energy"] or {}).items() if e.get("energy_j_min") is not None}
+        if slow:
+            win_s = (r["durable_end_s"] or r["app_end_s"] or r["start_s"]) - r["start_s"]
+            notes.append(
+                f"checkpoint {r['id']}: energy of {', '.join(sorted(slow))} given as a range: the window "
+                f"({win_s:.2f} s) is shorter than two updates of the sensor ("
+                + ", ".join(f"{c} every {e['update_period_s']:.2g} s" for c, e in sorted(slow.items()))
+                + "), which cannot say what happened inside one; the range is the lowest to highest power it "
+                "reported around the window, widened by its largest change between two updates"
+            )
         if r["kind"] == "load" and r["ok"] is not False:
             dev, cache = r.get("device_read_share"), r.get("cache_served_share")
             low_dev = dev is not None and dev < DEVICE_READ_WARN_SHARE

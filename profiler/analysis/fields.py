@@ -66,6 +66,18 @@ FIELDS = {
     "checkpoints[].energy.*.above_idle_j": {"unit": "J", "provenance": "per entry"},
     "checkpoints[].energy.*.j_per_gib": {"unit": "J/GiB", "provenance": "per entry"},
     "checkpoints[].energy.*.coverage": {"unit": "fraction of window with readings", "provenance": D},
+    "checkpoints[].energy.*.update_period_s": {
+        "unit": "s (how often the slowest sensor's value changes)",
+        "provenance": D,
+    },
+    "checkpoints[].energy.*.energy_j_min": {
+        "unit": "J (a window shorter than two sensor updates)",
+        "provenance": "estimated",
+    },
+    "checkpoints[].energy.*.energy_j_max": {
+        "unit": "J (a window shorter than two sensor updates)",
+        "provenance": "estimated",
+    },
     "checkpoints[].energy_total_j": {"unit": "J", "provenance": "worst of the components'"},
     "checkpoints[].peak_temp_c": {"unit": "°C", "provenance": M},
     "checkpoints[].throttle_events": {"unit": "events", "provenance": M},

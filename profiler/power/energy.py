@@ -126,6 +126,38 @@ class EnergySource:
         s = I.span(self.t_ns, a, b)
         return float("nan") if s is None else self.energy_j(*s) / ((s[1] - s[0]) / 1e9)
 
+    @cached_property
+    def update_period_s(self) -> float | None:
+        """How often the sensor's value really changes (s): the median time between changes of
+        its reading. An NVML power reading polled at 10 Hz may change once a second, an SSD's
+        power once per NVMe poll; polling faster than this adds no information. None: fewer than
+        three changes."""
+        v = self.running_j if not self.is_power else np.asarray(self.values, dtype=float)
+        t = np.asarray(self.t_ns, dtype=float)
+        if len(v) < 3:
+            return None
+        changed = np.flatnonzero(np.diff(v) != 0) + 1
+        if len(changed) < 3:
+            return None
+        return float(np.median(np.diff(t[changed]))) / 1e9
+
+    def power_bounds_w(self, a: float, b: float) -> tuple[float, float] | None:
+        """(low, high) power (W) during [a, b] as far as a sensor that updates every P seconds can
+        tell: the lowest and highest readings from one update before to one after, widened by the
+        largest change between two consecutive updates there — a reading is a mean (or a sample)
+        over its period, and inside one the power can stray from it by about as much as it moved
+        from one update to the next (the assumption: it changes no faster than the sensor saw)."""
+        p = (self.update_period_s or 0.0) * 1e9
+        t, w = self.power_series()
+        ok = ~np.isnan(w)
+        near = ok & (t >= a - p) & (t <= b + 2 * p)
+        if not near.any():
+            return None
+        wide = w[ok & (t >= a - 2 * p) & (t <= b + 3 * p)]
+        distinct = wide[np.concatenate([[True], np.diff(wide) != 0])] if len(wide) else wide
+        step = float(np.max(np.abs(np.diff(distinct)))) if len(distinct) > 1 else 0.0
+        return max(0.0, float(np.min(w[near])) - step), float(np.max(w[near])) + step
+
     def power_series(self) -> tuple[np.ndarray, np.ndarray]:
         """(t_ns, W): power readings, or the counter's rate between readings."""
         if self.is_power:
@@ -150,6 +182,9 @@ class Energy:
     coverage: float  # the fraction of the window the readings span (the least of the sources)
     above_idle_j: float | None  # J above each source's idle power over its covered part; None: no baseline
     baseline_w: float = 0.0  # the idle power subtracted (W, sum over sources)
+    update_period_s: float | None = None  # the slowest source's real update period
+    # a window shorter than two update periods: (min J, max J) — the point value is an interpolation
+    interval_j: tuple | None = None
 
     @property
     def seconds(self) -> float:
@@ -166,6 +201,10 @@ class Energy:
         return self.above_idle_j
 
 
+# a window shorter than this many of a sensor's update periods gets its energy as an interval
+SHORT_WINDOW_UPDATES = 2
+
+
 def combine(
     component: str, sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float] | None = None
 ) -> Energy | None:
@@ -176,6 +215,9 @@ def combine(
     idle_w = idle_w or {}
     whole, above, covs, used, base = 0.0, 0.0, [], [], 0.0
     above_ok = True
+    lo = hi = 0.0
+    short = False  # some source updates too seldom for the window: the component's energy is an interval
+    periods = []
     for s in sources:
         e = s.energy_j(a, b)
         if np.isnan(e):
@@ -184,6 +226,17 @@ def combine(
         whole += e
         covs.append(c)
         used.append(s)
+        p = s.update_period_s
+        periods.append(p)
+        bounds = s.power_bounds_w(a, b) if p is not None and (b - a) / 1e9 < SHORT_WINDOW_UPDATES * p else None
+        if bounds is None:  # updates often enough: its figure is exact at both ends
+            lo += e
+            hi += e
+        else:
+            short = True
+            secs = (b - a) / 1e9 * c
+            lo += bounds[0] * secs
+            hi += bounds[1] * secs
         w = idle_w.get(s.name)
         if w is None or np.isnan(w):
             above_ok = False
@@ -204,6 +257,8 @@ def combine(
         float(min(covs)),
         above if above_ok else None,
         base,
+        max((p for p in periods if p is not None), default=None),
+        (lo, hi) if short else None,
     )
 
 
@@ -225,6 +280,10 @@ def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[
             "method": e.method,
             "sources": list(e.sources),
             "coverage": e.coverage,
+            "update_period_s": e.update_period_s,
+            # a window shorter than two sensor updates: what the sensor can say is a range
+            "energy_j_min": None if e.interval_j is None else e.interval_j[0],
+            "energy_j_max": None if e.interval_j is None else e.interval_j[1],
         }
     return out
 

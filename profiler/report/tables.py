@@ -102,6 +102,12 @@ def energy_cell(r: dict) -> str:
     parts = []
     for comp, e in sorted(r["energy"].items()):
         above = "" if e["above_idle_j"] is None else f" ({e['above_idle_j']:.1f})"
+        if e.get("energy_j_min") is not None:  # shorter than two sensor updates: a range, not a point
+            parts.append(
+                f"{comp} {e['energy_j_min']:.2f}–{e['energy_j_max']:.2f} "
+                f"(sensor updates every {e['update_period_s']:.2g} s) [{TAG.get(e['provenance'], '?')}]"
+            )
+            continue
         parts.append(f"{comp} {e['energy_j']:.1f}{above} [{TAG.get(e['provenance'], '?')}]")
     return "; ".join(parts)
 
