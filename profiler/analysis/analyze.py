@@ -274,6 +274,9 @@ def analyze(
         "notes": notes,
         "fields": FIELDS,
     }
+    from .advice import advise
+
+    report["advice"] = advise(report)
     # the reader lists what it could not read (parts, event lines) as it reads: add them last
     notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]
     if (mtbf_s or gpus) and not report["scale"]:

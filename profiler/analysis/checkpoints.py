@@ -121,6 +121,18 @@ def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None
     return out
 
 
+def _busy_s(tl, a: float, b: float) -> float | None:
+    """Seconds the busiest recorded device was busy (iostat %util × time) over [a, b]'s intervals."""
+    best = None
+    for df in tl.devices.values():
+        w = in_window(df, a, b)
+        if w.empty or "util_pct" not in w:
+            continue
+        busy = float(np.nansum(w["util_pct"].to_numpy() / 100.0 * w["dt_s"].to_numpy()))
+        best = busy if best is None else max(best, busy)
+    return best
+
+
 def ssd_efficiency(devs: dict, sources: list, ssd_devices: dict, a: float, b: float, io: str) -> dict:
     """Per SSD (NVMe controller) over a checkpoint: its bytes (this checkpoint's share, on the block
     devices behind it), its energy (ckprof.power.ssd: measured, derived or estimated), bytes per
@@ -289,6 +301,9 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
         "throttle_by_source": by_src,
         "gpu_idle_s": _f(np.mean(gpu_vals)) if gpu_vals else None,
         "gpu_idle_s_by_gpu": gpu_idle,
+        "own_finish_s": _f(w.get("own_finish_s")),
+        "finished_by": w.get("finished_by"),
+        "device_busy_s": _f(_busy_s(tl, a, app_end or end_used)),
         "parts": parts,
         "slowest_part": slowest,
         "ssd_efficiency": ssd_eff,

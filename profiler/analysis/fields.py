@@ -31,6 +31,8 @@ FIELDS = {
         "provenance": "per entry",
     },
     "checkpoints[].ssd_efficiency.*.j_per_gib": {"unit": "J/GiB", "provenance": "per entry"},
+    "checkpoints[].own_finish_s": {"unit": "s (the app's fsync/rename after the save call returned)", "provenance": M},
+    "checkpoints[].device_busy_s": {"unit": "s (the busiest device's %util × time, start → return)", "provenance": D},
     "checkpoints[].restore_bytes_app": {"unit": "B (a load's files)", "provenance": M},
     "checkpoints[].restore_bytes_device": {
         "unit": "B (read by the recorded devices, this load's share)",

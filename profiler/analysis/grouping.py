@@ -145,6 +145,7 @@ def _merge(parts: list[dict]) -> dict:
         "blocking_s": blocking,
         "nested_ids": nested,
         "parts": sorted(parts, key=lambda p: (p["start_ns"], str(p.get("rank")))),
+        "own_finish_s": max((p.get("own_finish_s") or 0.0 for p in parts), default=0.0) or None,
         "cached_bytes_at_start": sum(c for c, _ in cache.values()) if cache else None,
         "file_bytes_at_start": sum(f for _, f in cache.values()) if cache else None,
     }

@@ -161,6 +161,7 @@ def marker_windows(rec) -> list[dict]:
         w, ext = out[-1], extend.get(out[-1]["id"])
         if ext and w["app_end_ns"] is not None:
             # the save is finished when the app's own fsync/rename of its files returns
+            w["own_finish_s"] = max(0.0, (ext[0] - w["app_end_ns"]) / 1e9)
             w["app_end_ns"] = max(w["app_end_ns"], ext[0])
             w["finished_by"] = sorted(set(ext[1]))
             if ext[2] and w["path"] and os.path.realpath(w["path"]) == ext[2][0]:

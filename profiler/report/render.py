@@ -81,6 +81,9 @@ def to_markdown(rep: dict) -> str:
             L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
+    if rep.get("advice"):
+        L += ["", "## What would help (each from a measured figure)", ""]
+        L += [f"- {_md_cell(a['text'])}" for a in rep["advice"]]
     L += ["", "## Throttling", ""] + [f"- {_md_cell(x)}" for x in T.throttle_lines(rep)]
     L += ["", "## Notes: what could not be measured, and why", ""]
     L += [f"- {_md_cell(n)}" for n in rep["notes"]] or ["- none"]
@@ -171,6 +174,12 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
                 parts.append(f"<p class='small'>{_h(cut)}</p>")
     else:
         parts.append("<p>No checkpoint windows: no markers, and no write bursts above the baseline.</p>")
+    if rep.get("advice"):
+        parts.append(
+            "<h2>What would help (each from a measured figure)</h2><ul id='advice'>"
+            + "".join(f"<li>{_h(a['text'])}</li>" for a in rep["advice"])
+            + "</ul>"
+        )
     parts.append("<h2>Throttling</h2><ul>" + "".join(f"<li>{_h(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>")
     if "temp_vs_bandwidth" in plots:
         parts.append(_img("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
