@@ -47,6 +47,18 @@ class FakeClock:
         return True
 
 
+# A test hook: pretend this host's wall clock is off by this many ns (a job's clock-offset test
+# runs two "hosts" on one machine, whose clocks are otherwise the same). Never set in production.
+ENV_TEST_WALL_SKEW = "CKPROF_TEST_WALL_SKEW_NS"
+
+
+def wall_ns() -> int:
+    """CLOCK_REALTIME in Unix ns (plus the test hook's skew, if set)."""
+    import os
+
+    return time.time_ns() + int(os.environ.get(ENV_TEST_WALL_SKEW, "0") or 0)
+
+
 def wall_anchor(clock=None) -> dict:
     """A pair of readings taken back to back: wall time (Unix ns) and monotonic ns.
 
@@ -55,6 +67,6 @@ def wall_anchor(clock=None) -> dict:
     clock = clock or MonotonicClock()
     # Bracket the wall reading between two monotonic ones and take the midpoint: error ≤ half the gap.
     m0 = clock.now_ns()
-    wall_ns = time.time_ns()
+    w = wall_ns()
     m1 = clock.now_ns()
-    return {"wall_ns": wall_ns, "monotonic_ns": (m0 + m1) // 2, "uncertainty_ns": (m1 - m0) // 2}
+    return {"wall_ns": w, "monotonic_ns": (m0 + m1) // 2, "uncertainty_ns": (m1 - m0) // 2}

@@ -220,7 +220,7 @@ def record(
 ) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
-    job_meta = None
+    job_meta = job_clock = None
     if job_dir:
         if output:
             raise UsageError(
@@ -229,6 +229,10 @@ def record(
         host = job.host_name(host_name)
         output = job.host_dir(job_dir, host)
         job_meta = {**job.job_identity(job_id), "host_name": host, "clock_sync": clocksync.clock_sync()}
+        os.makedirs(os.path.dirname(output), exist_ok=True)
+        from .clockexchange import JobClock
+
+        job_clock = JobClock(os.path.dirname(output), host, job_meta["node_rank"])
     elif host_name or job_id:
         raise UsageError("--host-name and --job-id belong with --job-dir")
     for p in paths:
@@ -295,9 +299,12 @@ def record(
                     "source": "recorder",
                 }
             )
+        # the job's clock offset from its reference host, measured at start and now (clockexchange)
+        clock_meta = {} if job_clock is None else {"job": {**job_meta, "clock_offset": job_clock.finish()}}
         end = close_session(
             session,
             exit=None if result is None else {"code": result.exit_code, "signal": result.signal, "error": result.error},
+            **clock_meta,
         )
     if result.error:
         warn(result.error)

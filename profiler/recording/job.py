@@ -146,7 +146,22 @@ class Job:
                 "hosts started more than 10 minutes apart: clocks far apart, "
                 "or recordings of different runs in one job directory"
             )
+        from .timebase import clock_correction
+
         for h, r in self.hosts.items():
+            co = _dict(_dict(r.meta.get("job")).get("clock_offset"))
+            if co.get("role") == "measured":
+                offset, drift, why = clock_correction(r.meta)
+                st = _dict(co.get("start"))
+                if why:
+                    self.problems.append(f"host={h}: clock offset from the reference host not measured ({why})")
+                else:
+                    self.problems.append(
+                        f"host={h}: wall clock {offset / 1e6:+.1f} ms from the reference host "
+                        f"{st.get('reference')} (measured over UDP, ±{(st.get('rtt_ns') or 0) / 2e6:.2f} ms"
+                        f"{f', drift {drift * 1e6:+.1f} µs/s' if drift else ''}): its times are corrected by it"
+                    )
+                continue  # measured against the reference: the kernel's NTP state does not matter here
             k = _dict(_dict(_dict(r.meta.get("job")).get("clock_sync")).get("kernel"))
             err_us = k.get("maxerror_us") or 0
             if not isinstance(err_us, (int, float)):  # a damaged meta.json: say it, do not guess
