@@ -373,10 +373,22 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
             result.add_done_callback(done)
             return result
         _leave()
-        t_end = time.monotonic_ns()  # the save's return, before the look at its files
+        t_ret = time.monotonic_ns()  # the save's return
         nbytes, files = measured()
         at_ret = _at_return(path) if kind == "save" else {}
-        _emit("checkpoint_end", t_ns=t_end, ok=True, bytes=nbytes, files=files, **at_ret, **common)
+        # the window ends after ckprof's look at the files: the training waited for that too, and
+        # how long it took is said (ckprof_s), so the save's own time is t_ns − start − ckprof_s
+        t_end = time.monotonic_ns()
+        _emit(
+            "checkpoint_end",
+            t_ns=t_end,
+            ok=True,
+            bytes=nbytes,
+            files=files,
+            ckprof_s=(t_end - t_ret) / 1e9,
+            **at_ret,
+            **common,
+        )
         if kind == "save":
             _remember(cid, path, is_dir, files)
         return result
