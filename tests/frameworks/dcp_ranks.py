@@ -41,6 +41,9 @@ def worker(rank: int, a, world: int):
     for step in range(1, a.steps + 1):
         opt.zero_grad()
         model(x).square().mean().backward()
+        for p in model.parameters():  # data parallel: gradients averaged over the ranks, as DDP does
+            dist.all_reduce(p.grad)
+            p.grad /= world
         opt.step()
         time.sleep(0.3)
         # a data-parallel-like layout: each rank saves its own replica under its own keys, so each

@@ -1,6 +1,6 @@
 """safetensors.torch.save_file of a small model's weights, 6 times, each into its own step folder.
 
-    python safetensors_save.py SAVES_JSON --dir DIR [--saves 6]
+python safetensors_save.py SAVES_JSON --dir DIR [--saves 6]
 """
 
 import argparse

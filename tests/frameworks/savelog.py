@@ -9,7 +9,7 @@ saves.json:
      "files": {path: bytes},          # every file the saves wrote (its size right after its save)
      "deleted": [path, ...],          # checkpoints the script's (or framework's) retention removed
      "pending_at_delete": {path: bytes or null},   # dirty + writeback bytes when it was removed
-     "script": name, "seconds": wall time of the whole script}
+     "script": name}
 Times are time.monotonic_ns(): CLOCK_MONOTONIC, the clock ckprof stamps its samples and events on.
 """
 
@@ -22,8 +22,6 @@ import os
 import platform
 import shutil
 import time
-
-_T0 = time.monotonic()
 
 
 def files_under(path) -> dict[str, int]:
@@ -103,7 +101,6 @@ class SaveLog:
     def as_dict(self) -> dict:
         return {
             "script": self.script,
-            "seconds": time.monotonic() - _T0,
             "saves": self.saves,
             "files": self.files,
             "deleted": self.deleted,
