@@ -137,9 +137,14 @@ def check_figures(run: Run, expect_saves: int | None = None, durable_check: bool
         leads.append(lead)
         if k is not None:
             covering[i] = k
+        edges = (
+            ""
+            if k is None
+            else f" (window {(win[k][0] - a) / 1e6:+.2f} ms at its start, {(win[k][1] - b) / 1e6:+.2f} ms at its end)"
+        )
         print(
             f"  save {i} rank {s['rank']} {s['path']}: {(b - a) / 1e6:.1f} ms, covered {100 * best:.1f} % by checkpoint "
-            f"{k}, window starts {'-' if lead is None else f'{lead:.3f}'} s before it"
+            f"{k}, window starts {'-' if lead is None else f'{lead:.3f}'} s before it{edges}"
         )
     worst = min(covers) if covers else 0.0
     check("each save covered ≥ 95 % by one window", worst >= MIN_COVER, f"worst {100 * worst:.1f} %")
