@@ -1,0 +1,135 @@
+"""What a framework script measures about its own saves, written to saves.json for the tests.
+
+Imported by the scripts in this folder (each runs as `python SCRIPT.py SAVES_JSON ...`, so this
+folder is on sys.path). Nothing here imports ckprof: a script runs the same with or without
+`ckprof record` around it.
+
+saves.json:
+    {"saves": [{"start_ns", "end_ns", "rank", "path", "bytes"}, ...],   # one per save call, per rank
+     "files": {path: bytes},          # every file the saves wrote (its size right after its save)
+     "deleted": [path, ...],          # checkpoints the script's (or framework's) retention removed
+     "pending_at_delete": {path: bytes or null},   # dirty + writeback bytes when it was removed
+     "script": name}
+Times are time.monotonic_ns(): CLOCK_MONOTONIC, the clock ckprof stamps its samples and events on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import platform
+import shutil
+import time
+
+
+def files_under(path) -> dict[str, int]:
+    """{file: size} for a file, or for every file under a directory."""
+    path = str(path)
+    if os.path.isfile(path):
+        return {path: os.path.getsize(path)}
+    out = {}
+    for d, _, fs in os.walk(path):
+        for f in fs:
+            p = os.path.join(d, f)
+            out[p] = os.path.getsize(p)
+    return out
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
+
+
+def pending_bytes(path) -> int | None:
+    """Dirty + under-writeback bytes of a file or a directory's files (cachestat(2), Linux ≥ 6.5);
+    None where the kernel cannot say."""
+    if platform.machine() not in ("x86_64", "aarch64", "riscv64", "loongarch64"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    total = 0
+    for p in files_under(path):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            st, rng = _Stat(), _Range(0, 0)
+            if libc.syscall(451, fd, ctypes.byref(rng), ctypes.byref(st), 0) != 0:
+                return None
+            total += (st.dirty + st.writeback) * os.sysconf("SC_PAGE_SIZE")
+        finally:
+            os.close(fd)
+    return total
+
+
+class SaveLog:
+    def __init__(self, out: str, rank: int = 0, script: str = ""):
+        self.out, self.rank, self.script = out, rank, script
+        self.saves: list[dict] = []
+        self.files: dict[str, int] = {}
+        self.deleted: list[str] = []
+        self.pending_at_delete: dict[str, int | None] = {}
+
+    def add(self, start_ns: int, end_ns: int, path, files: dict[str, int] | None = None):
+        """One save that ran from start_ns to end_ns and wrote `files` (default: all under path)."""
+        files = files_under(path) if files is None else files
+        self.files.update(files)
+        self.saves.append(
+            {"start_ns": start_ns, "end_ns": end_ns, "rank": self.rank, "path": str(path), "bytes": sum(files.values())}
+        )
+
+    @contextlib.contextmanager
+    def timed(self, path):
+        t0 = time.monotonic_ns()
+        yield
+        self.add(t0, time.monotonic_ns(), path)
+
+    def deleting(self, path):
+        """Remember that `path` is about to be removed, and how much of it is still not on the disk."""
+        self.pending_at_delete[str(path)] = pending_bytes(path)
+        self.deleted.append(str(path))
+
+    def delete(self, path):
+        self.deleting(path)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+    def as_dict(self) -> dict:
+        return {
+            "script": self.script,
+            "saves": self.saves,
+            "files": self.files,
+            "deleted": self.deleted,
+            "pending_at_delete": self.pending_at_delete,
+        }
+
+    def write(self, out: str | None = None):
+        with open(out or self.out, "w") as f:
+            json.dump(self.as_dict(), f, indent=1)
+
+
+def merge(out: str, parts: list[str], script: str):
+    """Rank files → one saves.json (saves ordered by start)."""
+    log = SaveLog(out, script=script)
+    for p in parts:
+        with open(p) as f:
+            d = json.load(f)
+        log.saves += d["saves"]
+        log.files.update(d["files"])
+        log.deleted += d["deleted"]
+        log.pending_at_delete.update(d["pending_at_delete"])
+    log.saves.sort(key=lambda s: (s["start_ns"], s["rank"]))
+    log.write()
+    return log
+
+
+def summary(log: SaveLog) -> str:
+    d = [(s["end_ns"] - s["start_ns"]) / 1e6 for s in log.saves]
+    return (
+        f"{log.script}: {len(log.saves)} saves, {sum(log.files.values())} bytes in {len(log.files)} files, "
+        f"{len(log.deleted)} deleted; save ms: " + " ".join(f"{x:.1f}" for x in d)
+    )

@@ -1,0 +1,315 @@
+"""Real frameworks under `ckprof record`, on ext4 on a direct-io loop device (root, slow).
+
+Each script in this folder runs real training code (HF Trainer, Lightning, DCP on 2 gloo ranks,
+torch.save + fsync, safetensors) and times its own saves with time.monotonic_ns() — the clock of
+ckprof's samples and events — into saves.json. The test records it, reports it, and compares:
+
+  * one save checkpoint (kind "save", ok not False) per save: per save, not per file or per rank
+    (2 DCP ranks × 3 steps are 3 checkpoints);
+  * every measured save covered ≥ 95 % by one checkpoint window [start, app_end] whose start is at
+    most 0.5 s before the save's;
+  * no checkpoint whose files were deleted while still dirty is durable: true;
+  * Σ checkpoints' bytes_device ≤ 1.05 × what the loop device wrote over the recording;
+  * run.bytes_app_total within ±1 % of the bytes of the files the saves wrote.
+
+Every figure is printed (pytest -s) and every check is evaluated before the test fails, so one
+run says which of them hold. The report's times are seconds from meta.json's start anchor
+(start.monotonic_ns, ckprof.recording.timebase); `_anchor_ns` checks that against the recording's
+own checkpoint_start events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CKPROF, ckprof_cmd
+
+import ckprof
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+HERE = Path(__file__).resolve().parent
+MiB = 2**20
+INTERVAL = "0.1"  # seconds
+MIN_COVER = 0.95
+MAX_LEAD_S = 0.5
+INSTALL = "pip install -e '.[frameworks]' torch==2.13.0 (.ci/run does)"
+
+
+def need(*modules):
+    for m in modules:
+        pytest.importorskip(m, reason=f"{m} is not installed: {INSTALL}")
+
+
+class Run:
+    """One script recorded and reported: the recording, the JSON report, what the script measured."""
+
+    def __init__(self, rec, rep: dict, saves: dict, device: str):
+        self.rec, self.rep, self.saves, self.device = rec, rep, saves, device
+
+
+def record_script(loop_ext4, tmp_path, script: str, *args, name: str, launcher=None) -> Run:
+    lp, mnt = loop_ext4
+    saves_json, out, rep_json = tmp_path / f"{name}.saves.json", tmp_path / f"rec-{name}", tmp_path / f"{name}.json"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    cmd = [*(launcher or [sys.executable]), str(HERE / script), str(saves_json), "--dir", str(mnt / name), *args]
+    # then sync(1) from another program, inside the recording: what the saves left dirty reaches
+    # the device while it is recorded (so device bytes have something to count), and a checkpoint
+    # deleted while dirty is never written, however durable the machine-wide picture looks after it
+    cmd = ["sh", "-c", '"$@"; rc=$?; sync; sleep 0.3; exit $rc', "sh", *cmd]
+    t0 = time.monotonic()
+    r = ckprof_cmd(
+        "record", "-q", "--interval", INTERVAL, "-o", str(out), "--path", str(mnt), "--", *cmd, env=env, timeout=280
+    )
+    assert r.returncode == 0, f"{' '.join(cmd)}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    print(f"\n{script} {' '.join(args)}: recorded in {time.monotonic() - t0:.1f} s")
+    r = ckprof_cmd("report", str(out), "--format", "json", "-o", str(rep_json))
+    assert r.returncode == 0, r.stderr
+    return Run(ckprof.load(str(out)), json.loads(rep_json.read_text()), json.loads(saves_json.read_text()), lp.name)
+
+
+def _anchor_ns(run: Run) -> int:
+    """The monotonic ns that a report's 0 s stands for: meta.json's start.monotonic_ns. Checked on
+    a known event: every marked checkpoint starts exactly at one of the recording's
+    checkpoint_start events (a grouped one at its earliest part's)."""
+    anchor = int(run.rec.meta["start"]["monotonic_ns"])
+    ev = run.rec.events
+    starts = ev.loc[ev["event"] == "checkpoint_start", "t_ns"].astype("int64").tolist() if not ev.empty else []
+    for c in run.rep["checkpoints"]:
+        if c["source"] != "inferred" and starts:
+            t = anchor + c["start_s"] * 1e9
+            assert min(abs(t - s) for s in starts) < 2_000, (c["id"], c["start_s"], "start_s is not from the anchor")
+    return anchor
+
+
+def _paths(c: dict) -> set[str]:
+    return {c["path"], *(p["path"] for p in c.get("parts") or [])} - {None}
+
+
+def check_figures(run: Run, expect_saves: int | None = None, durable_check: bool = True) -> list[str]:
+    """Print every figure; return the acceptance checks that failed (empty: all hold)."""
+    anchor = _anchor_ns(run)
+    rep, saves = run.rep, run.saves["saves"]
+    cps = [c for c in rep["checkpoints"] if c["kind"] == "save" and c["ok"] is not False]
+    win = [
+        (anchor + c["start_s"] * 1e9, anchor + (c["app_end_s"] if c["app_end_s"] is not None else 0) * 1e9) for c in cps
+    ]
+    failed: list[str] = []
+
+    def check(name: str, ok: bool, detail: str):
+        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
+        if not ok:
+            failed.append(f"{name}: {detail}")
+
+    print(f"== {run.saves['script']}: {len(saves)} timed saves, run.wall_s {rep['run']['wall_s']:.1f} s")
+    for n, c in enumerate(cps):
+        print(
+            f"  checkpoint {n}: {c['api']} {c['path']} start {c['start_s']:.3f} s app_end {c['app_end_s']} s "
+            f"parts {len(c['parts'] or [])} bytes_app {c['bytes_app']} bytes_device {c['bytes_device']} "
+            f"(device/app {c['device_to_app_ratio']}) durable {c['durable']} durable_end {c['durable_end_s']} s"
+        )
+    if expect_saves is not None:
+        check(
+            "script saved as configured", len(saves) == expect_saves, f"{len(saves)} timed saves, {expect_saves} asked"
+        )
+
+    # one checkpoint per save: ranks of one save share its path
+    n_saves = len({s["path"] for s in saves})
+    check("one checkpoint per save", len(cps) == n_saves, f"{len(cps)} save checkpoints for {n_saves} saves")
+
+    # coverage: the best single window for each measured save
+    covering: dict[int, int] = {}
+    covers, leads = [], []
+    for i, s in enumerate(saves):
+        a, b = s["start_ns"], s["end_ns"]
+        best, k = 0.0, None
+        for j, (wa, wb) in enumerate(win):
+            f = max(0.0, min(b, wb) - max(a, wa)) / max(1, b - a)
+            if f > best:
+                best, k = f, j
+        lead = None if k is None else (a - win[k][0]) / 1e9
+        covers.append(best)
+        leads.append(lead)
+        if k is not None:
+            covering[i] = k
+        edges = (
+            ""
+            if k is None
+            else f" (window {(win[k][0] - a) / 1e6:+.2f} ms at its start, {(win[k][1] - b) / 1e6:+.2f} ms at its end)"
+        )
+        print(
+            f"  save {i} rank {s['rank']} {s['path']}: {(b - a) / 1e6:.1f} ms, covered {100 * best:.1f} % by checkpoint "
+            f"{k}, window starts {'-' if lead is None else f'{lead:.3f}'} s before it{edges}"
+        )
+    worst = min(covers) if covers else 0.0
+    check("each save covered ≥ 95 % by one window", worst >= MIN_COVER, f"worst {100 * worst:.1f} %")
+    bad_lead = [x for x in leads if x is None or x > MAX_LEAD_S]
+    max_lead = max((x for x in leads if x is not None), default=None)
+    check(
+        "window starts ≤ 0.5 s before the save",
+        not bad_lead,
+        f"largest lead {max_lead} s; {len(bad_lead)} too early or none",
+    )
+
+    # durability of checkpoints deleted while dirty
+    if durable_check:
+        pend = run.saves["pending_at_delete"]
+        dirty = {p for p in run.saves["deleted"] if pend.get(p)}
+        print(f"  deleted: {len(run.saves['deleted'])}, still dirty when deleted: {len(dirty)} ({pend})")
+        wrong = []
+        for p in sorted(dirty):
+            ks = {covering[i] for i, s in enumerate(saves) if s["path"] == p and i in covering}
+            ks |= {j for j, c in enumerate(cps) if p in _paths(c)}
+            for j in ks:
+                print(f"    {p}: checkpoint {j} durable {cps[j]['durable']} — {cps[j]['durable_basis']}")
+                if cps[j]["durable"] is True:
+                    wrong.append(p)
+        check("no checkpoint deleted while dirty is durable", not wrong, f"{len(wrong)} reported durable: {wrong}")
+
+    # device bytes counted once
+    b = run.rec.block()
+    dev_written = float(b.loc[b["device"] == run.device, "write_bytes"].sum()) if not b.empty else 0.0
+    cp_dev = sum(c["bytes_device"] or 0 for c in rep["checkpoints"] if c["kind"] == "save")
+    ratio = cp_dev / dev_written if dev_written else (0.0 if cp_dev == 0 else float("inf"))
+    check(
+        "Σ bytes_device ≤ 1.05 × device written",
+        cp_dev <= 1.05 * dev_written,
+        f"{cp_dev / MiB:.2f} MiB / {dev_written / MiB:.2f} MiB = {ratio:.3f}",
+    )
+
+    # the app's bytes
+    files = sum(run.saves["files"].values())
+    app = rep["run"]["bytes_app_total"] or 0
+    check(
+        "bytes_app_total within ±1 % of the files written",
+        files > 0 and abs(app - files) <= 0.01 * files,
+        f"{app / MiB:.3f} MiB / {files / MiB:.3f} MiB = {app / files if files else float('nan'):.4f}",
+    )
+    return failed
+
+
+def test_hf_trainer(loop_ext4, tmp_path):
+    need("torch", "transformers", "accelerate")
+    run = record_script(loop_ext4, tmp_path, "hf_trainer.py", name="hf")
+    failed = check_figures(run, expect_saves=6)
+    assert len(run.saves["deleted"]) == 4  # save_total_limit=2 over 6 saves
+    assert not failed, failed
+
+
+def test_lightning_fit(loop_ext4, tmp_path):
+    need("torch", "lightning")
+    run = record_script(loop_ext4, tmp_path, "lightning_fit.py", name="lightning")
+    failed = check_figures(run, expect_saves=6)
+    assert not failed, failed
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_dcp_two_ranks(loop_ext4, tmp_path, mode):
+    need("torch")
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch has no torch.distributed with gloo")
+    torchrun = Path(sys.executable).parent / "torchrun"
+    launcher = [str(torchrun), "--standalone", "--nproc-per-node", "2"] if torchrun.exists() else None
+    args = ["--async"] if mode == "async" else []
+    run = record_script(loop_ext4, tmp_path, "dcp_ranks.py", *args, name=f"dcp-{mode}", launcher=launcher)
+    print(f"  launched by {'torchrun' if launcher else 'torch.multiprocessing (no torchrun next to python)'}")
+    failed = check_figures(run, expect_saves=6)  # 2 ranks × 3 steps: 3 checkpoints
+    assert not failed, failed
+
+
+@pytest.mark.parametrize("mode", ["fsync", "retention"])
+def test_torch_save_fsync(loop_ext4, tmp_path, mode):
+    need("torch")
+    args = ["--retention"] if mode == "retention" else []
+    run = record_script(loop_ext4, tmp_path, "torch_save_fsync.py", *args, name=f"torch-{mode}")
+    failed = check_figures(run, expect_saves=6)
+    if mode == "retention":
+        assert len(run.saves["deleted"]) == 4
+    assert not failed, failed
+
+
+def test_safetensors_save(loop_ext4, tmp_path):
+    need("torch", "safetensors")
+    run = record_script(loop_ext4, tmp_path, "safetensors_save.py", name="safetensors")
+    failed = check_figures(run, expect_saves=6)
+    assert not failed, failed
+
+
+def test_inferred_windows_of_three_saves_one_second_apart(loop_ext4, tmp_path):
+    """`ckprof workload`'s 3 fsynced saves, 1 s apart, recorded without autopatching and reported
+    with --windows inferred: 3 windows from the device's write bursts alone. The workload's own
+    markers (per rank, grouped by step) are what it measured."""
+    lp, mnt = loop_ext4
+    out, rep_json = tmp_path / "rec-inferred", tmp_path / "inferred.json"
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--no-patch",
+        "--interval",
+        INTERVAL,
+        "-o",
+        str(out),
+        "--path",
+        str(mnt),
+        "--",
+        *CKPROF,
+        "workload",
+        "--preset",
+        "llama3-8b",
+        "--total-size",
+        "64MiB",
+        "--target",
+        str(mnt / "ck"),
+        "--count",
+        "3",
+        "--interval",
+        "1s",
+        "--no-record",
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    r = ckprof_cmd("report", str(out), "--windows", "inferred", "--format", "json", "-o", str(rep_json))
+    assert r.returncode == 0, r.stderr
+    rec, rep = ckprof.load(str(out)), json.loads(rep_json.read_text())
+    anchor = int(rec.meta["start"]["monotonic_ns"])
+    marks = rec.checkpoints()
+    marks = marks[marks["kind"] == "save"]
+    saves = [
+        (int(g["start_ns"].min()), int(g["end_ns"].max()), int(g["bytes"].sum())) for _, g in marks.groupby("step")
+    ]
+    cps = rep["checkpoints"]
+    print(f"\n== ckprof workload, inferred windows: {len(saves)} marked saves, {len(cps)} windows")
+    for c in cps:
+        print(f"  window {c['source']} {c['start_s']:.3f}–{c['app_end_s']} s bytes_device {c['bytes_device']}")
+    covers = []
+    for a, b, n in saves:
+        best, lead = 0.0, None
+        for c in cps:
+            wa, wb = anchor + c["start_s"] * 1e9, anchor + (c["app_end_s"] or c["start_s"]) * 1e9
+            f = max(0.0, min(b, wb) - max(a, wa)) / max(1, b - a)
+            if f > best:
+                best, lead = f, (a - wa) / 1e9
+        covers.append(best)
+        print(
+            f"  save {(a - anchor) / 1e9:.3f} s, {(b - a) / 1e6:.0f} ms, {n / MiB:.1f} MiB: covered {100 * best:.1f} %, lead {lead}"
+        )
+    b = rec.block()
+    dev_written = float(b.loc[b["device"] == lp.name, "write_bytes"].sum())
+    cp_dev = sum(c["bytes_device"] or 0 for c in cps)
+    print(
+        f"  Σ bytes_device {cp_dev / MiB:.2f} MiB / device written {dev_written / MiB:.2f} MiB = {cp_dev / dev_written:.3f}"
+    )
+    assert len(saves) == 3
+    assert [c["source"] for c in cps] == ["inferred"] * 3, [
+        (c["start_s"], c["app_end_s"], c["bytes_device"]) for c in cps
+    ]
+    assert cp_dev <= 1.05 * dev_written
+    for c in cps:
+        assert c["bytes_device"] == pytest.approx(64 * MiB, rel=0.05), c
