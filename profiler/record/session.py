@@ -249,9 +249,9 @@ def record(
         from . import live as live_mod
 
         live, port = live_mod.serve(os.path.join(out_dir, EVENTS), prometheus_port, prometheus_addr)
-        if not quiet:
-            warn(f"serving Prometheus metrics on {live_mod.url(prometheus_addr, port)}")
     out_dir = prepare_output(out_dir, force)
+    if live is not None and not quiet:  # said once the recording's directory exists
+        warn(f"serving Prometheus metrics on {live_mod.url(prometheus_addr, port)}")
     session = open_session(
         out_dir,
         sources,

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.multiprocessing as mp
-from savelog import SaveLog, files_under, merge, summary
+from savelog import SaveLog, evict, files_under, merge, summary
 
 WORLD = 2
 
@@ -59,6 +59,17 @@ def worker(rank: int, a, world: int):
         dist.barrier()  # every rank's files are in place before this rank lists its own
         log.add(t0, t1, path, rank_files(path, rank))
     time.sleep(0.3)
+    if a.restore:  # every rank loads its part of the newest step back, cold
+        if rank == 0:
+            evict(path)
+        dist.barrier()
+        time.sleep(0.3)
+        sd = {f"rank{rank}": model.state_dict(), "step": 0}
+        with log.loading(path):
+            dcp.load(sd, checkpoint_id=path)
+        model.load_state_dict(sd[f"rank{rank}"])
+        dist.barrier()
+        time.sleep(0.3)
     log.write()
     dist.barrier()
     if rank == 0:
@@ -76,6 +87,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--async", dest="async_", action="store_true")
+    ap.add_argument("--restore", action="store_true", help="then every rank dcp.load()s the newest step, cold")
     a = ap.parse_args()
     a.saves_json = os.path.abspath(a.saves_json)
     os.makedirs(a.dir, exist_ok=True)

@@ -6,7 +6,11 @@ Each save is timed around Trainer._save_checkpoint (what the user waits for: mod
 scheduler, RNG state, trainer state, and the retention). The folders the retention removes are
 noted, with their still-dirty bytes, just before they go.
 
-    python hf_trainer.py SAVES_JSON --dir DIR [--saves 6]
+    python hf_trainer.py SAVES_JSON --dir DIR [--saves 6] [--restore]
+
+--restore: then a new Trainer resumes from the newest checkpoint (its files evicted from the page
+cache first), its resume's pieces (model, optimizer and scheduler, scaler, RNG state) timed, the
+load being the first piece's start → the last one's end.
 """
 
 import argparse
@@ -21,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 import transformers
 import transformers.trainer as hf_trainer_mod
-from savelog import SaveLog, pending_bytes, summary
+from savelog import SaveLog, evict, pending_bytes, summary
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 VOCAB, SEQ = 512, 32
@@ -45,6 +49,9 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--saves", type=int, default=6)
     ap.add_argument("--save-steps", type=int, default=2)
+    ap.add_argument(
+        "--restore", action="store_true", help="then resume_from_checkpoint the newest checkpoint, cold, for 2 steps"
+    )
     a = ap.parse_args()
     log = SaveLog(a.saves_json, script=f"hf_trainer (transformers {transformers.__version__})")
 
@@ -92,6 +99,32 @@ def main():
     trainer = TimedTrainer(model=model, args=args, train_dataset=Synthetic(8 * a.saves * a.save_steps))
     trainer.train()
     time.sleep(0.3)
+    if a.restore:
+        newest = os.path.join(a.dir, f"checkpoint-{trainer.state.global_step}")
+        evict(newest)
+        time.sleep(0.3)
+        parts = []
+
+        class ResumeTrainer(Trainer):
+            """Times each piece of the resume: model, optimizer and scheduler, scaler, RNG state."""
+
+        for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler", "_load_scaler", "_load_rng_state"):
+
+            def timed(self, *args, _name=name, **kwargs):
+                t0 = time.monotonic_ns()
+                out = getattr(Trainer, _name)(self, *args, **kwargs)
+                parts.append((t0, time.monotonic_ns()))
+                return out
+
+            setattr(ResumeTrainer, name, timed)
+        args.max_steps += 2
+        args.save_strategy = "no"
+        resumed = ResumeTrainer(model=GPT2LMHeadModel(cfg), args=args, train_dataset=Synthetic(8 * args.max_steps))
+        resumed.train(resume_from_checkpoint=newest)
+        log.loads.append(
+            {"start_ns": min(p[0] for p in parts), "end_ns": max(p[1] for p in parts), "rank": 0, "path": newest}
+        )
+        time.sleep(0.3)
     log.write()
     print(summary(log))
 

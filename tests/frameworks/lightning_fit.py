@@ -5,7 +5,10 @@ Each save is timed around the whole trainer.save_checkpoint call that ModelCheck
 state dict, torch.save into memory, the write through fsspec): the script wraps the trainer
 instance's save_checkpoint.
 
-    python lightning_fit.py SAVES_JSON --dir DIR [--saves 6]
+    python lightning_fit.py SAVES_JSON --dir DIR [--saves 6] [--restore]
+
+--restore: then a new Trainer fits from ckpt_path= the newest checkpoint (evicted from the page
+cache first), the load timed around its checkpoint connector's resume_start.
 """
 
 import argparse
@@ -16,7 +19,7 @@ import lightning
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-from savelog import SaveLog, summary
+from savelog import SaveLog, evict, summary
 
 WIDTH = 512
 
@@ -40,6 +43,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--saves", type=int, default=6)
     ap.add_argument("--every", type=int, default=2)
+    ap.add_argument("--restore", action="store_true", help="then fit(ckpt_path=the newest), cold, for 2 more steps")
     a = ap.parse_args()
     log = SaveLog(a.saves_json, script=f"lightning_fit (lightning {lightning.__version__})")
     torch.manual_seed(0)
@@ -68,6 +72,37 @@ def main():
     trainer.save_checkpoint = timed_save
     trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=16, num_workers=0))
     time.sleep(0.3)
+    if a.restore:
+        newest = log.saves[-1]["path"]
+        evict(newest)
+        time.sleep(0.3)
+        again = pl.Trainer(
+            accelerator="cpu",
+            devices=1,
+            max_steps=steps + 2,
+            max_epochs=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            default_root_dir=a.dir,
+        )
+        conn = again._checkpoint_connector
+        resume = conn.resume_start  # the load of ckpt_path= (strategy.load_checkpoint)
+
+        def timed_resume(checkpoint_path=None, *args, **kwargs):
+            t0 = time.monotonic_ns()
+            out = resume(checkpoint_path, *args, **kwargs)
+            if checkpoint_path:
+                log.loads.append(
+                    {"start_ns": t0, "end_ns": time.monotonic_ns(), "rank": 0, "path": str(checkpoint_path)}
+                )
+            return out
+
+        conn.resume_start = timed_resume
+        again.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=16, num_workers=0), ckpt_path=newest)
+        time.sleep(0.3)
     log.write()
     print(summary(log))
 

@@ -1,6 +1,6 @@
 """safetensors.torch.save_file of a small model's weights, 6 times, each into its own step folder.
 
-python safetensors_save.py SAVES_JSON --dir DIR [--saves 6]
+python safetensors_save.py SAVES_JSON --dir DIR [--saves 6] [--restore]
 """
 
 import argparse
@@ -8,8 +8,8 @@ import os
 import time
 
 import torch
-from safetensors.torch import save_file
-from savelog import SaveLog, summary
+from safetensors.torch import load_file, save_file
+from savelog import SaveLog, evict, summary
 
 
 def main():
@@ -18,6 +18,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--saves", type=int, default=6)
     ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--restore", action="store_true", help="then load the newest save back, cold (load_file)")
     a = ap.parse_args()
     log = SaveLog(a.saves_json, script="safetensors_save")
     torch.manual_seed(0)
@@ -37,6 +38,13 @@ def main():
         with log.timed(path):
             save_file(sd, path, metadata={"step": str(i)})
     time.sleep(0.3)
+    if a.restore:
+        evict(path)
+        time.sleep(0.3)
+        with log.loading(path):
+            sd = load_file(path)
+        model.load_state_dict(sd)
+        time.sleep(0.3)
     log.write()
     print(summary(log))
 

@@ -9,6 +9,7 @@ saves.json:
      "files": {path: bytes},          # every file the saves wrote (its size right after its save)
      "deleted": [path, ...],          # checkpoints the script's (or framework's) retention removed
      "pending_at_delete": {path: bytes or null},   # dirty + writeback bytes when it was removed
+     "loads": [{"start_ns", "end_ns", "rank", "path"}, ...],  # --restore: cold loads of the newest save
      "script": name}
 Times are time.monotonic_ns(): CLOCK_MONOTONIC, the clock ckprof stamps its samples and events on.
 """
@@ -64,6 +65,18 @@ def pending_bytes(path) -> int | None:
     return total
 
 
+def evict(path) -> None:
+    """Drop a checkpoint's files from the page cache (fdatasync, then posix_fadvise DONTNEED), so
+    the restore after it reads the device — what `ckprof evict` does, without importing ckprof."""
+    for p in files_under(path):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 class SaveLog:
     def __init__(self, out: str, rank: int = 0, script: str = ""):
         self.out, self.rank, self.script = out, rank, script
@@ -71,6 +84,7 @@ class SaveLog:
         self.files: dict[str, int] = {}
         self.deleted: list[str] = []
         self.pending_at_delete: dict[str, int | None] = {}
+        self.loads: list[dict] = []
 
     def add(self, start_ns: int, end_ns: int, path, files: dict[str, int] | None = None):
         """One save that ran from start_ns to end_ns and wrote `files` (default: all under path)."""
@@ -85,6 +99,13 @@ class SaveLog:
         t0 = time.monotonic_ns()
         yield
         self.add(t0, time.monotonic_ns(), path)
+
+    @contextlib.contextmanager
+    def loading(self, path):
+        """One restore of `path`, timed (a cold one when evict() ran before)."""
+        t0 = time.monotonic_ns()
+        yield
+        self.loads.append({"start_ns": t0, "end_ns": time.monotonic_ns(), "rank": self.rank, "path": str(path)})
 
     def deleting(self, path):
         """Remember that `path` is about to be removed, and how much of it is still not on the disk."""
@@ -105,6 +126,7 @@ class SaveLog:
             "files": self.files,
             "deleted": self.deleted,
             "pending_at_delete": self.pending_at_delete,
+            "loads": self.loads,
         }
 
     def write(self, out: str | None = None):
@@ -122,6 +144,8 @@ def merge(out: str, parts: list[str], script: str):
         log.files.update(d["files"])
         log.deleted += d["deleted"]
         log.pending_at_delete.update(d["pending_at_delete"])
+        log.loads += d.get("loads", [])
+    log.loads.sort(key=lambda s: (s["start_ns"], s["rank"]))
     log.saves.sort(key=lambda s: (s["start_ns"], s["rank"]))
     log.write()
     return log

@@ -10,7 +10,10 @@ ckprof's samples and events — into saves.json. The test records it, reports it
     most 0.5 s before the save's;
   * no checkpoint whose files were deleted while still dirty is durable: true;
   * Σ checkpoints' bytes_device ≤ 1.05 × what the loop device wrote over the recording;
-  * run.bytes_app_total within ±1 % of the bytes of the files the saves wrote.
+  * run.bytes_app_total within ±1 % of the bytes of the files the saves wrote;
+  * with --restore (the newest save loaded back after evicting its files): one load checkpoint per
+    restore (torch.load, safetensors load_file, DCP load on 2 ranks, HF resume_from_checkpoint,
+    Lightning ckpt_path=), covering ≥ 95 % of the restore the script timed, and cold by cachestat.
 
 Every figure is printed (pytest -s) and every check is evaluated before the test fails, so one
 run says which of them hold. The report's times are seconds from meta.json's start anchor
@@ -193,18 +196,63 @@ def check_figures(run: Run, expect_saves: int | None = None, durable_check: bool
     return failed
 
 
+def check_restores(run: Run) -> list[str]:
+    """One load checkpoint per restore (its files and ranks together), each covering ≥ 95 % of the
+    restore the script timed (first rank's start → last rank's end), and cold: cachestat saw ≤ 10 %
+    of it in the page cache as it started (the script evicted its files)."""
+    anchor = _anchor_ns(run)
+    loads = run.saves.get("loads") or []
+    by_path: dict[str, list] = {}
+    for x in loads:
+        by_path.setdefault(x["path"], []).append(x)
+    restores = [(min(x["start_ns"] for x in v), max(x["end_ns"] for x in v), p) for p, v in by_path.items()]
+    cps = [c for c in run.rep["checkpoints"] if c["kind"] == "load" and c["ok"] is not False]
+    failed: list[str] = []
+
+    def check(name: str, ok: bool, detail: str):
+        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
+        if not ok:
+            failed.append(f"{name}: {detail}")
+
+    for c in cps:
+        print(
+            f"  load {c['api']} {c['path']}: {c['duration_s']:.3f} s, parts {len(c['parts'] or [])}, app "
+            f"{(c['restore_bytes_app'] or 0) / MiB:.2f} MiB, device {(c['restore_bytes_device'] or 0) / MiB:.2f} MiB, "
+            f"cache-served {c['cache_served_share']}, device share {c['device_read_share']}"
+        )
+    check(
+        "one load checkpoint per restore",
+        len(cps) == len(restores),
+        f"{len(cps)} load checkpoints, {len(restores)} restores",
+    )
+    for a, b, p in restores:
+        best = max(
+            (
+                max(0.0, min(b, anchor + c["app_end_s"] * 1e9) - max(a, anchor + c["start_s"] * 1e9)) / max(1, b - a)
+                for c in cps
+                if c["app_end_s"] is not None
+            ),
+            default=0.0,
+        )
+        check(f"restore of {p} covered ≥ 95 %", best >= MIN_COVER, f"{100 * best:.1f} % of {(b - a) / 1e6:.1f} ms")
+    for c in cps:
+        cs = c["cache_served_share"]
+        check(f"restore {c['id']} cold (cachestat)", cs is not None and cs <= 0.10, f"cache-served {cs}")
+    return failed
+
+
 def test_hf_trainer(loop_ext4, tmp_path):
     need("torch", "transformers", "accelerate")
-    run = record_script(loop_ext4, tmp_path, "hf_trainer.py", name="hf")
-    failed = check_figures(run, expect_saves=6)
+    run = record_script(loop_ext4, tmp_path, "hf_trainer.py", "--restore", name="hf")
+    failed = check_figures(run, expect_saves=6) + check_restores(run)
     assert len(run.saves["deleted"]) == 4  # save_total_limit=2 over 6 saves
     assert not failed, failed
 
 
 def test_lightning_fit(loop_ext4, tmp_path):
     need("torch", "lightning")
-    run = record_script(loop_ext4, tmp_path, "lightning_fit.py", name="lightning")
-    failed = check_figures(run, expect_saves=6)
+    run = record_script(loop_ext4, tmp_path, "lightning_fit.py", "--restore", name="lightning")
+    failed = check_figures(run, expect_saves=6) + check_restores(run)
     assert not failed, failed
 
 
@@ -217,19 +265,19 @@ def test_dcp_two_ranks(loop_ext4, tmp_path, mode):
         pytest.skip("this torch has no torch.distributed with gloo")
     torchrun = Path(sys.executable).parent / "torchrun"
     launcher = [str(torchrun), "--standalone", "--nproc-per-node", "2"] if torchrun.exists() else None
-    args = ["--async"] if mode == "async" else []
+    args = ["--async", "--restore"] if mode == "async" else ["--restore"]
     run = record_script(loop_ext4, tmp_path, "dcp_ranks.py", *args, name=f"dcp-{mode}", launcher=launcher)
     print(f"  launched by {'torchrun' if launcher else 'torch.multiprocessing (no torchrun next to python)'}")
-    failed = check_figures(run, expect_saves=6)  # 2 ranks × 3 steps: 3 checkpoints
+    failed = check_figures(run, expect_saves=6) + check_restores(run)  # 2 ranks × 3 steps: 3 checkpoints
     assert not failed, failed
 
 
 @pytest.mark.parametrize("mode", ["fsync", "retention"])
 def test_torch_save_fsync(loop_ext4, tmp_path, mode):
     need("torch")
-    args = ["--retention"] if mode == "retention" else []
+    args = ["--retention"] if mode == "retention" else ["--restore"]
     run = record_script(loop_ext4, tmp_path, "torch_save_fsync.py", *args, name=f"torch-{mode}")
-    failed = check_figures(run, expect_saves=6)
+    failed = check_figures(run, expect_saves=6) + check_restores(run)
     if mode == "retention":
         assert len(run.saves["deleted"]) == 4
     assert not failed, failed
@@ -237,8 +285,8 @@ def test_torch_save_fsync(loop_ext4, tmp_path, mode):
 
 def test_safetensors_save(loop_ext4, tmp_path):
     need("torch", "safetensors")
-    run = record_script(loop_ext4, tmp_path, "safetensors_save.py", name="safetensors")
-    failed = check_figures(run, expect_saves=6)
+    run = record_script(loop_ext4, tmp_path, "safetensors_save.py", "--restore", name="safetensors")
+    failed = check_figures(run, expect_saves=6) + check_restores(run)
     assert not failed, failed
 
 

@@ -10,7 +10,7 @@ import os
 import time
 
 import torch
-from savelog import SaveLog, summary
+from savelog import SaveLog, evict, summary
 
 
 def main():
@@ -21,6 +21,7 @@ def main():
     ap.add_argument("--steps-per-save", type=int, default=3)
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--retention", action="store_true", help="no fsync; delete the save from two saves ago")
+    ap.add_argument("--restore", action="store_true", help="then load the newest save back, cold (torch.load)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     log = SaveLog(a.saves_json, script="torch_save_fsync" + (" --retention" if a.retention else ""))
@@ -48,6 +49,13 @@ def main():
         if a.retention and len(written) > 2:
             log.delete(written[-3])
     time.sleep(0.3)
+    if a.restore:
+        evict(written[-1])
+        time.sleep(0.3)
+        with log.loading(written[-1]):
+            sd = torch.load(written[-1])
+        model.load_state_dict(sd["model"])
+        time.sleep(0.3)
     log.write()
     print(summary(log))
 
