@@ -187,13 +187,13 @@ for k in range(3):
     if k == 1:  # the app's own finishing: write under a temporary name, fsync, rename
         torch.save(sd, final + ".tmp")
         with open(final + ".tmp", "rb+") as f:
-            time.sleep(0.2)  # a slow fsync: a fifth of the save
+            time.sleep(0.1)  # the app does something else between the save and its fsync
             os.fsync(f.fileno())
         os.replace(final + ".tmp", final)
     else:
         torch.save(sd, final)
         fd = os.open(final, os.O_RDONLY)
-        time.sleep(0.2)
+        time.sleep(0.1)
         os.fsync(fd)
         os.close(fd)
     saves.append([t0, time.monotonic_ns()])

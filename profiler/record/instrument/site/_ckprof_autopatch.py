@@ -13,8 +13,8 @@ the files in it written during the save, listed in `files`), in the format of ck
 with source "patch".
 
 The app's own finishing of a save is part of it: an os.fsync/os.fdatasync of one of the save's
-files, an os.rename/os.replace of one (write to a temporary name, then rename), or an os.sync
-within SYNC_AFTER_S of the return writes a `checkpoint_extend` event with the window's id and
+files, an os.rename/os.replace of one (write to a temporary name, then rename), or an os.sync,
+called right after (EXTEND_S) the save returned or the previous such call did, writes a `checkpoint_extend` event with the window's id and
 the time that call returned; the analysis moves the window's end there, and the recorder's file
 tracker follows a renamed file to its new name.
 
@@ -45,10 +45,12 @@ _busy = 0  # wrapped calls running in this process
 _fd = {}
 _recent = []  # (id, {path: True}, dir or None, end monotonic ns) of the latest saves, newest last
 RECENT_MAX = 16
-# an fsync/rename of a save's own file called this soon after the save returned finishes that
-# save (a rename that rotates old checkpoints before the next save, a training step later, does not)
-EXTEND_S = 2.0
-SYNC_AFTER_S = 2.0  # likewise an os.sync() (no file named)
+# An fsync/rename of a recent save's own file finishes that save when the process calls it right
+# after its last save returned or its last such call did (a loop fsyncing many files chains): this
+# many seconds at most in between. A rename that rotates old checkpoints, or an fsync, a training
+# step later does not. Likewise an os.sync() (no file named) right after a save.
+EXTEND_S = 0.25
+_last = [0]  # monotonic ns of the latest save return or finishing call in this process
 MAX_FILES_LISTED = 64
 
 
@@ -163,16 +165,15 @@ def _remember(cid, path, is_dir, files):
         paths[os.path.realpath(f)] = True
     _recent.append((cid, paths, real if is_dir else None, time.monotonic_ns()))
     del _recent[:-RECENT_MAX]
+    _last[0] = _recent[-1][3]
 
 
-def _save_of(path, t_call):
+def _save_of(path):
     """The id of the latest recent save that wrote `path` (or holds it in its folder), if any."""
     if not _recent or not path:
         return None
     real = os.path.realpath(path)
-    for cid, paths, folder, end in reversed(_recent):
-        if t_call - end > EXTEND_S * 1e9:
-            break
+    for cid, paths, folder, _ in reversed(_recent):
         if real in paths or (folder and real.startswith(folder + os.sep)):
             return cid
     return None
@@ -180,16 +181,12 @@ def _save_of(path, t_call):
 
 def _finishing(op, t_call, path=None, **fields):
     """After an fsync/rename/sync (called at t_call) returned: extend the save it finishes, if any."""
-    if _busy:  # inside a wrapped save: already in its window
+    if _busy or not _recent or t_call - _last[0] > EXTEND_S * 1e9:  # inside a save, or not right after one
         return
-    cid = None
-    if path is None:
-        if _recent and t_call - _recent[-1][3] <= SYNC_AFTER_S * 1e9:
-            cid = _recent[-1][0]
-    else:
-        cid = _save_of(path, t_call)
+    cid = _recent[-1][0] if path is None else _save_of(path)
     if cid is None:
         return
+    _last[0] = time.monotonic_ns()
     if fields.get("renamed_to"):
         for rc, paths, _, _ in _recent:
             if rc == cid:
@@ -322,8 +319,9 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 _leave()
         cid = f"{_HOST}:{os.getpid()}:patch{next(_ids)}"
         common = {"id": cid, "kind": kind, "path": path, "name": api}
+        t_call = time.monotonic_ns()  # the window starts when the call did, before ckprof's look at a load's files
         at_start = _at_start(path) if kind == "load" else {}
-        _emit("checkpoint_start", step=step, **at_start, **common)
+        _emit("checkpoint_start", t_ns=t_call, step=step, **at_start, **common)
         t0 = time.monotonic_ns()
         t0_wall = time.time_ns() - 2_000_000_000  # file mtimes are coarse (a jiffy): allow slack
         is_async = api.endswith("async_save")
@@ -376,6 +374,8 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         t_ret = time.monotonic_ns()  # the save's return
         nbytes, files = measured()
         at_ret = _at_return(path) if kind == "save" else {}
+        if kind == "save":
+            _remember(cid, path, is_dir, files)
         # the window ends after ckprof's look at the files: the training waited for that too, and
         # how long it took is said (ckprof_s), so the save's own time is t_ns − start − ckprof_s
         t_end = time.monotonic_ns()
@@ -390,7 +390,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
             **common,
         )
         if kind == "save":
-            _remember(cid, path, is_dir, files)
+            _last[0] = time.monotonic_ns()  # the fsync that follows is measured from here
         return result
 
     wrapper.__ckprof_wrapped__ = True
