@@ -98,8 +98,11 @@ def analyze(
     gpus: int | None = None,
     windows_from: str = "auto",
     burst: W.BurstParams | None = None,
+    read_bps: float | None = None,
+    read_bps_basis: str | None = None,
 ) -> Analysis:
-    """`windows_from`: 'markers', 'inferred', or 'auto' (markers when there are any)."""
+    """`windows_from`: 'markers', 'inferred', or 'auto' (markers when there are any). `read_bps`: the
+    devices' cold read rate for restore predictions (else this recording's cold loads)."""
     notes: list[str] = list(rec.meta.get("notes") or [])
     tl = timeline.build(rec)
     base_bps, thr_bps = W.baseline_and_threshold(tl.total, burst or W.BurstParams())
@@ -275,7 +278,9 @@ def analyze(
         "fields": FIELDS,
     }
     from .advice import advise
+    from .restore_prediction import predict
 
+    predict(report, read_bps, read_bps_basis)
     report["advice"] = advise(report)
     # the reader lists what it could not read (parts, event lines) as it reads: add them last
     notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]

@@ -33,6 +33,14 @@ FIELDS = {
     "checkpoints[].ssd_efficiency.*.j_per_gib": {"unit": "J/GiB", "provenance": "per entry"},
     "checkpoints[].own_finish_s": {"unit": "s (the app's fsync/rename after the save call returned)", "provenance": M},
     "checkpoints[].device_busy_s": {"unit": "s (the busiest device's %util × time, start → return)", "provenance": D},
+    "checkpoints[].predicted_cold_restore_s": {
+        "unit": "s (its bytes / the devices' cold read rate)",
+        "provenance": "estimated",
+    },
+    "checkpoints[].prediction_error": {
+        "unit": "fraction: (predicted − measured) / measured, a cold load",
+        "provenance": D,
+    },
     "checkpoints[].restore_bytes_app": {"unit": "B (a load's files)", "provenance": M},
     "checkpoints[].restore_bytes_device": {
         "unit": "B (read by the recorded devices, this load's share)",

@@ -31,6 +31,34 @@ def analyse_path(path: str, **kw):
         return analyze(rec, **kw)
 
 
+def _read_rate(text: str | None) -> tuple[float | None, str | None]:
+    """--read-bw: a rate (2.5GiB/s, 800MB/s) or a recording whose cold loads measured one."""
+    if not text:
+        return None, None
+    if os.path.isdir(text):
+        from ckprof.analysis.restore_prediction import measured_read_bps
+
+        bps, basis = measured_read_bps(analyse_path(text).report)
+        if not bps:
+            raise UsageError(
+                f"--read-bw {text}: {basis} there", hint="record `ckprof workload load DIR` on the same devices"
+            )
+        return bps, basis
+    from ckprof.units import parse_size
+
+    num = text.strip()
+    for suffix in ("/s", "ps"):
+        if num.lower().endswith(suffix):
+            num = num[: -len(suffix)]
+    try:
+        bps = float(parse_size(num))
+    except (ValueError, UsageError):
+        raise UsageError(f"--read-bw {text!r}: not a rate (e.g. 2.5GiB/s) or a recording directory") from None
+    if bps <= 0:
+        raise UsageError(f"--read-bw {text!r}: must be more than 0")
+    return bps, f"--read-bw {text}"
+
+
 def _write(text: str, out: str | None) -> None:
     if out in (None, "-"):
         sys.stdout.write(text)
@@ -68,7 +96,13 @@ def _write(text: str, out: str | None) -> None:
     show_default=True,
     help="Checkpoint windows from markers, from device write bursts, or markers when there are any.",
 )
-def report(recording, fmt, output, mtbf, gpus, windows):
+@click.option(
+    "--read-bw",
+    metavar="RATE|RECORDING",
+    help="The devices' cold read rate for restore predictions: e.g. 2.5GiB/s, or a recording whose "
+    "cold loads measured it (`ckprof workload load` on the same devices) [default: this recording's cold loads].",
+)
+def report(recording, fmt, output, mtbf, gpus, windows, read_bw):
     """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
 
     \b
@@ -83,7 +117,8 @@ def report(recording, fmt, output, mtbf, gpus, windows):
     job = job_commands.load_job(recording)
     if job is not None:  # host=<name>/ recordings of one job: read as one
         return job_commands.report(job, fmt, output, _write, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
-    an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
+    bps, basis = _read_rate(read_bw)
+    an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows, read_bps=bps, read_bps_basis=basis)
     if fmt == "json":
         _write(render.to_json(an.report), output)
     elif fmt == "md":

@@ -161,7 +161,7 @@ def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
             parts += ["<h3>Parts of each checkpoint (ranks, files)</h3>", _html_table(T.PART_HEADERS, pr, bad_col=9)]
         rr = T.restore_rows(rep)
         if rr:
-            parts += ["<h3>Restores: storage or page cache?</h3>", _html_table(T.RESTORE_HEADERS, rr, bad_col=7)]
+            parts += ["<h3>Restores: storage or page cache?</h3>", _html_table(T.RESTORE_HEADERS, rr, bad_col=8)]
         sr = T.ssd_rows(rep)
         if sr:
             parts += ["<h3>SSD efficiency (per checkpoint and SSD)</h3>", _html_table(T.SSD_HEADERS, sr)]

@@ -199,6 +199,7 @@ RESTORE_HEADERS = [
     "device bytes read [d]",
     "in page cache at start [m]",
     "from the devices [d]",
+    "predicted cold [s, e]",
     "verdict",
 ]
 
@@ -226,6 +227,8 @@ def restore_rows(rep: dict) -> list[list[str]]:
                 num(None if cache is None else 100 * cache, "{:.0f} %"),
                 # over 100 %: other reads shared the load's sampling intervals (an upper bound)
                 "over 100 %" if dev is not None and dev > 1.0 else num(None if dev is None else 100 * dev, "{:.0f} %"),
+                num(r.get("predicted_cold_restore_s"), "{:.3f}")
+                + ("" if r.get("prediction_error") is None else f" ({100 * r['prediction_error']:+.0f} %)"),
                 verdict,
             ]
         )
