@@ -68,20 +68,31 @@ def _write(text: str, out: str | None) -> None:
     show_default=True,
     help="Checkpoint windows from markers, from device write bursts, or markers when there are any.",
 )
-def report(recording, fmt, output, mtbf, gpus, windows):
+@click.option(
+    "--static",
+    is_flag=True,
+    help="HTML without JavaScript: the timeline as a picture only (a smaller file). By default the "
+    "HTML's timeline is interactive (zoom, hover values, checkpoint rows linked to their bands), "
+    "its JavaScript inline, so the file still needs no network.",
+)
+def report(recording, fmt, output, mtbf, gpus, windows, static):
     """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
+
+    The HTML report is one self-contained file; its timeline is interactive (Bokeh, inline):
+    drag to zoom, hover for values with units, click a checkpoint's # to zoom to it (--static: a
+    picture instead).
 
     \b
     ckprof report ckprof-20261121-120000                  # → ckprof-20261121-120000.report.html
     ckprof report run1 --format json > run1.json           # schema: docs/report-format.md
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
     """
-    from ckprof.report import plots, render
+    from ckprof.report import interactive, plots, render
 
     from . import job_report as job_commands
 
     job = job_commands.load_job(recording)
-    if job is not None:  # host=<name>/ recordings of one job: read as one
+    if job is not None:  # host=<name>/ recordings of one job: read as one (PNG timelines)
         return job_commands.report(job, fmt, output, _write, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
     an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
     if fmt == "json":
@@ -90,7 +101,8 @@ def report(recording, fmt, output, mtbf, gpus, windows):
         _write(render.to_markdown(an.report), output)
     else:
         out = output or f"{os.path.basename(os.path.abspath(recording))}.report.html"
-        _write(render.to_html(an.report, plots.all_plots(an)), out)
+        timeline = None if static else interactive.timeline_html(an)
+        _write(render.to_html(an.report, plots.all_plots(an), timeline), out)
 
 
 @click.command()
