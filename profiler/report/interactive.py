@@ -225,7 +225,9 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
             )
         )
         fig.add_tools(HoverTool(renderers=[r_mark], tooltips=[("mark", "@text"), ("time", "@x{0.00} s")]))
-        fig.add_tools(TapTool(renderers=[r_band], callback=CustomJS(args={"src": band_src}, code=TAP_JS)))
+        fig.add_tools(
+            TapTool(renderers=[r_band], mode="replace", callback=CustomJS(args={"src": band_src}, code=TAP_JS))
+        )
         legend = Legend(items=items, click_policy="hide", label_text_font_size="10px", spacing=0, padding=4)
         fig.add_layout(legend, "right")
         fig.yaxis.axis_label_text_font_size = "11px"
