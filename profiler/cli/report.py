@@ -80,7 +80,7 @@ def report(recording, fmt, output, mtbf, gpus, windows, static):
 
     The HTML report is one self-contained file; its timeline is interactive (Bokeh, inline):
     drag to zoom, hover for values with units, click a checkpoint's # to zoom to it (--static: a
-    picture instead).
+    picture instead; docs/report-format.md).
 
     \b
     ckprof report ckprof-20261121-120000                  # → ckprof-20261121-120000.report.html
