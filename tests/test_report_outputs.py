@@ -80,12 +80,22 @@ def test_json_report_is_strict_json_with_schema(tmp_path):
 def test_html_escapes_everything_from_the_recording(tmp_path):
     rec = make(tmp_path / "rec", evil=True)
     out = tmp_path / "r.html"
+    r = run("report", rec, "-o", out, "--static")
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    assert EVIL not in html and "<script" not in html  # --static: no JavaScript at all
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    assert html.count("data:image/png;base64,") == 3  # timeline, per-checkpoint bars, temp vs bandwidth
+    # the interactive timeline (default): the recording's strings reach the page as escaped text in
+    # the table and as \u-escaped JSON for Bokeh, which draws them as text; the only scripts are
+    # Bokeh's bundle, the data and ckprof's fixed link script
     r = run("report", rec, "-o", out)
     assert r.exit_code == 0, r.output
     html = out.read_text()
-    assert EVIL not in html and "<script" not in html
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
-    assert html.count("data:image/png;base64,") == 3  # timeline, per-checkpoint bars, temp vs bandwidth
+    assert EVIL not in html
+    assert html.count("<script") == 3 and html.count("</script") == 3
+    assert "\\u003cscript\\u003ealert('x')\\u003c/script\\u003e" in html  # the device name, in the data
+    assert html.count("src='data:image/png;base64,") == 3  # the PNG timeline stays, folded, for print
 
 
 def test_markdown_report_names_units_and_notes(tmp_path):

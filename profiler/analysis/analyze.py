@@ -291,4 +291,15 @@ def analyze(
     n_bins = int(np.ceil(max(wall_s, tl.res_s) / tl.res_s))
     if sources:
         an.plot["power"] = power_by_component(sources, tl.start_ns, tl.res_s, n_bins)
+    an.plot["marks"] = _marks(rec, tl.start_ns)
     return an
+
+
+def _marks(rec, start_ns: int) -> list[tuple[float, str]]:
+    """`ckprof.mark(text)` events as (seconds since the start, text), for the timelines."""
+    ev = rec.events
+    if ev.empty or "event" not in ev or "t_ns" not in ev:
+        return []
+    m = ev[ev["event"] == "mark"]
+    texts = m["text"] if "text" in m else [None] * len(m)
+    return [((int(t) - start_ns) / 1e9, "" if x is None or x != x else str(x)) for t, x in zip(m["t_ns"], texts)]

@@ -102,20 +102,31 @@ def _write(text: str, out: str | None) -> None:
     help="The devices' cold read rate for restore predictions: e.g. 2.5GiB/s, or a recording whose "
     "cold loads measured it (`ckprof workload load` on the same devices) [default: this recording's cold loads].",
 )
-def report(recording, fmt, output, mtbf, gpus, windows, read_bw):
+@click.option(
+    "--static",
+    is_flag=True,
+    help="HTML without JavaScript: the timeline as a picture only (a smaller file). By default the "
+    "HTML's timeline is interactive (zoom, hover values, checkpoint rows linked to their bands), "
+    "its JavaScript inline, so the file still needs no network.",
+)
+def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static):
     """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
+
+    The HTML report is one self-contained file; its timeline is interactive (Bokeh, inline):
+    drag to zoom, hover for values with units, click a checkpoint's # to zoom to it (--static: a
+    picture instead; docs/report-format.md).
 
     \b
     ckprof report ckprof-20261121-120000                  # → ckprof-20261121-120000.report.html
     ckprof report run1 --format json > run1.json           # schema: docs/report-format.md
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
     """
-    from ckprof.report import plots, render
+    from ckprof.report import interactive, plots, render
 
     from . import job_report as job_commands
 
     job = job_commands.load_job(recording)
-    if job is not None:  # host=<name>/ recordings of one job: read as one
+    if job is not None:  # host=<name>/ recordings of one job: read as one (PNG timelines)
         return job_commands.report(job, fmt, output, _write, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
     bps, basis = _read_rate(read_bw)
     an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows, read_bps=bps, read_bps_basis=basis)
@@ -125,7 +136,8 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw):
         _write(render.to_markdown(an.report), output)
     else:
         out = output or f"{os.path.basename(os.path.abspath(recording))}.report.html"
-        _write(render.to_html(an.report, plots.all_plots(an)), out)
+        timeline = None if static else interactive.timeline_html(an)
+        _write(render.to_html(an.report, plots.all_plots(an), timeline), out)
 
 
 @click.command()

@@ -1,11 +1,16 @@
 """The report's figures (matplotlib, Agg): each returns PNG bytes, or None when there is no data.
 
 Every axis names its unit, and every title says whether the figure is measured or derived.
+Which series the timeline shows, their units and provenance, the checkpoint bands and the
+display thinning are decided here once (`timeline_panels`, `checkpoint_bands`, `envelope`): the
+PNG timeline and the interactive one (report/interactive.py) both draw what these return.
 """
 
 from __future__ import annotations
 
 import io
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,82 +35,149 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """At most MAX_POINTS points: bin means (peaks stay visible in the max-preserving bins below)."""
+def envelope(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
+    """For display only: at most `max_points` buckets of consecutive samples, each as
+    (x mean, y min, y mean, y max) — NaN where a bucket has no reading. Short series come back
+    as they are (min = mean = max = y). Returns (x, lo, mean, hi, samples per bucket)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n = len(x)
-    if n <= MAX_POINTS:
-        return x, y
-    k = int(np.ceil(n / MAX_POINTS))
-    m = n // k * k
-    return x[:m].reshape(-1, k).mean(1), np.nanmax(y[:m].reshape(-1, k), axis=1)
+    if n <= max_points:
+        return x, y, y, y, 1
+    k = int(np.ceil(n / max_points))
+    pad = (-n) % k
+    xp = np.concatenate([x, np.full(pad, np.nan)]).reshape(-1, k)
+    yp = np.concatenate([y, np.full(pad, np.nan)]).reshape(-1, k)
+    with warnings.catch_warnings():  # a bucket of NaN only (a sensor gap) stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(xp, 1), np.nanmin(yp, 1), np.nanmean(yp, 1), np.nanmax(yp, 1), k
 
 
-def _shade(ax, rows):
-    for r in rows:
+def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most MAX_POINTS points: bucket maxima, so peaks stay visible."""
+    xs, _, _, hi, _ = envelope(x, y)
+    return xs, hi
+
+
+@dataclass
+class Trace:
+    label: str  # legend name: a device, sensor, component or GPU (from the recording: escape it)
+    x_s: np.ndarray  # seconds since the recording's start
+    y: np.ndarray  # in the panel's unit
+    provenance: str  # measured / derived / estimated, as the report says it
+    style: str = ""  # "read" (dashed), "total" (the sum over devices, black)
+
+
+@dataclass
+class Panel:
+    key: str  # bw, qd, temp, power, gpu
+    title: str  # what, unit, provenance
+    quantity: str  # short name for a hover line: "bandwidth"
+    unit: str  # the y axis' unit
+    traces: list[Trace] = field(default_factory=list)
+
+
+def timeline_panels(an, max_devices: int = 8) -> list[Panel]:
+    """The timeline's series, whichever the recording has: per-device read/write bandwidth
+    (read only where a device read anything), queue depth, temperatures, power per component,
+    GPU idle — the busiest `max_devices` devices, sensors and GPUs."""
+    tl = an.timeline
+    panels = []
+    t0 = tl.start_ns
+    devs = sorted(tl.devices, key=lambda d: -(tl.devices[d]["write_bytes"].sum() + tl.devices[d]["read_bytes"].sum()))[
+        :max_devices
+    ]
+    if devs:
+        bw = Panel("bw", "bandwidth, GiB/s (measured, /proc/diskstats): write solid, read dashed", "bandwidth", "GiB/s")
+        qd = Panel("qd", "queue depth, aqu-sz (derived from /proc/diskstats as iostat does)", "queue depth", "requests")
+        for d in devs:
+            df = tl.devices[d]
+            x = (df["t_ns"].to_numpy() - t0) / 1e9
+            bw.traces.append(Trace(f"{d} write", x, df["write_bytes_per_s"].to_numpy() / GIB, "measured"))
+            if df["read_bytes"].sum() > 0:
+                bw.traces.append(Trace(f"{d} read", x, df["read_bytes_per_s"].to_numpy() / GIB, "measured", "read"))
+            qd.traces.append(Trace(d, x, df["aqu_sz"].to_numpy(), "derived"))
+        if len(tl.devices) > 1 and tl.total is not None:
+            x = (tl.total["t_ns"].to_numpy() - t0) / 1e9
+            n = len(tl.devices)
+            bw.traces.append(
+                Trace(f"all {n} devices write", x, tl.total["write_bytes_per_s"].to_numpy() / GIB, "measured", "total")
+            )
+            if any(d["read_bytes"].sum() > 0 for d in tl.devices.values()):
+                bw.traces.append(
+                    Trace(
+                        f"all {n} devices read", x, tl.total["read_bytes_per_s"].to_numpy() / GIB, "measured", "total"
+                    )
+                )
+        panels += [bw, qd]
+    if an.ctx.temps:
+        p = Panel("temp", "temperature, °C (measured)", "temperature", "°C")
+        p.traces = [Trace(t.name, (t.t_ns - t0) / 1e9, t.values, t.provenance) for t in an.ctx.temps[:max_devices]]
+        panels.append(p)
+    if "power" in an.plot:
+        pw = an.plot["power"]
+        provs = {}
+        for s in an.ctx.sources:
+            provs.setdefault(s.component, set()).add(s.provenance)
+        p = Panel("power", "power, W (measured or estimated: see legend)", "power", "W")
+        for c in [c for c in pw.columns if c.endswith("_w")]:
+            comp = c[:-2]
+            prov = "/".join(sorted(provs.get(comp, [])))
+            p.traces.append(Trace(f"{comp} ({prov})", pw["t_s"].to_numpy(), pw[c].to_numpy(), prov))
+        panels.append(p)
+    if an.ctx.gpu_idle:
+        p = Panel("gpu", "GPU idle, % of time (derived: docs/power.md)", "GPU idle", "% of time")
+        p.traces = [
+            Trace(name, (t - t0) / 1e9, f * 100, "derived")
+            for name, (t, f) in list(an.ctx.gpu_idle.items())[:max_devices]
+        ]
+        panels.append(p)
+    return panels
+
+
+def checkpoint_bands(rows: list[dict]) -> list[dict]:
+    """One band per checkpoint row with a start: `n` (its row number in the report's table,
+    from 1), `start_s`, `end_s` (the save call's return; the start when it never returned) and
+    `durable_end_s` (when later than the return, else None)."""
+    out = []
+    for n, r in enumerate(rows, 1):
         if r["start_s"] is None:
             continue
         end = r["app_end_s"] if r["app_end_s"] is not None else r["start_s"]
-        ax.axvspan(r["start_s"], end, color="tab:orange", alpha=0.25, lw=0)
-        if r["durable_end_s"] is not None and r["durable_end_s"] > end:
-            ax.axvspan(end, r["durable_end_s"], color="tab:orange", alpha=0.10, lw=0)
+        dur = r["durable_end_s"] if r["durable_end_s"] is not None and r["durable_end_s"] > end else None
+        out.append({"n": n, "row": r, "start_s": r["start_s"], "end_s": end, "durable_end_s": dur})
+    return out
+
+
+def _shade(ax, rows):
+    for b in checkpoint_bands(rows):
+        ax.axvspan(b["start_s"], b["end_s"], color="tab:orange", alpha=0.25, lw=0)
+        if b["durable_end_s"] is not None:
+            ax.axvspan(b["end_s"], b["durable_end_s"], color="tab:orange", alpha=0.10, lw=0)
 
 
 def timeline(an, max_devices: int = 8) -> bytes | None:
-    """Write bandwidth, queue depth, temperature, power and GPU utilisation, windows shaded."""
-    plt = _mpl()
-    tl, rows = an.timeline, an.report["checkpoints"]
-    panels = []
-    devs = sorted(tl.devices, key=lambda d: -tl.devices[d]["write_bytes"].sum())[:max_devices]
-    if devs:
-        panels.append(("bw", "write bandwidth, GiB/s (measured, /proc/diskstats)"))
-        panels.append(("qd", "queue depth, aqu-sz (derived from /proc/diskstats as iostat does)"))
-    if an.ctx.temps:
-        panels.append(("temp", "temperature, °C (measured)"))
-    if "power" in an.plot:
-        panels.append(("power", "power, W (measured or estimated: see legend)"))
-    if an.ctx.gpu_idle:
-        panels.append(("gpu", "GPU idle, % of time (derived: docs/power.md)"))
+    """Bandwidth, queue depth, temperature, power and GPU idle, windows shaded, marks as lines."""
+    panels = timeline_panels(an, max_devices)
     if not panels:
         return None
+    plt = _mpl()
+    rows = an.report["checkpoints"]
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.1 * len(panels) + 0.6), sharex=True, squeeze=False)
     axes = axes[:, 0]
-    t0 = tl.start_ns
-    for ax, (kind, label) in zip(axes, panels):
-        if kind in ("bw", "qd"):
-            for d in devs:
-                df = tl.devices[d]
-                x = (df["t_ns"].to_numpy() - t0) / 1e9
-                y = df["write_bytes_per_s"].to_numpy() / GIB if kind == "bw" else df["aqu_sz"].to_numpy()
-                ax.plot(*_thin(x, y), lw=0.9, label=d)
-            if kind == "bw" and len(tl.devices) > 1 and tl.total is not None:
-                x = (tl.total["t_ns"].to_numpy() - t0) / 1e9
-                ax.plot(
-                    *_thin(x, tl.total["write_bytes_per_s"].to_numpy() / GIB),
-                    lw=1.2,
-                    color="k",
-                    label=f"all {len(tl.devices)} devices",
-                )
-        elif kind == "temp":
-            for t in an.ctx.temps[:max_devices]:
-                ax.plot(*_thin((t.t_ns - t0) / 1e9, t.values), lw=0.9, label=f"{t.name} ({t.provenance})")
-        elif kind == "power":
-            p = an.plot["power"]
-            provs = {}
-            for s in an.ctx.sources:
-                provs.setdefault(s.component, set()).add(s.provenance)
-            for c in [c for c in p.columns if c.endswith("_w")]:
-                comp = c[:-2]
-                ax.plot(
-                    *_thin(p["t_s"].to_numpy(), p[c].to_numpy()),
-                    lw=0.9,
-                    label=f"{comp} ({'/'.join(sorted(provs.get(comp, [])))})",
-                )
-        elif kind == "gpu":
-            for name, (t, f) in list(an.ctx.gpu_idle.items())[:max_devices]:
-                ax.plot(*_thin((t - t0) / 1e9, f * 100), lw=0.9, label=name)
+    for ax, p in zip(axes, panels):
+        for tr in p.traces:
+            kw = {"lw": 0.9}
+            if tr.style == "read":
+                kw["ls"] = "--"
+            elif tr.style == "total":
+                kw.update(lw=1.2, color="k", ls="--" if tr.label.endswith(" read") else "-")
+            label = tr.label if p.key in ("bw", "qd", "power", "gpu") else f"{tr.label} ({tr.provenance})"
+            ax.plot(*_thin(tr.x_s, tr.y), label=label, **kw)
         _shade(ax, rows)
-        ax.set_title(label, fontsize=8, loc="left")
-        ax.set_ylabel(label.split(" (")[0].split(" ")[-1], fontsize=8)
+        for t_s, _text in an.plot.get("marks", []):
+            ax.axvline(t_s, color="0.4", lw=0.7, ls=":")
+        ax.set_title(p.title, fontsize=8, loc="left")
+        ax.set_ylabel(p.unit, fontsize=8)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right", ncol=2)

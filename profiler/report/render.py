@@ -1,7 +1,8 @@
 """Renderers of one analysed recording: JSON (the stable schema), Markdown, self-contained HTML.
 
 HTML: every string taken from a recording (command lines, paths, device names, notes) goes
-through report.escape.html (controls and bidi characters made visible, then html.escape); figures are inline base64 PNGs, so the file needs nothing else.
+through report.escape.html (controls and bidi characters made visible, then html.escape); figures are inline base64 PNGs,
+and the interactive timeline (report/interactive.py) carries Bokeh's JavaScript inline, so the file needs nothing else.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ h1{font-size:20px;word-break:break-all} h2{font-size:16px;margin-top:28px;border
 table{border-collapse:collapse;font-size:12px;margin:8px 0} td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
 th{background:#f3f3f3;text-align:left} td.bad{color:#b00020;font-weight:600} .small{color:#666;font-size:12px}
 .scroll{overflow-x:auto} img{max-width:100%;border:1px solid #eee;margin:6px 0}
+.timeline{width:100%;min-height:200px} tr:target td{background:#ffe9b3} details summary{cursor:pointer;color:#444;font-size:13px}
 """
 
 
@@ -103,9 +105,11 @@ def _h(s) -> str:
     return E.html(s)
 
 
-def _html_table(headers, rows, bad_col=None) -> str:
+def _html_table(headers, rows, bad_col=None, linked: bool = False) -> str:
+    """linked: the checkpoint table beside an interactive timeline — row N is `tr id='ckpt-N'` and
+    its first cell a link that zooms the timeline to checkpoint N (interactive.LINK_JS)."""
     out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in headers) + "</tr>"]
-    for r in rows:
+    for n, r in enumerate(rows, 1):
         cells = []
         for i, c in enumerate(r):
             cls = (
@@ -113,8 +117,11 @@ def _html_table(headers, rows, bad_col=None) -> str:
                 if (bad_col is not None and i == bad_col and str(c).startswith(("NO", "FAILED", "did not")))
                 else ""
             )
-            cells.append(f"<td{cls}>{_h(c)}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
+            text = _h(c)
+            if linked and i == 0:
+                text = f"<a class='ckpt-link' href='#timeline' data-ckpt='{n}' title='show on the timeline'>{text}</a>"
+            cells.append(f"<td{cls}>{text}</td>")
+        out.append((f"<tr id='ckpt-{n}'>" if linked else "<tr>") + "".join(cells) + "</tr>")
     out.append("</table></div>")
     return "\n".join(out)
 
@@ -134,28 +141,40 @@ def _html_head(title: str, rep: dict) -> list[str]:
     ]
 
 
-def to_html(rep: dict, plots: dict[str, bytes]) -> str:
-    parts = _html_head(rep["recording"]["path"], rep) + html_body(rep, plots)
+def to_html(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -> str:
+    """timeline: the interactive timeline's fragment (interactive.timeline_html), or None: the PNG only."""
+    parts = _html_head(rep["recording"]["path"], rep) + html_body(rep, plots, timeline)
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
 
-def html_body(rep: dict, plots: dict[str, bytes]) -> list[str]:
+TIMELINE_HELP = (
+    "Drag across a panel to zoom in on that time, use the toolbar's wheel zoom or pan, and reset to see "
+    "it all; hover a line for its value (unit, and measured/derived/estimated), a band for its checkpoint. "
+    "Click a legend entry to hide that series, a band to go to its row in the checkpoint table, and a "
+    "row's # to zoom here to it. Bands: dark while the save ran, light until its data was durable; "
+    "dotted lines: ckprof.mark() events. Long series are shown as each stretch's mean, shaded from its "
+    "min to its max."
+)
+
+
+def html_body(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -> list[str]:
     """One recording's sections, Summary to Notes (a job's report puts one per host)."""
     parts = ["<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
-    if "timeline" in plots:
-        parts += [
-            "<h2>Timeline</h2>",
-            _img(
-                "timeline",
-                plots["timeline"],
-                "timeline of bandwidth, queue depth, "
-                "temperature, power and GPU utilisation with checkpoint windows shaded",
-            ),
-        ]
+    alt = "timeline of bandwidth, queue depth, temperature, power and GPU idle with checkpoint windows shaded"
+    if timeline is not None:
+        parts += ["<h2 id='timeline'>Timeline</h2>", f"<p class='small'>{_h(TIMELINE_HELP)}</p>", timeline]
+        if "timeline" in plots:
+            parts.append(
+                "<details><summary>the same timeline as a picture (for print, or without JavaScript)</summary>"
+                + _img("timeline", plots["timeline"], alt)
+                + "</details>"
+            )
+    elif "timeline" in plots:
+        parts += ["<h2 id='timeline'>Timeline</h2>", _img("timeline", plots["timeline"], alt)]
     parts.append("<h2>Checkpoints</h2>")
     if rep["checkpoints"]:
-        parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8))
+        parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8, linked=timeline is not None))
         pr = T.part_rows(rep)
         if pr:
             parts += ["<h3>Parts of each checkpoint (ranks, files)</h3>", _html_table(T.PART_HEADERS, pr, bad_col=9)]
