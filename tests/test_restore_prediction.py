@@ -14,7 +14,7 @@ MiB = 2**20
 
 def workload(mnt, name, out):
     r = ckprof_cmd(
-        "workload", "--preset", "llama3-8b", "--total-size", "384MiB", "--ranks", "2",
+        "workload", "--preset", "llama3-8b", "--total-size", "384MiB", "--ranks", "1",
         "--target", str(mnt / name), "--count", "1", "--load", "-o", str(out), timeout=180,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -244,8 +244,12 @@ def test_output_through_a_symlink_and_with_spaces_and_non_ascii(tmp_path):
 
 def test_recording_copied_while_it_is_written_loads(tmp_path):
     p = subprocess.Popen([*CKPROF, "record", "-q", "--flush-interval", "200ms", "-o", str(tmp_path / "r"), "--",
-                          "sleep", "2"])  # fmt: skip
-    time.sleep(1.2)
+                          "sleep", "3"])  # fmt: skip
+    deadline = time.monotonic() + 20  # a loaded machine takes a while to start the recorder
+    while time.monotonic() < deadline and not list((tmp_path / "r" / "samples" / "block").glob("*.parquet")):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert p.poll() is None, "the recording ended before it could be copied mid-run"
     shutil.copytree(tmp_path / "r", tmp_path / "copy")
     p.wait(timeout=30)
     rec = ckprof.load(str(tmp_path / "copy"))

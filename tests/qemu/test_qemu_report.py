@@ -35,3 +35,19 @@ def test_report_renders_the_qemu_recording(an):
     assert rep["run"]["peak_temp_c"] is None or rep["run"]["peak_temp_c"] == pytest.approx(49.85, abs=0.01)
     html = render.to_html(rep, plots.all_plots(an))
     assert "Thermal throttling began" in html and "data:image/png;base64," in html
+
+
+def test_ssd_efficiency_per_checkpoint_is_labelled_estimated(an):
+    """GB/s per W and J/GiB of the emulated drive for each save: its bytes on nvme0n1 over its
+    energy from QEMU's power-state table (25 W max power, no idle/active figures: estimated)."""
+    saves = [c for c in an.report["checkpoints"] if c["kind"] == "save" and c["ok"] is not False]
+    assert saves
+    for c in saves:
+        (ctrl, eff), *_ = c["ssd_efficiency"].items()
+        assert eff["devices"] == ["nvme0n1"] and eff["provenance"] == "estimated"
+        assert eff["mean_w"] == pytest.approx(25.0, rel=1e-6)
+        assert eff["bytes"] == pytest.approx(c["devices"]["nvme0n1"]["write_bytes"])
+        if eff["bytes"]:
+            assert eff["gb_per_s_per_w"] == pytest.approx(eff["bytes"] / eff["energy_j"] / 1e9)
+            assert eff["j_per_gib"] == pytest.approx(eff["energy_j"] / (eff["bytes"] / 2**30))
+    assert "### SSD efficiency" in render.to_markdown(an.report)
