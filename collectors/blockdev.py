@@ -4,16 +4,23 @@ Stores what the kernel says: the cumulative counters of iostats.rst as counters,
 in-flight gauges. Rates (bytes/s, IOPS, await, aqu-sz, %util) are derived when a recording is
 read (ckprof.recording.rates). One read of /proc/diskstats serves every device; where it is unreadable,
 /sys/block/<dev>/stat is read per device instead.
+
+Under the recorder a sample is only the reads: /proc/diskstats' text and each device's inflight
+text are kept as read (`read_raw`), and a flush turns a batch of them into columns at once
+(`table`). `sample()` is the per-sample path (parse, one dict a row) for callers outside the
+recorder; a test holds the two to the same rows.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
+import numpy as np
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe, col
-from .diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
+from .base import T_NS, FileReader, Probe, RawCollector, col
+from .diskstats import FIELDS, parse_diskstats, parse_inflight, parse_stat_values, parse_sys_block_stat
 
 _UNITS = {
     "read_ios": "ios",
@@ -55,11 +62,15 @@ QUEUE_ATTRS = (
 )
 
 
-class BlockCollector(Collector):
+_MODERN = 3 + len(FIELDS)  # "major minor name" and the 17 counters of 5.5+ (later kernels append more)
+
+
+class BlockCollector(RawCollector):
     name = "block"
     schema = SCHEMA
 
     def __init__(self, devices: list[str], period_s: float = 0.1, proc_root: str = "/proc", sys_root: str = "/sys"):
+        super().__init__()
         self.devices = list(devices)
         self.period_s = period_s
         self.proc_root = proc_root
@@ -68,27 +79,23 @@ class BlockCollector(Collector):
         self._use_proc = os.access(self._diskstats, os.R_OK)
         self._inflight = {d: os.path.join(sys_root, "class", "block", d, "inflight") for d in self.devices}
         self._wanted = set(self.devices)
-        self._fds: dict[str, int] = {}
+        self._readers: dict[str, FileReader] = {}
+        self._names = [d.encode() for d in self.devices]
+        self._line_of: dict[bytes, int] = {}  # device → its line in /proc/diskstats (rebuilt when it moves)
+
+    def _reader(self, path: str) -> FileReader:
+        r = self._readers.get(path)
+        if r is None:
+            r = self._readers[path] = FileReader(path, 65536 if path == self._diskstats else 4096)
+        return r
 
     def _pread(self, path: str) -> str:
-        """Read a /proc or sysfs file from offset 0 through a descriptor kept open.
-
-        Both seq_file (/proc/diskstats) and sysfs attributes regenerate their text on a read at
-        offset 0, so one pread(2) per sample replaces open+read+close: the sampling hot path.
-        """
-        fd = self._fds.get(path)
-        if fd is None:
-            fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            return os.pread(fd, 1 << 20, 0).decode()
-        except OSError:
-            os.close(self._fds.pop(path))  # the device went away; reopen next time
-            raise
+        return self._reader(path).read().decode()
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        for r in self._readers.values():
+            r.close()
+        self._readers.clear()
 
     def _sysblock(self, dev: str, *parts: str) -> str:
         return os.path.join(self.sys_root, "class", "block", dev, *parts)
@@ -160,6 +167,79 @@ class BlockCollector(Collector):
                 pass
         return out
 
+    # -- the recorder's path: read now, convert at flush -------------------------------------
+    def read_raw(self) -> tuple:
+        """(/proc/diskstats bytes, or per device its /sys/block/<dev>/stat bytes or None; per device
+        its inflight bytes or None): nothing parsed."""
+        if self._use_proc:
+            stats = self._reader(self._diskstats).read()
+        else:
+            stats = tuple(self._try_read(self._sysblock(d, "stat")) for d in self.devices)
+        return stats, tuple(self._try_read(self._inflight[d]) for d in self.devices)
+
+    def _try_read(self, path: str) -> bytes | None:
+        try:
+            return self._reader(path).read()
+        except OSError:
+            return None
+
+    def _rows_of_raw(self, stats) -> list[tuple[int, object]]:
+        """One reading's rows: (device index, its 17 counters as bytes tokens, or a FIELDS dict)."""
+        if not self._use_proc:
+            out = []
+            for i, text in enumerate(stats):
+                if text is not None:
+                    try:
+                        out.append((i, parse_sys_block_stat(text.decode())))
+                    except ValueError:
+                        pass
+            return out
+        lines = stats.split(b"\n")
+        for attempt in (0, 1):
+            out, line_of = [], self._line_of
+            for i, name in enumerate(self._names):
+                k = line_of.get(name)
+                parts = lines[k].split() if k is not None and k < len(lines) else ()
+                if len(parts) < _MODERN or parts[2] != name or not parts[0].isdigit():
+                    break
+                out.append((i, parts[3:_MODERN]))
+            else:
+                return out
+            if attempt == 0:  # the lines moved (a device came or went): find them again
+                self._line_of = {p[2]: k for k, p in enumerate(ln.split() for ln in lines) if len(p) >= 3}
+        # a device missing, or an older kernel's layout: the general parser
+        parsed = parse_diskstats(stats.decode(), only=self._wanted)
+        return [(i, parsed[d]) for i, d in enumerate(self.devices) if d in parsed]
+
+    def table(self, ts: list[int], raws: list) -> pa.Table:
+        t_col, dev_idx, values, inflight = [], [], [], []
+        for t_ns, (stats, infl) in zip(ts, raws):
+            for i, v in self._rows_of_raw(stats):
+                t_col.append(t_ns)
+                dev_idx.append(i)
+                values.append(v)
+                inflight.append(infl[i])
+        n = len(t_col)
+        cols = {
+            "t_ns": pa.array(t_col, pa.int64()),
+            "device": pa.array([self.devices[i] for i in dev_idx], pa.string()),
+        }
+        counters = None
+        if all(type(v) is list for v in values):
+            flat = _ints(b" ".join(b" ".join(v) for v in values)) if n else []
+            if len(flat) == n * len(FIELDS):
+                counters = np.asarray(flat, dtype=np.int64).reshape(n, len(FIELDS))
+        if counters is not None:
+            for j, f in enumerate(FIELDS):
+                cols[f] = pa.array(counters[:, j], pa.int64())
+        else:
+            dicts = [v if type(v) is dict else parse_stat_values([int(x) for x in v]) for v in values]
+            for f in FIELDS:
+                cols[f] = pa.array([d[f] for d in dicts], pa.int64())
+        cols["inflight_read"], cols["inflight_write"] = _inflight_columns(inflight)
+        return pa.Table.from_arrays([cols[f.name] for f in SCHEMA], schema=SCHEMA)
+
+    # -- the per-sample path ------------------------------------------------------------------
     def sample(self, t_ns: int) -> list[dict]:
         stats = self._read_stats()
         rows = []
@@ -174,3 +254,32 @@ class BlockCollector(Collector):
                 row["inflight_read"] = row["inflight_write"] = None
             rows.append(row)
         return rows
+
+
+def _ints(blob: bytes) -> np.ndarray:
+    """Whitespace-separated integers, parsed in C; shorter than expected where a token is not one
+    (the caller then takes the general path)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return np.fromstring(blob, dtype=np.int64, sep=" ")
+        except ValueError:  # numpy ≥ 2.3 raises where older ones warned and stopped
+            return np.empty(0, np.int64)
+
+
+def _inflight_columns(texts: list[bytes | None]) -> tuple[pa.Array, pa.Array]:
+    """inflight_read, inflight_write from each row's /sys/block/<dev>/inflight text (None: unread),
+    as parse_inflight reads one; in bulk when every text is two numbers."""
+    if texts and all(t is not None for t in texts):
+        flat = _ints(b" ".join(texts))
+        if len(flat) == 2 * len(texts) and all(len(t.split()) == 2 for t in texts):
+            return pa.array(flat[0::2], pa.int64()), pa.array(flat[1::2], pa.int64())
+    r, w = [], []
+    for t in texts:
+        try:
+            a, b = parse_inflight(t.decode())
+        except (AttributeError, ValueError):
+            a = b = None
+        r.append(a)
+        w.append(b)
+    return pa.array(r, pa.int64()), pa.array(w, pa.int64())

@@ -8,11 +8,12 @@ psutil (/proc/stat); the process tree's I/O from psutil's io_counters (/proc/<pi
 from __future__ import annotations
 
 import os
+import re
 
 import psutil
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe, col
+from .base import T_NS, Collector, FileReader, Probe, RawCollector, col
 
 HOST_SCHEMA = pa.schema(
     [
@@ -48,13 +49,56 @@ def parse_meminfo(text: str) -> dict:
     return out
 
 
-class HostCollector(Collector):
+_MEMINFO_RE = re.compile(rb"^(MemTotal|MemAvailable|Dirty|Writeback):[ \t]*(\d+)(?:[ \t]+(\S+))?", re.M)
+
+
+class HostCollector(RawCollector):
+    """Under the recorder a sample keeps /proc/stat's first line and /proc/meminfo's text as read;
+    a flush converts them exactly as psutil.cpu_times() and parse_meminfo() would (`sample()`, the
+    per-sample path, still calls them; a test holds the two to the same rows)."""
+
     name = "host"
     schema = HOST_SCHEMA
 
     def __init__(self, period_s: float = 0.1, proc_root: str = "/proc"):
+        super().__init__()
         self.period_s = period_s
         self._meminfo = os.path.join(proc_root, "meminfo")
+        self._stat_reader = FileReader(os.path.join(proc_root, "stat"), 65536)
+        self._meminfo_reader = FileReader(self._meminfo, 16384)
+        self._cpu_fields = psutil.cpu_times()._fields  # what psutil reads of the "cpu" line, in order
+
+    def read_raw(self) -> tuple[bytes, bytes]:
+        st = self._stat_reader.read()
+        return st[: st.find(b"\n")], self._meminfo_reader.read()
+
+    def close(self) -> None:
+        self._stat_reader.close()
+        self._meminfo_reader.close()
+
+    def table(self, ts: list[int], raws: list) -> pa.Table:
+        from psutil._pslinux import CLOCK_TICKS
+
+        names, n = self._cpu_fields, len(self._cpu_fields)
+        get = {k: names.index(k) for k in ("nice", "irq", "softirq", "iowait") if k in names}
+        cols = {f.name: [] for f in HOST_SCHEMA}
+        for t_ns, (cpu_line, meminfo) in zip(ts, raws):
+            v = [float(x) / CLOCK_TICKS for x in cpu_line.split()[1 : n + 1]]  # psutil's arithmetic
+            cols["t_ns"].append(t_ns)
+            cols["cpu_user_s"].append(v[0] + (v[get["nice"]] if "nice" in get else 0.0))
+            cols["cpu_system_s"].append(
+                v[2] + (v[get["irq"]] if "irq" in get else 0.0) + (v[get["softirq"]] if "softirq" in get else 0.0)
+            )
+            cols["cpu_iowait_s"].append(v[get["iowait"]] if "iowait" in get else 0.0)
+            cols["cpu_idle_s"].append(v[3])
+            cols["cpu_total_s"].append(sum(v))
+            mem = {
+                _MEMINFO_KEYS[k.decode()]: int(x) * (1024 if u == b"kB" else 1)
+                for k, x, u in _MEMINFO_RE.findall(meminfo)
+            }
+            for c in _MEMINFO_KEYS.values():
+                cols[c].append(mem.get(c))
+        return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in HOST_SCHEMA], schema=HOST_SCHEMA)
 
     def probe(self) -> Probe:
         if not os.access(self._meminfo, os.R_OK):

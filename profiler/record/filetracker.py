@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from ckprof.recording.format import event_problem
 
 from . import pagecache
+from .clock import nap
 
 
 @dataclass
@@ -96,7 +97,7 @@ class FileTracker:
         import time
 
         self.cpu_s -= time.thread_time()
-        while not self._stop.wait(self.period_s):
+        while not nap(self.period_s, self._stop):
             try:
                 self.tick()
             except Exception as e:  # noqa: BLE001 - the tracker must never stop the recording

@@ -1,9 +1,13 @@
-"""The recorder loop: one clock, one thread per collector, one flusher.
+"""The recorder loop: one clock, sampling threads on absolute deadlines, one flusher.
 
-Each collector runs on its own thread at its own period against absolute deadlines
-(start + k·period), so a slow source (a subprocess per nvme-cli call) never delays a fast one and
-the interval does not drift. A tick that is already past when the previous sample returns is
-skipped and counted, not queued. A collector that raises is noted once and keeps being tried.
+Collectors run at their own period against absolute deadlines (start + k·period), so the
+interval does not drift. A tick that is already past when the previous sample returns is skipped
+and counted, not queued. A collector that raises is noted once and keeps being tried.
+
+Collectors whose sample is only a read (`columnar`: block, host) share one thread per period:
+a tick reads each in turn and keeps the raw text; the flusher converts it in bulk
+(RawCollector.take). Every other collector keeps a thread of its own, so a slow source (a
+subprocess per nvme-cli call, the process-tree walk) never delays a fast one.
 """
 
 from __future__ import annotations
@@ -19,15 +23,35 @@ from .clock import MonotonicClock
 
 
 class CollectorStats:
-    def __init__(self):
+    def __init__(self, collector: Collector | None = None, labels: list[str] | None = None):
         self.samples = 0
         self.skipped_ticks = 0
         self.errors = 0
         self.first_error: str | None = None
-        self.cpu_s = 0.0  # CPU time of this collector's thread: what recording it costs
-        self.first_rows: dict = {}  # label values (e.g. ("nvme0n1",)) → first row
-        self.last_rows: dict = {}  # … → latest row, and the one before it (live rates)
-        self.prev_rows: dict = {}
+        self.cpu_s = 0.0  # CPU time of this collector's sampling: what recording it costs
+        # label values (e.g. ("nvme0n1",)) → first row, latest row, and the one before it (live
+        # rates). A columnar collector keeps its first and last two readings raw; they become rows
+        # only when asked for (the end's summary line, a Prometheus scrape).
+        self._raw = collector if getattr(collector, "columnar", False) else None
+        self._labels = labels or []
+        self._first_rows: dict = {}
+        self._last_rows: dict = {}
+        self._prev_rows: dict = {}
+
+    def _keyed(self, reading) -> dict:
+        return {tuple(r.get(lb) for lb in self._labels): r for r in self._raw.rows_of(reading)}
+
+    @property
+    def first_rows(self) -> dict:
+        return self._keyed(self._raw.first) if self._raw else self._first_rows
+
+    @property
+    def last_rows(self) -> dict:
+        return self._keyed(self._raw.last) if self._raw else self._last_rows
+
+    @property
+    def prev_rows(self) -> dict:
+        return self._keyed(self._raw.prev) if self._raw else self._prev_rows
 
 
 class Recorder:
@@ -39,13 +63,13 @@ class Recorder:
         self.collectors = collectors
         self.clock = clock or MonotonicClock()
         self.flush_s = flush_s
-        self.stats = {c.name: CollectorStats() for c in collectors}
         self._labels = {c.name: label_columns(c.schema) for c in collectors}
+        self.stats = {c.name: CollectorStats(c, self._labels[c.name]) for c in collectors}
         self.flush_cpu_s = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         for c in collectors:
-            writer.add_collector(c.name, c.schema)
+            writer.add_collector(c.name, c.schema, take=c.take if c.columnar else None)
 
     def collectors_meta(self, probes: dict | None = None) -> dict:
         out = {}
@@ -69,7 +93,11 @@ class Recorder:
         st = self.stats[c.name]
         t_ns = self.clock.now_ns()
         try:
-            rows = c.sample(t_ns)
+            if c.columnar:
+                c.read(t_ns)  # kept raw; converted at flush
+                rows = None
+            else:
+                rows = c.sample(t_ns)
         except Exception as e:  # noqa: BLE001 - a collector must never stop the recording
             st.errors += 1
             if st.first_error is None:
@@ -87,34 +115,45 @@ class Recorder:
         for ev in c.events():
             self.writer.event({"t_ns": t_ns, "collector": c.name, "source": "collector", **ev})
         st.samples += 1
+        if rows is None:
+            return
         labels = self._labels[c.name]
         for r in rows:
             key = tuple(r.get(lb) for lb in labels)
-            st.first_rows.setdefault(key, r)
-            if key in st.last_rows:
-                st.prev_rows[key] = st.last_rows[key]
-            st.last_rows[key] = r
+            st._first_rows.setdefault(key, r)
+            if key in st._last_rows:
+                st._prev_rows[key] = st._last_rows[key]
+            st._last_rows[key] = r
         self.writer.append(c.name, rows)
 
-    def _run(self, c: Collector) -> None:
-        period_ns = int(c.period_s * 1e9)
-        st = self.stats[c.name]
-        st.cpu_s -= time.thread_time()
+    def _run(self, *cs: Collector) -> None:
+        """Sample `cs` (one collector, or columnar ones of one period) each tick, in turn."""
+        period_ns = int(cs[0].period_s * 1e9)
+        stats = [self.stats[c.name] for c in cs]
+        thread_cpu = -time.thread_time()
         start = self.clock.now_ns()
         k = 0
         while not self._stop.is_set():
-            self.sample_once(c)
+            if len(cs) == 1:
+                self.sample_once(cs[0])
+            else:  # each collector's own CPU time, for meta.json; the thread's wake-ups go to the first
+                for c, st in zip(cs, stats):
+                    t0 = time.thread_time()
+                    self.sample_once(c)
+                    st.cpu_s += time.thread_time() - t0
             k += 1
             deadline = start + k * period_ns
             now = self.clock.now_ns()
             if now > deadline:  # we overran one or more ticks: skip them, do not bunch up
                 missed = (now - deadline) // period_ns + 1
-                st.skipped_ticks += missed
+                for st in stats:
+                    st.skipped_ticks += missed
                 k += missed
                 deadline = start + k * period_ns
             if not self.clock.sleep_until_ns(deadline, self._stop):
                 break
-        st.cpu_s += time.thread_time()
+        thread_cpu += time.thread_time()
+        stats[0].cpu_s += thread_cpu - sum(st.cpu_s for st in stats)
 
     def _flusher(self) -> None:
         self.flush_cpu_s -= time.thread_time()
@@ -122,9 +161,24 @@ class Recorder:
             self.writer.flush()
         self.flush_cpu_s += time.thread_time()
 
-    def start(self) -> None:
+    def groups(self) -> list[tuple[Collector, ...]]:
+        """The sampling threads: columnar collectors of one period together, every other alone."""
+        shared: dict[float, list[Collector]] = {}
+        out: list[tuple[Collector, ...]] = []
         for c in self.collectors:
-            t = threading.Thread(target=self._run, args=(c,), name=f"ckprof-{c.name}", daemon=True)
+            if c.columnar:
+                if c.period_s not in shared:
+                    shared[c.period_s] = []
+                    out.append(shared[c.period_s])  # type: ignore[arg-type]
+                shared[c.period_s].append(c)
+            else:
+                out.append((c,))
+        return [tuple(g) for g in out]
+
+    def start(self) -> None:
+        for g in self.groups():
+            name = "ckprof-" + "+".join(c.name for c in g)
+            t = threading.Thread(target=self._run, args=g, name=name, daemon=True)
             t.start()
             self._threads.append(t)
         if self.files is not None:

@@ -105,6 +105,7 @@ class RecordingWriter:
         self.merge_parts = merge_parts
         self._schemas: dict[str, pa.Schema] = {}
         self._buffers: dict[str, list[dict]] = {}
+        self._takes: dict = {}  # collector → its take(): readings kept raw, converted at flush
         self._next_part: dict[str, int] = {}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -154,10 +155,14 @@ class RecordingWriter:
                     e = e2
             self._fail(e, META)
 
-    def add_collector(self, name: str, schema: pa.Schema) -> None:
+    def add_collector(self, name: str, schema: pa.Schema, take=None) -> None:
+        """`take`, when given, returns the collector's readings since its last call as one table
+        of `schema` (or None): the writer pulls it at each flush instead of rows being appended."""
         os.makedirs(self.collector_dir(name), exist_ok=True)
         with self._lock:
             self._schemas[name] = schema
+            if take is not None:
+                self._takes[name] = take
             self._buffers[name] = []
             existing = [parse_part_name(n) for n in os.listdir(self.collector_dir(name))]
             self._next_part[name] = max([r[1] + 1 for r in existing if r] or [0])
@@ -192,20 +197,27 @@ class RecordingWriter:
                 pending = {n: rows for n, rows in self._buffers.items() if rows}
                 for n in pending:
                     self._buffers[n] = []
+            tables = {}
+            for name, take in self._takes.items():
+                table = take()  # drained even when writing has stopped, so nothing piles up
+                if table is not None and table.num_rows:
+                    tables[name] = table
             if self.failed:
                 return
-            for name, rows in pending.items():
+            for name in [n for n in self._schemas if n in pending or n in tables]:
                 try:
-                    self._write_part(name, rows)
+                    self._write_part(name, pending.get(name, []), tables.get(name))
                 except OSError as e:
                     self._fail(e, os.path.join(SAMPLES, name))
                     return
             for name in list(self._schemas):
                 self.merge(name)
 
-    def _write_part(self, name: str, rows: list[dict]) -> None:
+    def _write_part(self, name: str, rows: list[dict], taken: pa.Table | None = None) -> None:
         n = self._next_part[name]
-        table = pa.Table.from_pylist(rows, schema=self._schemas[name])
+        table = pa.Table.from_pylist(rows, schema=self._schemas[name]) if rows else None
+        if taken is not None:
+            table = taken if table is None else pa.concat_tables([table, taken])
         self._write_table(name, table, part_name(n, n))
         self._next_part[name] = n + 1
 

@@ -1,0 +1,161 @@
+"""The whole `ckprof record` process's CPU cost, printed for a person (never asserted).
+
+For 10 and 100 Hz with 10 block devices (the machine's disks topped up with loop devices over
+64 MiB files; needs root for those), `ckprof record -- sleep 40` and `-- sleep 4` are run and
+the process's CPU time is taken from wait4(2)'s rusage once it has exited, so start-up, every
+flush, the last sample and the final merge and meta.json are all in it (its child `sleep` costs
+~0). The steady cost is (CPU(40) − CPU(4)) / 36 s: start-up and the fixed part of the end cancel.
+Also printed: CPU by thread in ms per second of recording (meta.json: each collector thread's,
+the flusher's, the file tracker's) and how late each block sample was against its schedule
+(p50/p99/max, the final off-schedule sample at stop() left out).
+
+    sudo python benchmarks/recorder_process_cpu.py [--python PY] [--json OUT] [--compare BEFORE.json]
+
+`--python` runs another checkout's ckprof (e.g. a worktree of main with its own venv), so
+before and after are measured by the same code; `--compare` prints after/before ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pyarrow.parquet as pq
+
+LOOPS: list[str] = []
+
+
+def make_devices(tmp: str, n: int) -> list[str]:
+    """n devices to record: loop devices over sparse 64 MiB files (as tests/conftest.py makes them)."""
+    devs = []
+    while os.geteuid() == 0 and len(devs) < n:
+        img = os.path.join(tmp, f"d{len(devs)}.img")
+        subprocess.run(["truncate", "-s", "64M", img], check=True)
+        dev = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True, text=True)
+        LOOPS.append(dev.stdout.strip())
+        devs.append(os.path.basename(LOOPS[-1]))
+    return devs
+
+
+def record(py: str, devices: list[str], interval: str, seconds: float, out: str) -> float:
+    """CPU seconds (user + system) of one `ckprof record -- sleep SECONDS`, from start to exit."""
+    dev_args = [a for d in devices for a in ("--device", d)]
+    argv = [py, "-m", "ckprof", "record", "-q", *dev_args, "--interval", interval, "-o", out, "--force"]
+    p = subprocess.Popen([*argv, "--", "sleep", str(seconds)])
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        raise SystemExit(f"ckprof record exited {p.returncode}")
+    return ru.ru_utime + ru.ru_stime
+
+
+def block_t_ns(out: str) -> np.ndarray:
+    """The block collector's sample times (one per sample, whatever the number of devices)."""
+    d = os.path.join(out, "samples", "block")
+    parts = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".parquet"))
+    t = np.concatenate([pq.read_table(p, columns=["t_ns"])["t_ns"].to_numpy() for p in parts])
+    return np.unique(t)
+
+
+def lateness_ms(t: np.ndarray, interval_s: float) -> np.ndarray:
+    t = t[:-1]  # the final sample at stop() is off-schedule by design
+    period = interval_s * 1e9
+    sched = t[0] + np.round((t - t[0]) / period) * period
+    return (t - sched) / 1e6
+
+
+def measure(py: str, devices: list[str], hz: int, long_s: float, short_s: float, tmp: str) -> dict:
+    interval = f"{1000 // hz}ms"
+    out = os.path.join(tmp, f"rec{hz}")
+    cpu_short = record(py, devices, interval, short_s, out)
+    cpu_long = record(py, devices, interval, long_s, out)
+    with open(os.path.join(out, "meta.json")) as f:
+        meta = json.load(f)
+    wall = (meta["end"]["monotonic_ns"] - meta["start"]["monotonic_ns"]) / 1e9
+    threads = {k: v["cpu_s"] for k, v in meta["collectors"].items()}
+    threads["flush"] = meta["recorder_cpu_s"]["flush"]
+    if meta.get("file_tracker"):
+        threads["files"] = meta["file_tracker"]["cpu_s"]
+    late = lateness_ms(block_t_ns(out), 1 / hz)
+    return {
+        "hz": hz,
+        "devices": len(devices),
+        "process_pct": max(cpu_long - cpu_short, 0) / (long_s - short_s) * 100,
+        "cpu_long_s": cpu_long,
+        "cpu_short_s": cpu_short,
+        "thread_ms_per_s": {k: v / wall * 1000 for k, v in threads.items()},
+        "late_p50_ms": float(np.percentile(late, 50)),
+        "late_p99_ms": float(np.percentile(late, 99)),
+        "late_max_ms": float(late.max()),
+        "samples": int(len(late)),
+    }
+
+
+def show(r: dict, before: dict | None) -> None:
+    def ratio(key: str) -> str:
+        if not before or not before.get(key):
+            return ""
+        return f" (before {before[key]:.3f}, after/before {r[key] / before[key]:.2f})"
+
+    print(
+        f"{r['hz']:>3} Hz, {r['devices']} devices: process {r['process_pct']:.3f} % of a core{ratio('process_pct')}"
+        f"  [CPU {r['cpu_long_s']:.3f} s over the long run, {r['cpu_short_s']:.3f} s over the short]"
+    )
+    print(
+        f"        lateness p50 {r['late_p50_ms']:.3f} ms, p99 {r['late_p99_ms']:.3f} ms{ratio('late_p99_ms')}, "
+        f"max {r['late_max_ms']:.3f} ms over {r['samples']} samples"
+    )
+    bt = (before or {}).get("thread_ms_per_s", {})
+    parts = []
+    for k, v in r["thread_ms_per_s"].items():
+        b = bt.get(k)
+        parts.append(f"{k} {v:.2f}" + (f" (was {b:.2f})" if b is not None else ""))
+    for k in bt.keys() - r["thread_ms_per_s"].keys():
+        parts.append(f"{k} gone (was {bt[k]:.2f})")
+    print(f"        CPU by thread, ms/s: {', '.join(parts)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", default=sys.executable, help="the interpreter whose ckprof is measured")
+    ap.add_argument("--devices", type=int, default=10)
+    ap.add_argument("--long", type=float, default=40)
+    ap.add_argument("--short", type=float, default=4)
+    ap.add_argument("--hz", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--compare", help="figures of an earlier run (--json) to print ratios against")
+    args = ap.parse_args()
+    before = {}
+    if args.compare:
+        with open(args.compare) as f:
+            before = {r["hz"]: r for r in json.load(f)}
+    tmp = tempfile.mkdtemp()
+    results = []
+    try:
+        devices = make_devices(tmp, args.devices)
+        if not devices:
+            raise SystemExit("needs root to make loop devices")
+        print(
+            f"{args.python}: ckprof record -- sleep {args.long:g} minus sleep {args.short:g}, devices {' '.join(devices)}"
+        )
+        for hz in args.hz:
+            r = measure(args.python, devices, hz, args.long, args.short, tmp)
+            results.append(r)
+            show(r, before.get(hz))
+    finally:
+        for dev in LOOPS:
+            subprocess.run(["losetup", "-d", dev])
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
