@@ -1,6 +1,6 @@
 """Checkpoint bytes that neither compress nor deduplicate, made without a shard's worth of RAM.
 
-Before the timed region each rank fills a pool (16 MiB or two chunks, whichever is larger) with
+Before the timed region each rank fills a pool (8 MiB or two chunks, whichever is larger) with
 random bytes. `Pool.fill` makes a chunk as a window of the pool XORed with a 64-bit key that is
 unique to (run, rank, checkpoint, file, chunk), the window's start moving with the key: every
 byte is new, so a compressor finds no match at any distance. That is one pass over memory per
@@ -28,7 +28,7 @@ import mmap
 import numpy as np
 import xxhash
 
-POOL_MIN_BYTES = 16 * 2**20
+POOL_MIN_BYTES = 8 * 2**20
 RING_MIN_BYTES = 16 * 2**20
 BLOCK = 4096
 PAGE = mmap.PAGESIZE

@@ -69,6 +69,27 @@ class RankFailure(CkprofError):
     pass
 
 
+class _light_main:  # noqa: N801  (a context manager used as `with _light_main():`)
+    """Spawn a rank without re-running the launcher's __main__ in it.
+
+    multiprocessing's spawn start method imports the parent's __main__ in every child (the `ckprof`
+    script: ckprof.cli, and through it pandas and pyarrow, ~85 MiB a rank) before it runs the
+    target (multiprocessing/spawn.py get_preparation_data: `init_main_from_name` / `_from_path`).
+    A rank needs only ckprof.workloads: while it starts, __main__ is an empty module with neither
+    __spec__ nor __file__, so the child imports nothing of it."""
+
+    def __enter__(self):
+        import types
+
+        self.saved = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        return self
+
+    def __exit__(self, *exc):
+        sys.modules["__main__"] = self.saved
+        return False
+
+
 def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) -> dict:
     """Start n rank processes, relay their allgathers, watch them die; return rank 0's results."""
     import multiprocessing as mp
@@ -93,7 +114,8 @@ def spawn_ranks(n: int, plan, cfg, setup: Setup, env: dict, total_bytes: int) ->
                     daemon=True,
                     args=(child, r, n, plan, cfg, setup, env, slot, os.getpid()),
                 )
-                p.start()
+                with _light_main():
+                    p.start()
                 procs.append(p)
                 child.close()
                 conns.append(parent)

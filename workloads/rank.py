@@ -368,7 +368,17 @@ def _summarise(rec: dict, everyone: list[dict], plan) -> None:
 
 
 def max_rss_bytes() -> int:
-    """This rank's peak resident set so far (getrusage(2) ru_maxrss, KiB on Linux), in bytes."""
+    """This rank's peak resident set so far, in bytes: VmHWM in /proc/self/status (proc(5)), the
+    high-water mark of this process image. getrusage(2)'s ru_maxrss survives execve(2), so a rank
+    started by fork+exec (multiprocessing's spawn) would report its launcher's size from before
+    the exec; it is the fallback where /proc is not there."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

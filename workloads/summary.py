@@ -80,7 +80,7 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
     rss = [x for x in rss if x]
     if rss:
         console.print(
-            f"peak RSS per rank (measured, getrusage): max {fmt_bytes(max(rss))}; "
+            f"peak RSS per rank (measured, VmHWM): max {fmt_bytes(max(rss))}; "
             f"largest rank shard {fmt_bytes(max(r.nbytes for r in plan.ranks) if getattr(plan, 'ranks', None) else 0)}"
         )
     if recording:
