@@ -10,9 +10,12 @@ Windows are one checkpoint when they
   checkpoint-N/ — or the file's folder) and the same step number in its name
   (`checkpoint-500`, `step_100`, `epoch=0-step=50.ckpt`, `global_step7`);
 - and belong to one save phase: they overlap, or the next starts within JOIN_GAP_S of the
-  group's end (SAME_PROCESS_GAP_S of the end of the same process's last part) — except that one process writing a file it already wrote in this group, or
-  marking a second window itself (ckprof.checkpoint), starts a new checkpoint (a loop saving `latest.pt` every few hundred ms is many saves). With a step
-  known, windows of the same step join across STEP_JOIN_S (a slow rank is still that save).
+  group's end (SAME_PROCESS_GAP_S of the end of the same process's last part; loads:
+  SAME_PROCESS_LOAD_GAP_S) — except that one process writing a file it already wrote in this group
+  with the same call, or marking a second window itself (ckprof.checkpoint), starts a new
+  checkpoint (a loop saving `latest.pt` every few hundred ms is many saves). A slow rank's part
+  starts with the others and only ends later, so it joins; the same step saved or loaded again
+  after the others ended (a second restore of one checkpoint) is a checkpoint of its own.
 
 The checkpoint spans its parts (first start → last return); its application bytes are each file
 counted once (a directory that several ranks report is counted once, at the largest size seen;
@@ -36,7 +39,6 @@ SAME_PROCESS_LOAD_GAP_S = 30.0
 _STEP = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\d+)", re.IGNORECASE)
 # saves whose path is the checkpoint directory itself (they write many files under it)
 DIRECTORY_APIS = ("torch.distributed.checkpoint", "transformers.")
-STEP_JOIN_S = 60.0  # parts naming the same step join across this much skew (a slow rank); a re-save later does not
 
 
 def step_in_path(path: str | None) -> int | None:
@@ -177,13 +179,18 @@ def group_saves(wins: list[dict]) -> list[dict]:
             marked_twice = w["source"] != "patch" and any(
                 p["source"] != "patch" and p.get("pid") == w.get("pid") for p in parts
             )
-            if key[1] == "step":
-                in_phase = w["start_ns"] <= end + STEP_JOIN_S * 1e9
-            elif my_end is not None:
+            near_group = w["start_ns"] <= end + JOIN_GAP_S * 1e9
+            if my_end is None:
+                in_phase = near_group
+            elif key[1] == "step":
+                # the step names the save, so a pause up to JOIN_GAP_S is still it; one process's
+                # loads of that step (HF's resume, spread over its start-up) join across more
+                in_phase = near_group or (
+                    w["kind"] == "load" and w["start_ns"] <= my_end + SAME_PROCESS_LOAD_GAP_S * 1e9
+                )
+            else:
                 gap = SAME_PROCESS_LOAD_GAP_S if w["kind"] == "load" else SAME_PROCESS_GAP_S
                 in_phase = w["start_ns"] <= my_end + gap * 1e9
-            else:
-                in_phase = w["start_ns"] <= end + JOIN_GAP_S * 1e9
             in_phase = in_phase and not marked_twice
             if in_phase and not same_file_again:
                 parts.append(w)

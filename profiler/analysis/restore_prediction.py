@@ -5,13 +5,16 @@ The read rate comes, in this order, from:
 1. the user (`ckprof report --read-bw 2.5GiB/s`, or `--read-bw OTHER_RECORDING`: the cold loads
    measured there, e.g. by `ckprof workload load` on the same devices);
 2. the cold loads of this recording (cachestat saw ≤ 10 % of their files cached as they started):
-   device bytes read / load seconds — for a load, only the *other* cold loads, never itself.
+   the median of their device bytes read / load seconds — for a load, only the *other* cold
+   loads, never itself.
 A predicted cold restore = the checkpoint's bytes / that rate (derived). With no rate, the
 prediction is unknown and the reason is said. Predictions are for reading the bytes; a framework's
 deserialisation on top is in the measured figure only.
 """
 
 from __future__ import annotations
+
+import statistics
 
 COLD_SHARE = 0.10  # a load with at most this share of its bytes cached as it started is cold
 
@@ -34,11 +37,12 @@ def measured_read_bps(rep: dict, exclude_id: str | None = None) -> tuple[float |
     loads = [c for c in cold_loads(rep) if c["id"] != exclude_id]
     if not loads:
         return None, "no cold load measured"
+    # the median of the loads' rates: one read slowed by something else on the machine is not the rule
+    rate = statistics.median(c["restore_bytes_device"] / c["duration_s"] for c in loads)
     nbytes = sum(c["restore_bytes_device"] for c in loads)
-    secs = sum(c["duration_s"] for c in loads)
     return (
-        nbytes / secs,
-        f"{len(loads)} cold load(s) in {rep['recording']['path']}: {nbytes / 2**20:.1f} MiB in {secs:.3f} s",
+        rate,
+        f"median of {len(loads)} cold load(s) in {rep['recording']['path']} ({nbytes / 2**20:.1f} MiB read in all)",
     )
 
 
