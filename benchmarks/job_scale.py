@@ -3,7 +3,8 @@
 Printed for a person, not asserted. Generates host=<name>/ recordings with the block collector's
 real schema (4 devices a node), the host collector's, and 8 ranks' checkpoint markers every
 5 minutes; then, in a fresh process, times `ckprof.load(JOB)`, the per-checkpoint job summary
-(slowest node, spread) and 10 s block rates for every node, and prints peak memory.
+(slowest node, spread) with each engine — serial, a process pool, a Dask LocalCluster of 2
+workers — and 10 s block rates for every node, and prints the times and peak memory.
 With `--report`, also times `ckprof report JOB` (the HTML job report: every host analysed, then joined).
 
     python benchmarks/job_scale.py [--nodes 64] [--hours 1] [--hz 10] [--keep DIR]
@@ -94,18 +95,27 @@ def gen_host(job: str, node: int, n: int, hz: float, rng) -> None:
 READ = """
 import json, resource, sys, time
 import ckprof
+engine = sys.argv[2]
+cluster = None
+if engine == "dask":  # a LocalCluster of 2 worker processes, started before the clock runs
+    import distributed
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    engine = cluster.scheduler_address
 t0 = time.perf_counter()
 job = ckprof.load(sys.argv[1])
 t1 = time.perf_counter()
 from ckprof.analysis.jobs import analyze_job
-summary = analyze_job(job, keep_analyses=0).report["job"]["checkpoints"]
+summary = analyze_job(job, keep_analyses=0, engine=engine).report["job"]["checkpoints"]
 t2 = time.perf_counter()
-b = job.block(10.0)
+b = job.block(10.0) if sys.argv[3] == "block" else []
 t3 = time.perf_counter()
+if cluster is not None:
+    cluster.close()
 print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "checkpoints": len(summary),
-                  "block_rows": len(b), "slowest": max(set(c["slowest_host"] for c in summary),
+                  "block_rows": len(b), "slowest": max(sorted(set(c["slowest_host"] for c in summary)),
                                                          key=[c["slowest_host"] for c in summary].count),
-                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "children_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
 """
 
 
@@ -128,6 +138,7 @@ def main() -> None:
     ap.add_argument("--hz", type=float, default=10.0)
     ap.add_argument("--keep", help="write the job here and keep it")
     ap.add_argument("--report", action="store_true", help="also time `ckprof report JOB`")
+    ap.add_argument("--engines", default="serial,pool,dask", help="analyze_job engines to time, the first the baseline")
     args = ap.parse_args()
     job = args.keep or tempfile.mkdtemp(prefix="ckprof-job-")
     n = int(args.hours * 3600 * args.hz)
@@ -141,16 +152,23 @@ def main() -> None:
         f"{n * DEVICES * args.nodes:,} block rows, {size / 2**20:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s"
     )
     try:
-        out = subprocess.run([sys.executable, "-c", READ, job], capture_output=True, text=True, check=True).stdout
-        r = json.loads(out)
-        print(f"ckprof.load(job):             {r['load_s']:.2f} s")
-        print(
-            f"analyze_job (every host):  {r['summary_s']:.2f} s ({r['checkpoints']} checkpoints, slowest node {r['slowest']})"
-        )
-        print(f"job.block(10 s) for all:      {r['block_s']:.2f} s ({r['block_rows']:,} rows)")
-        print(
-            f"total {r['load_s'] + r['summary_s'] + r['block_s']:.2f} s, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB"
-        )
+        base = None
+        for engine in args.engines.split(","):
+            out = subprocess.run(
+                [sys.executable, "-c", READ, job, engine, "block" if base is None else "-"],
+                capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            r = json.loads(out)
+            if base is None:
+                base = r["summary_s"]
+                print(f"ckprof.load(job):             {r['load_s']:.2f} s")
+                print(f"job.block(10 s) for all:      {r['block_s']:.2f} s ({r['block_rows']:,} rows)")
+            print(
+                f"analyze_job, {engine:7s}:       {r['summary_s']:.2f} s ({base / r['summary_s']:.2f}× the first), "
+                f"{r['checkpoints']} checkpoints, slowest node {r['slowest']}, peak memory "
+                f"{r['peak_rss_bytes'] / 2**30:.2f} GiB here"
+                + (f", {w / 2**30:.2f} GiB the largest worker" if (w := r["children_peak_rss_bytes"]) else "")
+            )
         if args.report:
             t = time.perf_counter()
             rep = subprocess.run(

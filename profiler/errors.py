@@ -53,6 +53,9 @@ class CkprofError(Exception):
         super().__init__(message)
         self.hint = hint
 
+    def __reduce__(self):  # whole across a process pool or Dask: a worker's error keeps its hint
+        return (type(self), (str(self), self.hint))
+
     def one_line(self) -> str:
         msg = str(self)
         return f"{msg} ({self.hint})" if self.hint else msg

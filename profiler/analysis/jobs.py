@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 import ckprof
-from ckprof.errors import CkprofError, RecordingError, debugging
+from ckprof.errors import CkprofError, RecordingError, UsageError, debugging
 from ckprof.power.energy import total_j, window_energy
 from ckprof.units import GIB
 
@@ -152,36 +152,121 @@ def _analyse_host(name, rec, kw):
         return f"host={name}: left out: could not analyse its recording ({type(e).__name__}: {e})"
 
 
-def analyze_job(job, keep_analyses: int = 4, **kw) -> JobAnalysis:
+def host_part(name: str, rec, kw: dict, keep: bool = False) -> dict:
+    """What the job's report needs from one host: its report (samples' figures, no fields), its
+    wall-clock span and its figures for each checkpoint — kilobytes, whatever the recording's size.
+    The one function the serial, process-pool and Dask paths all run (`rec`: a Recording, or its
+    directory for a worker that opens it there); `keep`: the whole Analysis too, for plots."""
+    if isinstance(rec, str):
+        from ckprof.recording.reader import Recording, read_meta
+
+        rec = Recording(rec, read_meta(rec))
+    an = _analyse_host(name, rec, kw)
+    if isinstance(an, str):
+        return {"name": name, "problem": an}
+    rows = an.report["checkpoints"]
+    return {
+        "name": name,
+        "report": {k: v for k, v in an.report.items() if k != "fields"},
+        "start_wall_ns": _wall_ns(rec, an.timeline, 0.0),
+        "end_wall_ns": _wall_ns(rec, an.timeline, an.timeline.duration_s),
+        "figures": {key: node_figures(rec, an, rs) for key, rs in _groups(rows).items()},
+        "analysis": an if keep else None,
+    }
+
+
+ENGINES = ("serial", "pool")  # or a Dask scheduler's address (tcp://host:8786)
+
+
+def _pool_workers(n_hosts: int) -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), n_hosts))
+
+
+def host_parts(job, kw: dict, keep_analyses: int, engine: str = "pool"):
+    """Every host's part, in the job's host order. The first `keep_analyses` hosts are analysed
+    here (their Analysis objects stay in this process, for plots) while a pool of processes
+    (engine "pool") or a Dask cluster (engine = its scheduler address) does the rest, each
+    worker opening its host's recording itself: only the small parts travel back, so this
+    process holds one host's samples at most. "serial" does all here, one at a time."""
+    names = list(job.hosts)
+    kept = names[:keep_analyses]
+    rest = [n for n in names if n not in kept]
+    if engine == "serial" or not rest or (engine == "pool" and _pool_workers(len(rest)) < 2):
+        for n in names:
+            yield host_part(n, job.hosts[n], kw, keep=n in kept)
+        return
+    args = [(n, job.hosts[n].path, kw) for n in rest]
+    if engine == "pool":
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # forkserver: workers start from a clean process that imported the analysis once, not a
+        # fork of this one (pyarrow's threads) nor a fresh interpreter per worker
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["ckprof.analysis.jobs"])
+        with ProcessPoolExecutor(_pool_workers(len(rest)), mp_context=ctx) as pool:
+            futures = [pool.submit(host_part, *a) for a in args]
+            for n in kept:
+                yield host_part(n, job.hosts[n], kw, keep=True)
+            for f in futures:
+                yield f.result()
+        return
+    client = _dask_client(engine)
+    try:
+        futures = client.map(host_part, *zip(*args), pure=False)
+        for n in kept:
+            yield host_part(n, job.hosts[n], kw, keep=True)
+        for f in futures:
+            yield f.result()
+    finally:
+        client.close()
+
+
+def _dask_client(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError(
+            f"--dask {address}: the Dask client is not installed",
+            hint="pip install 'ckprof[dask]' (dask[distributed]); or leave --dask out for a local process pool",
+        ) from None
+    try:
+        return Client(address, timeout="10s")
+    except OSError as e:
+        raise UsageError(
+            f"--dask {address}: no Dask scheduler answered ({e})",
+            hint="start one (dask scheduler; dask worker ADDRESS on each node) or leave --dask out",
+        ) from None
+
+
+def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobAnalysis:
     """`job`: a ckprof.recording.job.Job; `kw` as analysis.analyze takes (mtbf_s, gpus, windows_from).
 
-    Hosts are analysed one at a time; only the first `keep_analyses` keep their whole Analysis
-    (timelines, for the HTML's plots), so memory follows one host, not the job.
+    Hosts are analysed apart (host_parts: here, in a process pool, or on Dask); only the first
+    `keep_analyses` keep their whole Analysis (timelines, for the HTML's plots), so memory follows
+    a few hosts, not the job. Every engine gives the same report.
     """
     notes = list(job.problems)
     kept: dict[str, Analysis] = {}
     host_reps: dict[str, dict] = {}
     starts, ends = {}, {}
     by_key: dict[tuple, dict[str, dict]] = {}
-    for name, rec in job.hosts.items():
-        an = _analyse_host(name, rec, kw)
-        if isinstance(an, str):
-            notes.append(an)
+    for part in host_parts(job, kw, keep_analyses, engine):
+        name = part["name"]
+        if "problem" in part:
+            notes.append(part["problem"])
             continue
-        host_reps[name] = {k: v for k, v in an.report.items() if k != "fields"}
-        starts[name] = _wall_ns(rec, an.timeline, 0.0)
-        ends[name] = _wall_ns(rec, an.timeline, an.timeline.duration_s)
-        rows = an.report["checkpoints"]
-        if not rows:
+        host_reps[name] = part["report"]
+        starts[name], ends[name] = part["start_wall_ns"], part["end_wall_ns"]
+        if not part["figures"]:
             notes.append(
                 f"host={name}: no checkpoint windows (no markers, no write bursts): "
                 "the job's figures are from the other hosts"
             )
-        for key, rs in _groups(rows).items():
-            by_key.setdefault(key, {})[name] = node_figures(rec, an, rs)
-        if len(kept) < keep_analyses:
-            kept[name] = an
-        del an
+        for key, fig in part["figures"].items():
+            by_key.setdefault(key, {})[name] = fig
+        if part["analysis"] is not None:
+            kept[name] = part["analysis"]
     if not host_reps:
         raise RecordingError(f"{job.path}: no host of the job could be analysed", hint="; ".join(notes)[:300] or None)
     names = list(host_reps)

@@ -109,7 +109,17 @@ def _write(text: str, out: str | None) -> None:
     "HTML's timeline is interactive (zoom, hover values, checkpoint rows linked to their bands), "
     "its JavaScript inline, so the file still needs no network.",
 )
-def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static):
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="A job directory: analyse its hosts on this Dask cluster (e.g. tcp://scheduler:8786; "
+    "its workers must see the job directory at the same path) [default: a process pool here].",
+)
+@click.option(
+    "--serial", is_flag=True, help="A job directory: analyse its hosts one at a time in this process (no pool)."
+)
+def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_address, serial):
     """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
 
     The HTML report is one self-contained file; its timeline is interactive (Bokeh, inline):
@@ -120,6 +130,7 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static):
     ckprof report ckprof-20261121-120000                  # → ckprof-20261121-120000.report.html
     ckprof report run1 --format json > run1.json           # schema: docs/report-format.md
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
+    ckprof report JOBDIR --dask tcp://scheduler:8786       # a job's hosts analysed on Dask
     """
     from ckprof.report import interactive, plots, render
 
@@ -127,7 +138,14 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static):
 
     job = job_commands.load_job(recording)
     if job is not None:  # host=<name>/ recordings of one job: read as one (PNG timelines)
-        return job_commands.report(job, fmt, output, _write, mtbf_s=mtbf, gpus=gpus, windows_from=windows)
+        engine = dask_address or ("serial" if serial else "pool")
+        return job_commands.report(
+            job, fmt, output, _write, engine=engine, mtbf_s=mtbf, gpus=gpus, windows_from=windows
+        )
+    if dask_address or serial:
+        raise UsageError(
+            f"--dask and --serial are for a job directory (host=<name>/ recordings); {recording} is one recording"
+        )
     bps, basis = _read_rate(read_bw)
     an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows, read_bps=bps, read_bps_basis=basis)
     if fmt == "json":
