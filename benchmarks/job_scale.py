@@ -5,7 +5,8 @@ real schema (4 devices a node), the host collector's, and 8 ranks' checkpoint ma
 5 minutes; then, in a fresh process, times `ckprof.load(JOB)`, the per-checkpoint job summary
 (slowest node, spread) with each engine — serial, a process pool, a Dask LocalCluster of 2
 workers — and 10 s block rates for every node, and prints the times and peak memory.
-With `--report`, also times `ckprof report JOB` (the HTML job report: every host analysed, then joined).
+With `--summaries`, then writes each host's summary.json (as its recorder would at record end) and
+times the job summary again, reading those. With `--report`, also times `ckprof report JOB` (the HTML job report: every host analysed, then joined).
 
     python benchmarks/job_scale.py [--nodes 64] [--hours 1] [--hz 10] [--keep DIR]
 """
@@ -119,6 +120,19 @@ print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "
 """
 
 
+SUMMARISE = """
+import json, os, sys, time
+from ckprof.analysis import host_summary
+times = []
+for name in sorted(os.listdir(sys.argv[1])):
+    if name.startswith("host="):
+        t = time.perf_counter()
+        host_summary.write(os.path.join(sys.argv[1], name))
+        times.append(time.perf_counter() - t)
+print(json.dumps(times))
+"""
+
+
 # `ckprof report JOB -o FILE` in-process, then this process's own peak RSS (RUSAGE_CHILDREN would
 # also count the READ child above).
 REPORT = """
@@ -138,6 +152,9 @@ def main() -> None:
     ap.add_argument("--hz", type=float, default=10.0)
     ap.add_argument("--keep", help="write the job here and keep it")
     ap.add_argument("--report", action="store_true", help="also time `ckprof report JOB`")
+    ap.add_argument(
+        "--summaries", action="store_true", help="then write each host's summary.json and time the job report again"
+    )
     ap.add_argument("--engines", default="serial,pool,dask", help="analyze_job engines to time, the first the baseline")
     args = ap.parse_args()
     job = args.keep or tempfile.mkdtemp(prefix="ckprof-job-")
@@ -168,6 +185,22 @@ def main() -> None:
                 f"{r['checkpoints']} checkpoints, slowest node {r['slowest']}, peak memory "
                 f"{r['peak_rss_bytes'] / 2**30:.2f} GiB here"
                 + (f", {w / 2**30:.2f} GiB the largest worker" if (w := r["children_peak_rss_bytes"]) else "")
+            )
+        if args.summaries:  # what each host's recorder does as it closes (analysis.host_summary)
+            out = subprocess.run([sys.executable, "-c", SUMMARISE, job], capture_output=True, text=True, check=True)
+            per_host = json.loads(out.stdout)
+            print(
+                f"host summaries written:       {sum(per_host) / len(per_host):.3f} s a host at record end "
+                f"(max {max(per_host):.3f} s)"
+            )
+            r = json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", READ, job, "pool", "-"], capture_output=True, text=True, check=True
+                ).stdout
+            )
+            print(
+                f"analyze_job, summaries:       {r['summary_s']:.2f} s ({base / r['summary_s']:.1f}× the first), "
+                f"{r['checkpoints']} checkpoints, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB"
             )
         if args.report:
             t = time.perf_counter()

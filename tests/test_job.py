@@ -1,5 +1,6 @@
 """A job across hosts: one recording per node under host=<name>/, read back as one Job."""
 
+import json
 import os
 import shutil
 import socket
@@ -252,3 +253,37 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
         [*CKPROF, "report", str(job), "-o", str(tmp_path / "job.html")], capture_output=True, text=True
     )
     assert html.returncode == 0 and "id='plot-nodes'" in (tmp_path / "job.html").read_text()
+
+
+def test_host_summaries_stand_for_the_samples(tmp_path, monkeypatch):
+    """Each host writes summary.json as its recording closes; the job report reads those instead of
+    the samples and gives the same report; a recording changed since is analysed from its samples."""
+    from ckprof.analysis import host_summary, jobs
+
+    job = tmp_path / "job"
+    nodes = [start_node(tmp_path, job, "node-a", 0, 0.1), start_node(tmp_path, job, "node-b", 1, 0.4)]
+    for p in nodes:
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    for h in ("node-a", "node-b"):
+        s = job / f"host={h}" / host_summary.SUMMARY_FILE
+        assert s.exists() and s.stat().st_size < 64 * 1024
+    with_summaries = ckprof_cmd("report", str(job), "--format", "json")
+    assert with_summaries.returncode == 0, with_summaries.stderr
+    # read, not analysed: with every host summarised, no host's samples are analysed
+    calls = []
+    monkeypatch.setattr(jobs, "host_part", lambda *a, **k: calls.append(a) or pytest.fail("analysed"))
+    rep = analyze_job(ckprof.load(str(job)), keep_analyses=0, engine="serial").report
+    assert calls == [] and rep["job"]["checkpoints"][0]["slowest_host"] == "node-b"
+    monkeypatch.undo()
+    for h in ("node-a", "node-b"):
+        os.rename(job / f"host={h}" / "summary.json", tmp_path / f"{h}.summary.json")
+    from_samples = ckprof_cmd("report", str(job), "--format", "json")
+    assert from_samples.returncode == 0, from_samples.stderr
+    assert with_summaries.stdout == from_samples.stdout
+    # a marker added to node-b after its summary was written: its summary is stale, and said so
+    for h in ("node-a", "node-b"):
+        os.rename(tmp_path / f"{h}.summary.json", job / f"host={h}" / "summary.json")
+    with open(job / "host=node-b" / "events.jsonl", "a") as f:
+        f.write("\n")
+    rep = json.loads(ckprof_cmd("report", str(job), "--format", "json").stdout)
+    assert any("1 host summary not used (the recording changed since)" in n and "node-b" in n for n in rep["notes"])

@@ -27,6 +27,7 @@ from ckprof.errors import CkprofError, RecordingError, UsageError, debugging
 from ckprof.power.energy import total_j, window_energy
 from ckprof.units import GIB
 
+from . import host_summary
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
 from .checkpoints import _f, device_stats
 from .fields import FIELDS
@@ -183,16 +184,28 @@ def _pool_workers(n_hosts: int) -> int:
 
 
 def host_parts(job, kw: dict, keep_analyses: int, engine: str = "pool"):
-    """Every host's part, in the job's host order. The first `keep_analyses` hosts are analysed
-    here (their Analysis objects stay in this process, for plots) while a pool of processes
+    """Every host's part (and notes), in any order. A host's current summary.json (written as its
+    recording closed, analysis.host_summary) is its part: that host is not analysed. The first
+    `keep_analyses` hosts are analysed here (their Analysis objects stay in this process, for plots) while a pool of processes
     (engine "pool") or a Dask cluster (engine = its scheduler address) does the rest, each
     worker opening its host's recording itself: only the small parts travel back, so this
     process holds one host's samples at most. "serial" does all here, one at a time."""
     names = list(job.hosts)
     kept = names[:keep_analyses]
-    rest = [n for n in names if n not in kept]
+    summarised, stale = {}, {}
+    for n in names[keep_analyses:]:  # a host's current summary.json stands for its samples
+        part, why = host_summary.read(job.hosts[n].path, kw)
+        if part is not None:
+            summarised[n] = {**part, "name": n}
+        elif why:
+            stale.setdefault(why, []).append(n)
+    for why, hosts in stale.items():
+        yield {"note": f"{len(hosts)} host summar{'y' if len(hosts) == 1 else 'ies'} not used ({why}): "
+               f"analysed from samples ({', '.join(hosts[:5])}{', …' if len(hosts) > 5 else ''})"}  # fmt: skip
+    yield from summarised.values()
+    rest = [n for n in names if n not in kept and n not in summarised]
     if engine == "serial" or not rest or (engine == "pool" and _pool_workers(len(rest)) < 2):
-        for n in names:
+        for n in [*kept, *rest]:
             yield host_part(n, job.hosts[n], kw, keep=n in kept)
         return
     args = [(n, job.hosts[n].path, kw) for n in rest]
@@ -247,11 +260,16 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
     a few hosts, not the job. Every engine gives the same report.
     """
     notes = list(job.problems)
+    order = {n: i for i, n in enumerate(job.hosts)}  # parts come back in any order: the job's order it is
     kept: dict[str, Analysis] = {}
     host_reps: dict[str, dict] = {}
     starts, ends = {}, {}
     by_key: dict[tuple, dict[str, dict]] = {}
-    for part in host_parts(job, kw, keep_analyses, engine):
+    parts = sorted(host_parts(job, kw, keep_analyses, engine), key=lambda p: order.get(p.get("name"), -1))
+    for part in parts:
+        if "note" in part:
+            notes.append(part["note"])
+            continue
         name = part["name"]
         if "problem" in part:
             notes.append(part["problem"])

@@ -200,6 +200,19 @@ def close_session(s: Session, **meta_updates) -> dict:
     return end
 
 
+def _write_host_summary(out_dir: str) -> None:
+    """A job host's summary for `ckprof report JOBDIR` (analysis.host_summary), after the
+    recording is complete: a failure here costs the job report time, never the recording."""
+    try:
+        from ckprof.analysis import host_summary
+
+        host_summary.write(out_dir)
+    except Exception as e:
+        warn(
+            f"ckprof: note: no host summary written ({type(e).__name__}: {e}); the job report analyses this host from its samples"
+        )
+
+
 def record(
     argv: list[str],
     output: str | None,
@@ -306,6 +319,8 @@ def record(
             exit=None if result is None else {"code": result.exit_code, "signal": result.signal, "error": result.error},
             **clock_meta,
         )
+    if job_dir:
+        _write_host_summary(out_dir)
     if result.error:
         warn(result.error)
     if not quiet:
