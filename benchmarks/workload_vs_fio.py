@@ -6,7 +6,8 @@ one job per rank (the rank's bytes, the same block size, psync, end_fsync=1, no 
 `ckprof workload` writes one checkpoint of the same total with the same ranks and chunk size; the
 order alternates between rounds. Each side's time is its slowest job/rank (fio's job_runtime
 includes end_fsync). The ratio is ckprof's save GiB/s over fio's; the issue's targets are
-≥ 0.95 with O_DIRECT and ≥ 0.90 buffered. Then peak RSS per rank (getrusage, reported by the
+≥ 0.95 with O_DIRECT and ≥ 0.90 buffered. Then MLPerf's small layout (2 ranks × a 20.5 MB and a
+122.7 MB file, buffered, 4 saves 1 s apart; `--small-only` runs just this). Then peak RSS per rank (getrusage, reported by the
 ranks) against the shard size, including one rank writing a 2 GiB shard.
 
 Needs root (losetup, mkfs.ext4, mount) and fio. Usage:
@@ -70,14 +71,45 @@ def fio_run(mnt: str, rank_bytes: list[int], chunk: int, direct: bool) -> float:
     return total / GIB / seconds
 
 
-def ckprof_run(mnt: str, base: str, args: list[str]) -> dict:
+def ckprof_run(mnt: str, base: str, args: list[str], every: bool = False):
     target, rec = os.path.join(mnt, "ck"), os.path.join(base, "rec")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CKPROF_")}
     sh(sys.executable, "-m", "ckprof.cli", "workload", *args, "--target", target, "-o", rec, "--force", env=env)
-    res = ckprof.load(rec).meta["workload"]["results"]["checkpoints"][-1]
+    res = ckprof.load(rec).meta["workload"]["results"]["checkpoints"]
     shutil.rmtree(target)
     sh("sync")
-    return res
+    return res if every else res[-1]
+
+
+SMALL_TOTAL = "273MiB"  # llama3-8b's layout at 2 ranks scaled to MLPerf's small run: 20.5 + 122.7 MB a rank
+SMALL_SAVES = 4
+
+
+def small_layout(mnt: str, base: str, rounds: int) -> None:
+    """MLPerf's small layout: 2 ranks × (a 20.5 MB model file + a 122.7 MB optimizer file),
+    buffered, fsync per file, SMALL_SAVES saves 1 s apart; each save's GiB/s against fio writing
+    the same bytes per rank (buffered, end_fsync), alternating; the median over saves and rounds."""
+    plan = ModelOptions(preset="llama3-8b", ranks=2, total_bytes=parse_size(SMALL_TOTAL)).plan()
+    rank_bytes = [r.nbytes for r in plan.ranks]
+    files = ", ".join(fmt_bytes(f.nbytes) for f in plan.ranks[0].files)
+    print(f"\nMLPerf small layout, buffered: 2 ranks, files per rank {files}; {SMALL_SAVES} saves 1 s apart")
+    print("round  fio GiB/s  ckprof GiB/s (each save)          median ratio")
+    ratios = []
+    for i in range(rounds):
+        order = ("fio", "ckprof") if i % 2 == 0 else ("ckprof", "fio")
+        got: dict = {}
+        for who in order:
+            if who == "fio":
+                got["fio"] = fio_run(mnt, rank_bytes, 4 << 20, False)
+            else:
+                args = ["--preset", "llama3-8b", "--total-size", SMALL_TOTAL, "--ranks", "2",
+                        "--count", str(SMALL_SAVES), "--interval", "1s", "--keep", "1"]  # fmt: skip
+                got["ckprof"] = [c["gib_per_s"] for c in ckprof_run(mnt, base, args, every=True)]
+        r = [c / got["fio"] for c in got["ckprof"]]
+        ratios += r
+        saves = " ".join(f"{c:.3f}" for c in got["ckprof"])
+        print(f"{i + 1:5d}  {got['fio']:9.3f}  {saves:32s}  {statistics.median(r):.2f}")
+    print(f"small layout: median ratio {statistics.median(ratios):.2f} over {len(ratios)} saves (target ≥ 0.95)")
 
 
 def main() -> None:
@@ -86,6 +118,7 @@ def main() -> None:
     ap.add_argument("--total-size", default="512MiB")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--chunk-size", default="4MiB")
+    ap.add_argument("--small-only", action="store_true", help="only MLPerf's small layout")
     a = ap.parse_args()
     if os.geteuid() != 0 or shutil.which("fio") is None:
         sys.exit("needs root and fio")
@@ -110,7 +143,7 @@ def main() -> None:
             f"loop device {dev} (--direct-io=on, ext4), {a.ranks} ranks, {fmt_bytes(plan.nbytes)} per "
             f"checkpoint, chunk/bs {fmt_bytes(chunk)}"
         )
-        for mode, flag, target in (("O_DIRECT", ["--direct"], 0.95), ("buffered", [], 0.90)):
+        for mode, flag, target in () if a.small_only else (("O_DIRECT", ["--direct"], 0.95), ("buffered", [], 0.90)):
             ratios = []
             print(f"\n{mode}: round  fio GiB/s  ckprof GiB/s  ratio")
             for i in range(a.rounds):
@@ -124,6 +157,9 @@ def main() -> None:
                 ratios.append(got["ckprof"] / got["fio"])
                 print(f"{'':10s}{i + 1:5d}  {got['fio']:9.3f}  {got['ckprof']:12.3f}  {ratios[-1]:5.2f}")
             print(f"{mode}: median ratio {statistics.median(ratios):.2f} (target ≥ {target})")
+        small_layout(mnt, base, a.rounds)
+        if a.small_only:
+            return
         print("\npeak RSS per rank (measured by the ranks, getrusage ru_maxrss):")
         for args in (common, ["--preset", "llama3-8b", "--total-size", "2GiB", "--ranks", "1"]):
             res = ckprof_run(mnt, base, args)
