@@ -2,7 +2,7 @@
 
 Dirty and Writeback come from /proc/meminfo (Documentation/filesystems/proc.rst): bytes of
 checkpoint data still in the page cache, and bytes being written back now. CPU time comes from
-psutil (/proc/stat); the process tree's I/O from psutil's io_counters (/proc/<pid>/io).
+psutil (/proc/stat); the process tree's I/O from /proc/<pid>/io, the tree from /proc/<pid>/stat.
 """
 
 from __future__ import annotations
@@ -138,61 +138,126 @@ PROC_SCHEMA = pa.schema(
     ]
 )
 
+# /proc/<pid>/io's keys → our columns (Documentation/filesystems/proc.rst, "/proc/<pid>/io")
 _IO_FIELDS = (
-    ("read_bytes", "read_bytes"),
-    ("write_bytes", "write_bytes"),
-    ("read_chars", "read_chars"),
-    ("write_chars", "write_chars"),
-    ("read_syscalls", "read_count"),
-    ("write_syscalls", "write_count"),
+    ("read_bytes", b"read_bytes"),
+    ("write_bytes", b"write_bytes"),
+    ("read_chars", b"rchar"),
+    ("write_chars", b"wchar"),
+    ("read_syscalls", b"syscr"),
+    ("write_syscalls", b"syscw"),
 )
+_IO_KEYS = {k: f for f, k in _IO_FIELDS}
+
+
+def read_stat(proc_root: str, pid: int) -> tuple[int, int]:
+    """(ppid, starttime in clock ticks) from /proc/<pid>/stat (proc(5): fields 4 and 22; the
+    command, field 2, is in parentheses and may hold spaces and ')' — split after the last ')')."""
+    with open(f"{proc_root}/{pid}/stat", "rb") as f:
+        data = f.read()
+    rest = data[data.rindex(b")") + 2 :].split()
+    return int(rest[1]), int(rest[19])
+
+
+def read_io(proc_root: str, pid: int) -> dict:
+    with open(f"{proc_root}/{pid}/io", "rb") as f:
+        data = f.read()
+    out = {}
+    for line in data.splitlines():
+        k, _, v = line.partition(b":")
+        if k in _IO_KEYS:
+            out[_IO_KEYS[k]] = int(v)
+    if len(out) != len(_IO_FIELDS):
+        raise OSError(f"{proc_root}/{pid}/io: unexpected contents")
+    return out
 
 
 class ProcTreeCollector(Collector):
     """I/O of the wrapped command and all its descendants, as they come and go.
 
     When a process is reaped, the kernel adds its I/O counts to its parent's (kernel/exit.c,
-    wait_task_zombie → task_io_accounting_add), so a child that left while its parent is in the
-    tree is already counted by the parent. Only a process that left without a parent in the tree
-    (re-parented, or the root itself) has its last-seen counts kept here, so totals never go back.
+    wait_task_zombie → task_io_accounting_add), so a child that exited while its parent is in the
+    tree is already counted by the parent. A process that left the tree still alive (re-parented)
+    or exited without a parent in the tree (the root itself) has its last-seen counts kept here,
+    so totals never go back.
+
+    The tree is kept from sample to sample rather than rebuilt from every process's ppid (what
+    psutil's children(recursive=True) does: one /proc/<pid>/stat read per process on the machine
+    per sample): each sample lists /proc, reads stat only for the tree's members and the pids
+    that appeared since the last sample, and follows the current ppids from the root. A process
+    outside the tree cannot become part of it (only re-parenting to a subreaper inside the tree
+    could, and that is not followed).
     """
 
     name = "proc"
     schema = PROC_SCHEMA
 
-    def __init__(self, root_pid: int | None = None, period_s: float = 0.1):
+    def __init__(self, root_pid: int | None = None, period_s: float = 0.1, proc_root: str = "/proc"):
         self.root_pid = root_pid
         self.period_s = period_s
-        self._last: dict[tuple[int, float], tuple[int, dict]] = {}  # (pid, ctime) → (ppid, io)
+        self.proc_root = proc_root
+        self._last: dict[tuple[int, int], tuple[int, dict]] = {}  # (pid, starttime) → (ppid, io)
         self._gone = {f: 0 for f, _ in _IO_FIELDS}  # last-seen I/O of processes that left
+        self._listed: set[int] = set()  # the pids /proc listed last time
+        self._tree: set[int] = set()  # the tree's pids last time
 
     def probe(self) -> Probe:
         try:
-            psutil.Process().io_counters()
-        except (psutil.AccessDenied, AttributeError) as e:
+            read_io(self.proc_root, os.getpid())
+        except OSError as e:
             return Probe(False, f"cannot read /proc/<pid>/io: {e}", "run as the same user as the command")
         return Probe(True, "I/O of the wrapped process tree")
+
+    def _members(self) -> tuple[dict[int, tuple[int, int]], dict[int, tuple[int, int]]]:
+        """(the tree now: pid → (ppid, starttime) of the root and its descendants by current ppid,
+        every pid whose stat was read: the tree's last members among them, alive or not)."""
+        listed = {int(n) for n in os.listdir(self.proc_root) if n.isdigit()}
+        look = ((self._tree | {self.root_pid}) & listed) | (listed - self._listed)
+        self._listed = listed
+        stat: dict[int, tuple[int, int]] = {}
+        for pid in look:
+            try:
+                stat[pid] = read_stat(self.proc_root, pid)
+            except (OSError, ValueError, IndexError):
+                continue  # gone since the listing
+        if self.root_pid not in stat:
+            return {}, stat
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in stat.items():
+            children.setdefault(ppid, []).append(pid)
+        tree, todo = {}, [self.root_pid]
+        while todo:
+            pid = todo.pop()
+            if pid in tree:
+                continue
+            tree[pid] = stat[pid]
+            todo += children.get(pid, ())
+        return tree, stat
 
     def sample(self, t_ns: int) -> list[dict]:
         if self.root_pid is None:
             return []
         try:
-            root = psutil.Process(self.root_pid)
-            procs = [root] + root.children(recursive=True)
-        except psutil.Error:
-            procs = []
-        seen: dict[tuple[int, float], tuple[int, dict]] = {}
-        for p in procs:
+            members, stat = self._members()
+        except OSError:
+            members, stat = {}, {}
+        seen: dict[tuple[int, int], tuple[int, dict]] = {}
+        for pid, (ppid, start) in members.items():
             try:
-                with p.oneshot():
-                    key = (p.pid, p.create_time())
-                    io = p.io_counters()
-                    seen[key] = (p.ppid(), {f: getattr(io, a) for f, a in _IO_FIELDS})
-            except psutil.Error:
+                seen[(pid, start)] = (ppid, read_io(self.proc_root, pid))
+            except OSError:
                 continue
+        self._tree = set(members)
         live_pids = {k[0] for k in seen}
-        for key, (ppid, io) in self._last.items():
-            if key not in seen and ppid not in live_pids:
+        for (pid, start), (ppid, io) in self._last.items():
+            if (pid, start) in seen:
+                continue
+            # it left the tree alive (re-parented: its parent exited), or it exited with no parent
+            # in the tree to reap it: either way no member will ever hold its counts, keep them.
+            # (Judged by its parent alone, a process whose parent exits at the sample — a zombie
+            # still in the tree — would be dropped while it lives on under init.)
+            alive = stat.get(pid, (None, None))[1] == start
+            if alive or ppid not in live_pids:
                 for f in self._gone:
                     self._gone[f] += io[f]
         self._last = seen
