@@ -99,7 +99,10 @@ import ckprof
 engine = sys.argv[2]
 cluster = None
 if engine == "dask":  # a LocalCluster of 2 worker processes, started before the clock runs
-    import distributed
+    import dask, distributed
+    # the workers' statistical profiler samples every thread 100 times a second: 1.53× → 1.83×
+    # serial on 64 nodes here without it (DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False)
+    dask.config.set({"distributed.worker.profile.enabled": False})
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     engine = cluster.scheduler_address
 t0 = time.perf_counter()

@@ -1,8 +1,9 @@
 """Each checkpoint's files, watched until their pages are on the device (file-level durability).
 
 The recorder learns a checkpoint's path from events.jsonl, the channel every marker already
-writes to (docs/architecture.md): a thread reads the lines appended since its last look, 10 times
-a second, and only looks closely at `checkpoint_end` lines (a save's files are complete then).
+writes to (docs/architecture.md): a thread reads the lines appended since its last look (each
+sampling period while files wait for their pages, else at most 10 times a second), and only looks
+closely at `checkpoint_end` lines (a save's files are complete then).
 For each file under the path (a directory is walked: DCP, Hugging Face; or the `files` the
 patch listed as written by the save) it opens an fd and keeps
 it, then asks cachestat(2) (ckprof.record.pagecache) each tick until the file has no dirty and no
@@ -48,6 +49,9 @@ class _File:
     first_ns: int | None = None
     first_pending: int | None = None
     last_pending: int | None = None
+
+
+IDLE_PERIOD_S = 0.1
 
 
 class FileTracker:
@@ -97,7 +101,9 @@ class FileTracker:
         import time
 
         self.cpu_s -= time.thread_time()
-        while not nap(self.period_s, self._stop):
+        # with no file waiting for its pages, only new events are looked for, at most IDLE_PERIOD_S
+        # apart (at 100 Hz sampling, waking every 10 ms for nothing cost 0.8 % of a core here)
+        while not nap(self.period_s if self._pending else max(self.period_s, IDLE_PERIOD_S), self._stop):
             try:
                 self.tick()
             except Exception as e:  # noqa: BLE001 - the tracker must never stop the recording
