@@ -5,7 +5,15 @@ For 10 and 100 Hz with 10 block devices (the machine's disks topped up with loop
 the process's CPU time is taken from wait4(2)'s rusage once it has exited, so start-up, every
 flush, the last sample and the final merge and meta.json are all in it (its child `sleep` costs
 ~0). The steady cost is (CPU(40) − CPU(4)) / 36 s: start-up and the fixed part of the end cancel.
-Also printed: CPU by thread in ms per second of recording (meta.json: each collector thread's,
+That difference is noisy at 10 Hz (start-up alone is ~1.4 s of CPU and varies by a few tenths), so
+the long run is also read a second way: its CPU from WARM_S after launch (/proc/<pid>/stat) to its
+exit (wait4), over those seconds — start-up left out, every flush and the whole end left in.
+
+Peers, in the same run, reading the same files at the same rate (/proc/diskstats, each device's
+/sys/block/<dev>/inflight, /proc/stat, /proc/meminfo; files kept open, pread, absolute deadlines):
+benchmarks/floor/sampler_floor.c (compiled here with cc: what reading the counters costs at all)
+and benchmarks/floor/python_floor.py (the least a Python sampler can do: keep each reading). The
+recorder's figures are printed as ratios to both. Also printed: CPU by thread in ms per second of recording (meta.json: each collector thread's,
 the flusher's, the file tracker's) and how late each block sample was against its schedule
 (p50/p99/max, the final off-schedule sample at stop() left out).
 
@@ -24,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -43,16 +52,62 @@ def make_devices(tmp: str, n: int) -> list[str]:
     return devs
 
 
-def record(py: str, devices: list[str], interval: str, seconds: float, out: str) -> float:
-    """CPU seconds (user + system) of one `ckprof record -- sleep SECONDS`, from start to exit."""
+WARM_S = 5.0  # after launch: start-up (imports, probes, the first flush) is over by then
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of a live process (/proc/<pid>/stat fields 14 and 15, in clock ticks; proc(5))."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def record(py: str, devices: list[str], interval: str, seconds: float, out: str) -> tuple[float, float | None]:
+    """(CPU seconds, user + system, of one `ckprof record -- sleep SECONDS` from start to exit;
+    its CPU seconds per second from WARM_S after launch to exit, or None for a run shorter than that)."""
     dev_args = [a for d in devices for a in ("--device", d)]
     argv = [py, "-m", "ckprof", "record", "-q", *dev_args, "--interval", interval, "-o", out, "--force"]
     p = subprocess.Popen([*argv, "--", "sleep", str(seconds)])
+    warm = None
+    if seconds > 2 * WARM_S:
+        time.sleep(WARM_S)
+        warm = (time.monotonic(), _proc_cpu_s(p.pid))
     _, status, ru = os.wait4(p.pid, 0)
+    t1 = time.monotonic()
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         raise SystemExit(f"ckprof record exited {p.returncode}")
-    return ru.ru_utime + ru.ru_stime
+    total = ru.ru_utime + ru.ru_stime
+    steady = (total - warm[1]) / (t1 - warm[0]) if warm else None
+    return total, steady
+
+
+def floor_files(devices: list[str]) -> list[str]:
+    """What the recorder's block and host collectors read each tick."""
+    return ["/proc/diskstats", *(f"/sys/block/{d}/inflight" for d in devices), "/proc/stat", "/proc/meminfo"]
+
+
+def floors(devices: list[str], hz: int, seconds: float, tmp: str) -> dict:
+    """CPU per second of the C and the Python floor samplers (None where cc is missing)."""
+    out = {}
+    c_bin = os.path.join(tmp, "sampler_floor")
+    if not os.path.exists(c_bin) and shutil.which("cc"):
+        subprocess.run(["cc", "-O2", "-o", c_bin, os.path.join(HERE, "floor", "sampler_floor.c")], check=True)
+    runs = {
+        "c": [c_bin] if os.path.exists(c_bin) else None,
+        "python": [sys.executable, os.path.join(HERE, "floor", "python_floor.py")],
+    }
+    for name, argv in runs.items():
+        if argv is None:
+            out[name] = None
+            continue
+        r = subprocess.run(
+            [*argv, str(hz), str(seconds), *floor_files(devices)], check=True, capture_output=True, text=True
+        )
+        cpu, covered = map(float, r.stdout.split())
+        out[name] = cpu / covered
+    return out
 
 
 def block_t_ns(out: str) -> np.ndarray:
@@ -70,11 +125,12 @@ def lateness_ms(t: np.ndarray, interval_s: float) -> np.ndarray:
     return (t - sched) / 1e6
 
 
-def measure(py: str, devices: list[str], hz: int, long_s: float, short_s: float, tmp: str) -> dict:
+def measure(py: str, devices: list[str], hz: int, long_s: float, short_s: float, floor_s: float, tmp: str) -> dict:
     interval = f"{1000 // hz}ms"
     out = os.path.join(tmp, f"rec{hz}")
-    cpu_short = record(py, devices, interval, short_s, out)
-    cpu_long = record(py, devices, interval, long_s, out)
+    cpu_short, _ = record(py, devices, interval, short_s, out)
+    cpu_long, steady = record(py, devices, interval, long_s, out)
+    floor = floors(devices, hz, floor_s, tmp)
     with open(os.path.join(out, "meta.json")) as f:
         meta = json.load(f)
     wall = (meta["end"]["monotonic_ns"] - meta["start"]["monotonic_ns"]) / 1e9
@@ -87,6 +143,9 @@ def measure(py: str, devices: list[str], hz: int, long_s: float, short_s: float,
         "hz": hz,
         "devices": len(devices),
         "process_pct": max(cpu_long - cpu_short, 0) / (long_s - short_s) * 100,
+        "steady_pct": steady * 100 if steady is not None else None,
+        "floor_c_pct": floor["c"] * 100 if floor["c"] is not None else None,
+        "floor_python_pct": floor["python"] * 100,
         "cpu_long_s": cpu_long,
         "cpu_short_s": cpu_short,
         "thread_ms_per_s": {k: v / wall * 1000 for k, v in threads.items()},
@@ -107,6 +166,12 @@ def show(r: dict, before: dict | None) -> None:
         f"{r['hz']:>3} Hz, {r['devices']} devices: process {r['process_pct']:.3f} % of a core{ratio('process_pct')}"
         f"  [CPU {r['cpu_long_s']:.3f} s over the long run, {r['cpu_short_s']:.3f} s over the short]"
     )
+    if r.get("steady_pct") is not None:
+        line = f"        after start-up, to exit: {r['steady_pct']:.3f} % of a core{ratio('steady_pct')}"
+        for peer, key in (("C floor", "floor_c_pct"), ("Python floor", "floor_python_pct")):
+            if r.get(key):
+                line += f"; {peer} {r[key]:.3f} % (recorder/{peer} {r['steady_pct'] / r[key]:.2f}×)"
+        print(line)
     print(
         f"        lateness p50 {r['late_p50_ms']:.3f} ms, p99 {r['late_p99_ms']:.3f} ms{ratio('late_p99_ms')}, "
         f"max {r['late_max_ms']:.3f} ms over {r['samples']} samples"
@@ -128,6 +193,7 @@ def main() -> None:
     ap.add_argument("--long", type=float, default=40)
     ap.add_argument("--short", type=float, default=4)
     ap.add_argument("--hz", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--floor", type=float, default=20, help="seconds each floor sampler runs")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--compare", help="figures of an earlier run (--json) to print ratios against")
     args = ap.parse_args()
@@ -145,7 +211,7 @@ def main() -> None:
             f"{args.python}: ckprof record -- sleep {args.long:g} minus sleep {args.short:g}, devices {' '.join(devices)}"
         )
         for hz in args.hz:
-            r = measure(args.python, devices, hz, args.long, args.short, tmp)
+            r = measure(args.python, devices, hz, args.long, args.short, args.floor, tmp)
             results.append(r)
             show(r, before.get(hz))
     finally:

@@ -129,9 +129,12 @@ def test_file_deleted_while_dirty_is_deleted_before_durable(loop_ext4, tmp_path)
         assert cp["durable"] is False and cp["durable_end_s"] is None, cp["durable_basis"]
         assert cp["durable_basis"][0].startswith("deleted before durable: "), cp["durable_basis"]
         assert cp["durable_at_return"] is False
-    # the one unlinked later was seen by the tracker: its open fd's inode had no link left
+    # the one unlinked later was seen by the tracker: its open fd's inode had no link left. The one
+    # unlinked at once races the tracker (woken by the checkpoint_end line): seen or gone, it is
+    # "deleted before durable" either way
     ev = rec.events
-    assert (ev["event"] == "file_deleted_before_durable").sum() == 1
+    seen = ev[ev["event"] == "file_deleted_before_durable"]["path"].map(lambda p: p.rsplit("/", 1)[-1])
+    assert "later.bin" in set(seen) and set(seen) <= {"later.bin", "at-once.bin"}
     assert "later.bin" in later["durable_basis"][0]
 
 

@@ -115,7 +115,9 @@ def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, w
     killed = False
     try:
         while True:
-            info = signal.sigtimedwait(_WAIT_SET, 0.25)
+            # SIGCHLD (in the set) wakes this at the command's exit or stop: the timeout only paces the
+            # kill-after grace period once a signal was forwarded (each idle wake-up is CPU the user pays)
+            info = signal.sigtimedwait(_WAIT_SET, 0.25 if first_signal_at else 5.0)
             done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
             if done and os.WIFSTOPPED(status):
                 _follow_stop(pid, tty)

@@ -193,6 +193,7 @@ def close_session(s: Session, **meta_updates) -> dict:
             "reason": s.recorder.files.reason,
             "files": s.recorder.files.files_seen,
             "cpu_s": round(s.recorder.files.cpu_s, 4),
+            "idle_wake": s.recorder.files.idle_wake,
         },
         recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4), "process": round(time.process_time(), 4)},
         **meta_updates,
