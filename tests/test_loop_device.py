@@ -63,9 +63,14 @@ def test_direct_write_bytes_match_and_window_brackets_them(loop_ext4, tmp_path):
 @pytest.mark.root
 @pytest.mark.slow
 def test_fio_queue_depth(make_loop, tmp_path):
-    """fio at iodepth 16: in-flight writes reach ≥ 8; average queue depth within 10 % of fio's.
+    """fio at iodepth 16: in-flight writes reach ≥ 8; average queue depth 85–105 % of fio's.
 
-    fio's figure is Little's law on its own measurements (IOPS × mean total latency). Blocks of
+    fio's figure is Little's law on its own measurements (IOPS × mean total latency). It is an
+    upper bound of the device's: fio counts an I/O from before io_submit(2) to when it reaps the
+    completion, the kernel (time_in_queue) from the request's start in the block layer to its
+    completion. Here ckprof's was 96–99 % of fio's in most runs and 88–89 % in about one in ten
+    (before and after the change that added this note; fio's reaping on this busy 2-core VM is
+    the suspect, not shown). Blocks of
     512 KiB: a loop device takes at most 128 segments of 4 KiB per request, so larger blocks
     would be split and the device would see more requests in flight than fio submitted.
     """
@@ -102,7 +107,7 @@ def test_fio_queue_depth(make_loop, tmp_path):
     busy = b[b["write_bytes"] > 0]
     win = b.loc[busy.index[0] : busy.index[-1]]
     ours = (win["aqu_sz"] * win["dt_s"]).sum() / win["dt_s"].sum()
-    assert abs(ours - fio_depth) / fio_depth < 0.10, (ours, fio_depth)
+    assert 0.85 <= ours / fio_depth <= 1.05, (ours, fio_depth)
     assert b["write_bytes"].sum() == 1536 << 20
 
 

@@ -133,3 +133,20 @@ def test_recorder_writes_the_same_parts_and_summary_rows(tmp_path):
     st = rec.stats["block"]
     assert st.samples == 3 and set(st.last_rows) == {("sda",), ("sdb",)}
     assert st.first_rows[("sda",)] == expected[0] and st.prev_rows[("sdb",)] == expected[3]
+
+
+def test_an_idle_device_is_not_asked_for_its_inflight_split(tmp_path):
+    """/proc/diskstats's in_flight is the sum of /sys/block/<dev>/inflight's two counts: where it
+    is 0 both are 0 and the file is not read (here it does not exist: a read would give None)."""
+    root = _tree(tmp_path)
+    idle = LINE_17.replace(" 8 1 10 ", " 8 0 10 ")  # in_flight 0
+    _diskstats(root, idle + "\n" + LINE_17.replace("sda", "sdb") + "\n")
+    (root / "sys" / "class" / "block" / "sdb" / "inflight").write_text("1 0\n")
+    block = BlockCollector(["sda", "sdb"], proc_root=str(root / "proc"), sys_root=str(root / "sys"))
+    old, new = _both(block)
+    assert old == new
+    assert [(r["in_flight"], r["inflight_read"], r["inflight_write"]) for r in new] == [(0, 0, 0), (1, 1, 0)]
+    # sda busy now: its (missing) inflight file is read, and says it could not be
+    _diskstats(root, LINE_17 + "\n")
+    old, new = _both(block)
+    assert old == new and (new[0]["in_flight"], new[0]["inflight_read"]) == (1, None)
