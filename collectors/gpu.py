@@ -130,11 +130,14 @@ class GpuCollector(Collector):
         root_pid: Callable[[], int | None] | None = None,
         procs_period_s: float = 1.0,
         env: dict | None = None,
+        tree_pids: Callable[[], set[int]] | None = None,
     ):
-        """`root_pid` returns the wrapped command's pid once it runs (None before)."""
+        """`root_pid` returns the wrapped command's pid once it runs (None before); `tree_pids`,
+        when given, the pids of its process tree as the process-tree collector last saw them."""
         self.period_s = period_s
         self.procs_period_s = procs_period_s
         self._root_pid = root_pid or (lambda: None)
+        self._tree_pids = tree_pids or set
         self._env = os.environ if env is None else env
         self._gpus: list[_Gpu] = []
         self.unreadable: dict[int, str] = {}  # NVML index → why it could not be opened
@@ -309,6 +312,11 @@ class GpuCollector(Collector):
         return row
 
     def _wrapped_pids(self) -> set[int]:
+        # the process-tree collector's tree, when it has one: walking it again here with psutil
+        # (children(recursive=True) reads every process's /proc/<pid>/stat) cost ms per check
+        pids = self._tree_pids()
+        if pids:
+            return set(pids)
         pid = self._root_pid()
         if pid is None:
             return set()

@@ -234,6 +234,10 @@ class ProcTreeCollector(Collector):
             todo += children.get(pid, ())
         return tree, stat
 
+    def tree_pids(self) -> set[int]:
+        """The wrapped command's tree as the last sample saw it (empty before the first)."""
+        return set(self._tree)
+
     def sample(self, t_ns: int) -> list[dict]:
         if self.root_pid is None:
             return []

@@ -196,6 +196,32 @@ def test_sample_two_gpus_busy_and_idle_and_which_the_command_uses():
     assert d["visible_gpus"] == [{"entry": "0", "gpu": 0, "exact": False}]  # CUDA order not PCI_BUS_ID
 
 
+def test_the_wrapped_tree_comes_from_the_process_tree_collector(monkeypatch):
+    """With the process-tree collector's pids at hand the GPU collector does not walk /proc itself;
+    before that collector's first sample (no pids yet) it does."""
+    import subprocess
+    import sys
+
+    from ckprof.collectors.host import ProcTreeCollector
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        tree = ProcTreeCollector(root_pid=os.getpid())
+        gpu = GpuCollector(root_pid=os.getpid, tree_pids=tree.tree_pids)
+        assert os.getpid() in gpu._wrapped_pids() and child.pid in gpu._wrapped_pids()  # psutil's walk
+        tree.sample(0)
+        assert {os.getpid(), child.pid} <= tree.tree_pids()
+
+        def no_walk(*a, **k):
+            raise AssertionError("walked /proc again")
+
+        monkeypatch.setattr("ckprof.collectors.gpu.psutil.Process", no_walk)
+        assert gpu._wrapped_pids() == tree.tree_pids()
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_unsupported_queries_are_null_and_asked_once():
     old = h100(
         0, instant_mw=None, errors={"energy": pynvml.NVML_ERROR_NOT_SUPPORTED, "pcie": pynvml.NVML_ERROR_NOT_SUPPORTED}

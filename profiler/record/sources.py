@@ -115,7 +115,7 @@ def build_sources(opts: SourceOptions) -> Sources:
     candidates: list[Collector] = [block, HostCollector(period_s=opts.interval_s, proc_root=opts.proc_root), proc]
     power_s = max(opts.interval_s, 0.1)  # GPU and RAPL at 10 Hz at most; the BMC at 1 Hz
     candidates += [
-        GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid),
+        GpuCollector(period_s=power_s, root_pid=lambda: proc.root_pid, tree_pids=proc.tree_pids),
         RaplCollector(period_s=power_s, sys_root=opts.sys_root),
         IpmiCollector(),
     ]
