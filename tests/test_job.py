@@ -280,9 +280,17 @@ def test_host_summaries_stand_for_the_samples(tmp_path, monkeypatch):
     from_samples = ckprof_cmd("report", str(job), "--format", "json")
     assert from_samples.returncode == 0, from_samples.stderr
     assert with_summaries.stdout == from_samples.stdout
-    # a marker added to node-b after its summary was written: its summary is stale, and said so
     for h in ("node-a", "node-b"):
         os.rename(tmp_path / f"{h}.summary.json", job / f"host={h}" / "summary.json")
+    # a copy without its files' times (cp -r) keeps its summaries: none is stale
+    import shutil
+
+    copy = shutil.copytree(job, tmp_path / "copy", copy_function=shutil.copyfile)
+    rep = json.loads(ckprof_cmd("report", str(copy), "--format", "json").stdout)
+    assert not any("summary not used" in n for n in rep["notes"]), rep["notes"]
+    part, why = host_summary.read(str(copy / "host=node-a"), {})
+    assert why is None and part["report"]["recording"]["path"] == str(copy / "host=node-a")  # where it is now
+    # a marker added to node-b after its summary was written: its summary is stale, and said so
     with open(job / "host=node-b" / "events.jsonl", "a") as f:
         f.write("\n")
     rep = json.loads(ckprof_cmd("report", str(job), "--format", "json").stdout)

@@ -5,9 +5,9 @@ sample. The raw samples stay for drill-down.
 
 A summary is used only while it still describes the recording as the report would see it: the
 same analysis options, the same ckprof (version and analysis code), and the recording's files
-unchanged since (names, sizes, modification times: an `import-power` trace added later, or a
-recording still being written, makes it stale). Otherwise the host is analysed from its samples,
-exactly as without a summary.
+unchanged since (an `import-power` trace added later, a marker appended, or a recording still being
+written makes it stale; a copy of the directory does not). Otherwise the host is analysed from its
+samples, exactly as without a summary.
 """
 
 from __future__ import annotations
@@ -43,7 +43,11 @@ def code_digest() -> str:
 
 
 def fingerprint(path: str) -> str:
-    """The recording's files as they are: relative path, size and mtime of each but the summary."""
+    """The recording's files as they are, each but the summary: its relative path and size, and
+    for every file but a Parquet part its content. A part is never changed once written (a flush
+    or a merge writes a new name, docs/recording-format.md), so its name and size say it; meta.json,
+    events.jsonl and the rest can change in place. No modification times: a copy (`cp -r`, rsync
+    without -t) keeps its summaries."""
     h = hashlib.sha256()
     for top, dirs, files in os.walk(path):
         dirs.sort()
@@ -52,8 +56,10 @@ def fingerprint(path: str) -> str:
             rel = os.path.relpath(p, path)
             if rel == SUMMARY_FILE or rel.endswith(".tmp"):
                 continue
-            st = os.stat(p)
-            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{rel}\0{os.stat(p).st_size}\n".encode())
+            if not name.endswith(".parquet"):
+                with open(p, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
     return h.hexdigest()[:32]
 
 
@@ -120,6 +126,8 @@ def read(path: str, kw: dict) -> tuple[dict | None, str | None]:
     if doc.get("recording_fingerprint") != fingerprint(path):
         return None, "the recording changed since"
     try:
-        return from_json(doc["part"]), None
+        part = from_json(doc["part"])
+        part["report"]["recording"]["path"] = os.path.abspath(path)  # where it is now (a copy: not where it was made)
+        return part, None
     except (KeyError, TypeError) as e:
         return None, f"damaged ({type(e).__name__})"
