@@ -56,6 +56,16 @@ class _File:
 IDLE_PERIOD_S = 0.1
 
 
+def _yield_on_wake() -> None:
+    """Make this thread SCHED_BATCH: woken by a save's own events.jsonl write, it must not preempt
+    the saving process on that CPU (sched(7): a batch thread waits for the scheduler tick instead of
+    preempting on wakeup), or the save returns that much later, outside its window."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # 0: this thread (sched_setscheduler(2))
+    except (AttributeError, OSError):
+        pass
+
+
 class FileTracker:
     name = "files"
 
@@ -121,6 +131,7 @@ class FileTracker:
         import time
 
         self.cpu_s -= time.thread_time()
+        _yield_on_wake()
         while not self._sleep():
             try:
                 self.tick()

@@ -54,25 +54,52 @@ _last = [0]  # monotonic ns of the latest save return or finishing call in this 
 MAX_FILES_LISTED = 64
 
 
-def _emit(event, **fields):
-    path = os.environ.get(_ENV)
-    if not path:
-        return
-    rec = {"t_ns": time.monotonic_ns(), "event": event, "pid": os.getpid(), "host": _HOST, "source": "patch"}
+_dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+def _line(event, fields):
+    """The event's JSON object without its opening brace and without t_ns."""
+    rec = {"event": event, "pid": os.getpid(), "host": _HOST, "source": "patch"}
     for v in _RANK_VARS:
         r = os.environ.get(v)
         if r is not None and r.lstrip("-").isdigit():
             rec["rank"] = int(r)
             break
     rec.update({k: v for k, v in fields.items() if v is not None})
+    return _dumps(rec)[1:]
+
+
+def _write(line):
+    path = os.environ.get(_ENV)
+    if not path:
+        return
     try:
         fd = _fd.get(os.getpid())
         if fd is None:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             _fd[os.getpid()] = fd
-        os.write(fd, (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode())
+        os.write(fd, line.encode())
     except OSError:
         pass  # the training run goes on; the recorder reports a full disk
+
+
+def _emit(event, t_ns=None, **fields):
+    if not os.environ.get(_ENV):
+        return
+    rest = _line(event, fields)
+    _write(f'{{"t_ns":{time.monotonic_ns() if t_ns is None else int(t_ns)},{rest}\n')
+
+
+def _emit_end(t_ret, **fields):
+    """A save's or load's checkpoint_end, stamped as late as can be: the line is formatted first,
+    then the clock read (t_ns), so all that is left outside the window is one write(2).
+    ckprof_s: ckprof's own part of the window after the call returned (t_ret), i.e. its look at the
+    files and the formatting; the call's own time is t_ns − start − ckprof_s."""
+    if not os.environ.get(_ENV):
+        return
+    rest = _line("checkpoint_end", fields)
+    t_ns = time.monotonic_ns()
+    _write(f'{{"t_ns":{t_ns},"ckprof_s":{(t_ns - t_ret) / 1e9!r},{rest}\n')
 
 
 def _as_path(x):
@@ -287,6 +314,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        t_call = time.monotonic_ns()  # the window starts when the call did, before ckprof's own look
         if not _enter():
             try:
                 return fn(*args, **kwargs)
@@ -319,7 +347,6 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 _leave()
         cid = f"{_HOST}:{os.getpid()}:patch{next(_ids)}"
         common = {"id": cid, "kind": kind, "path": path, "name": api}
-        t_call = time.monotonic_ns()  # the window starts when the call did, before ckprof's look at a load's files
         at_start = _at_start(path) if kind == "load" else {}
         _emit("checkpoint_start", t_ns=t_call, step=step, **at_start, **common)
         t0 = time.monotonic_ns()
@@ -376,19 +403,8 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         at_ret = _at_return(path) if kind == "save" else {}
         if kind == "save":
             _remember(cid, path, is_dir, files)
-        # the window ends after ckprof's look at the files: the training waited for that too, and
-        # how long it took is said (ckprof_s), so the save's own time is t_ns − start − ckprof_s
-        t_end = time.monotonic_ns()
-        _emit(
-            "checkpoint_end",
-            t_ns=t_end,
-            ok=True,
-            bytes=nbytes,
-            files=files,
-            ckprof_s=(t_end - t_ret) / 1e9,
-            **at_ret,
-            **common,
-        )
+        # the window ends after ckprof's look at the files: the training waited for that too
+        _emit_end(t_ret, ok=True, bytes=nbytes, files=files, **at_ret, **common)
         if kind == "save":
             _last[0] = time.monotonic_ns()  # the fsync that follows is measured from here
         return result
