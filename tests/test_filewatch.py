@@ -57,6 +57,11 @@ def test_an_idle_tracker_does_not_wake_and_a_save_wakes_it(tmp_path):
     tracker.start()
     try:
         assert tracker.idle_wake == "inotify"
+        # woken by a save's own event, it must not preempt the saving process (SCHED_BATCH, sched(7))
+        deadline = time.monotonic() + 5  # the thread sets it as it starts
+        while os.sched_getscheduler(tracker._thread.native_id) != os.SCHED_BATCH and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.sched_getscheduler(tracker._thread.native_id) == os.SCHED_BATCH
         time.sleep(1.0)
         assert ticks == []  # a 100 Hz timer would have ticked ~100 times
         f = tmp_path / "ckpt.bin"
