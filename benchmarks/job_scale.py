@@ -5,8 +5,8 @@ real schema (4 devices a node), the host collector's, and 8 ranks' checkpoint ma
 5 minutes; then, in a fresh process, times `ckprof.load(JOB)`, the per-checkpoint job summary
 (slowest node, spread) with each engine — serial, a process pool, a Dask LocalCluster of 2
 workers — and 10 s block rates for every node, and prints the times and peak memory.
-With `--summaries`, then writes each host's summary.json (as its recorder would at record end) and
-times the job summary again, reading those. With `--report`, also times `ckprof report JOB` (the HTML job report: every host analysed, then joined).
+With `--summaries`, then writes each host's summary.json and 1 s block roll-up (as its recorder
+would at record end) and times the job summary and `job.block(1.0)` again, reading those. With `--report`, also times `ckprof report JOB` (the HTML job report: every host analysed, then joined).
 
     python benchmarks/job_scale.py [--nodes 64] [--hours 1] [--hz 10] [--keep DIR]
 """
@@ -113,9 +113,12 @@ summary = analyze_job(job, keep_analyses=0, engine=engine).report["job"]["checkp
 t2 = time.perf_counter()
 b = job.block(10.0) if sys.argv[3] == "block" else []
 t3 = time.perf_counter()
+b1 = job.block(1.0) if sys.argv[3] in ("block", "block1") else []  # from the samples, or 1 s roll-ups
+t4 = time.perf_counter()
 if cluster is not None:
     cluster.close()
-print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "checkpoints": len(summary),
+print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "block1_s": t4 - t3,
+                  "block1_rows": len(b1), "checkpoints": len(summary),
                   "block_rows": len(b), "slowest": max(sorted(set(c["slowest_host"] for c in summary)),
                                                          key=[c["slowest_host"] for c in summary].count),
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -125,11 +128,14 @@ print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "
 
 SUMMARISE = """
 import json, os, sys, time
+import ckprof
 from ckprof.analysis import host_summary
+from ckprof.recording import rollup
 times = []
 for name in sorted(os.listdir(sys.argv[1])):
     if name.startswith("host="):
         t = time.perf_counter()
+        rollup.write(ckprof.load(os.path.join(sys.argv[1], name)))
         host_summary.write(os.path.join(sys.argv[1], name))
         times.append(time.perf_counter() - t)
 print(json.dumps(times))
@@ -183,6 +189,8 @@ def main() -> None:
                 base = r["summary_s"]
                 print(f"ckprof.load(job):             {r['load_s']:.2f} s")
                 print(f"job.block(10 s) for all:      {r['block_s']:.2f} s ({r['block_rows']:,} rows)")
+                print(f"job.block(1 s), samples:      {r['block1_s']:.2f} s ({r['block1_rows']:,} rows)")
+                block1 = r["block1_s"]
             print(
                 f"analyze_job, {engine:7s}:       {r['summary_s']:.2f} s ({base / r['summary_s']:.2f}× the first), "
                 f"{r['checkpoints']} checkpoints, slowest node {r['slowest']}, peak memory "
@@ -198,8 +206,12 @@ def main() -> None:
             )
             r = json.loads(
                 subprocess.run(
-                    [sys.executable, "-c", READ, job, "pool", "-"], capture_output=True, text=True, check=True
+                    [sys.executable, "-c", READ, job, "pool", "block1"], capture_output=True, text=True, check=True
                 ).stdout
+            )
+            print(
+                f"job.block(1 s), roll-ups:     {r['block1_s']:.2f} s ({r['block1_rows']:,} rows; "
+                f"{block1 / r['block1_s']:.1f}× the samples' time)"
             )
             print(
                 f"analyze_job, summaries:       {r['summary_s']:.2f} s ({base / r['summary_s']:.1f}× the first), "

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import CKPROF, ckprof_cmd
@@ -295,3 +296,55 @@ def test_host_summaries_stand_for_the_samples(tmp_path, monkeypatch):
         f.write("\n")
     rep = json.loads(ckprof_cmd("report", str(job), "--format", "json").stdout)
     assert any("1 host summary not used (the recording changed since)" in n and "node-b" in n for n in rep["notes"])
+
+
+def test_block_rollups_stand_for_the_samples(tmp_path, monkeypatch):
+    """Each job host writes its block rates at 1 s as it closes; Recording/Job.block(1.0) read that
+    roll-up instead of the samples and give the same frame; a changed recording's is not used."""
+    import pandas as pd
+
+    from ckprof.recording import reader, rollup
+
+    job = tmp_path / "job"
+    nodes = [start_node(tmp_path, job, "node-a", 0, 1.0), start_node(tmp_path, job, "node-b", 1, 1.2)]
+    for p in nodes:
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    for h in ("node-a", "node-b"):
+        assert (job / f"host={h}" / rollup.BLOCK_FILE).exists()
+    with monkeypatch.context() as m:  # read, not computed: the samples' rates are never made
+        m.setattr(reader, "block_rates", lambda *a, **k: pytest.fail("computed from the samples"))
+        from_rollups = ckprof.load(str(job)).block(1.0)
+    assert not from_rollups.empty and set(from_rollups["host"]) == {"node-a", "node-b"}
+    # the README's two DuckDB queries, run on this job: the same bytes as ckprof's frames
+    import re
+
+    import duckdb
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    per_device_sql, per_second_sql = re.findall(r"```sql\n(.*?)```", readme, re.S)
+    raw = ckprof.load(str(job)).samples("block", ["device", "write_sectors"])
+    want = raw.groupby(["host", "device"])["write_sectors"].agg(lambda s: (s.max() - s.min()) * 512 / 2**30)
+    got = duckdb.sql(per_device_sql.replace("/shared/job", str(job))).df().set_index(["host", "device"])
+    assert got["written_gib"].to_dict() == pytest.approx(want.to_dict())
+    per_second = duckdb.sql(per_second_sql.replace("/shared/job", str(job))).df()
+    assert per_second["written_gib"].sum() == pytest.approx(from_rollups["write_bytes"].sum() / 2**30)
+    assert per_second["hosts"].max() == 2 and per_second["unix_s"].is_monotonic_increasing
+    assert (per_second["unix_s"] * 1e9 - from_rollups["t_wall_ns"].min()).abs().min() < 1e9  # wall clock
+    for h in ("node-a", "node-b"):
+        os.rename(job / f"host={h}" / rollup.BLOCK_FILE, tmp_path / f"{h}.rollup")
+    from_samples = ckprof.load(str(job)).block(1.0)
+    pd.testing.assert_frame_equal(from_rollups, from_samples)
+    os.rename(tmp_path / "node-b.rollup", job / "host=node-b" / rollup.BLOCK_FILE)
+    rec = ckprof.load(str(job / "host=node-b"))
+    assert rollup.read_block(rec) is not None
+    with open(job / "host=node-b" / "events.jsonl", "a") as f:  # a marker added since: stale
+        f.write("\n")
+    assert rollup.read_block(rec) is None
+    pd.testing.assert_frame_equal(
+        rec.block(1.0),
+        ckprof.load(str(job))
+        .block(1.0)
+        .query("host == 'node-b'")
+        .drop(columns=["host", "t_wall_ns"])
+        .reset_index(drop=True),
+    )

@@ -12,55 +12,15 @@ samples, exactly as without a summary.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
 import ckprof
+from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
 
-SUMMARY_FILE = "summary.json"
 SUMMARY_SCHEMA = "ckprof-host-summary"
 # the options a record-end summary is made with: `ckprof report`'s defaults
 DEFAULT_OPTIONS = {"mtbf_s": None, "gpus": None, "windows_from": "auto"}
-# the code a part comes from: its digest is in every summary (a changed rule → stale summaries)
-_CODE_PACKAGES = ("analysis", "power", "recording")
-_code_digest: str | None = None
-
-
-def code_digest() -> str:
-    global _code_digest
-    if _code_digest is None:
-        h = hashlib.sha256(ckprof.__version__.encode())
-        root = os.path.dirname(ckprof.__file__)
-        for pkg in _CODE_PACKAGES:
-            d = os.path.join(root, pkg)
-            for name in sorted(os.listdir(d)):
-                if name.endswith(".py"):
-                    with open(os.path.join(d, name), "rb") as f:
-                        h.update(name.encode() + b"\0" + f.read())
-        _code_digest = h.hexdigest()[:16]
-    return _code_digest
-
-
-def fingerprint(path: str) -> str:
-    """The recording's files as they are, each but the summary: its relative path and size, and
-    for every file but a Parquet part its content. A part is never changed once written (a flush
-    or a merge writes a new name, docs/recording-format.md), so its name and size say it; meta.json,
-    events.jsonl and the rest can change in place. No modification times: a copy (`cp -r`, rsync
-    without -t) keeps its summaries."""
-    h = hashlib.sha256()
-    for top, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            p = os.path.join(top, name)
-            rel = os.path.relpath(p, path)
-            if rel == SUMMARY_FILE or rel.endswith(".tmp"):
-                continue
-            h.update(f"{rel}\0{os.stat(p).st_size}\n".encode())
-            if not name.endswith(".parquet"):
-                with open(p, "rb") as f:
-                    h.update(hashlib.sha256(f.read()).digest())
-    return h.hexdigest()[:32]
 
 
 def _options(kw: dict) -> dict:
@@ -119,12 +79,11 @@ def read(path: str, kw: dict) -> tuple[dict | None, str | None]:
         return None, f"unreadable ({e})"
     if not isinstance(doc, dict) or doc.get("schema") != SUMMARY_SCHEMA:
         return None, "not a ckprof host summary"
-    if doc.get("code") != code_digest():
-        return None, "written by another ckprof"
     if set(kw) - set(DEFAULT_OPTIONS) or doc.get("options") != _options(kw):
         return None, "made with other options"
-    if doc.get("recording_fingerprint") != fingerprint(path):
-        return None, "the recording changed since"
+    why = stale(path, doc)
+    if why:
+        return None, why
     try:
         part = from_json(doc["part"])
         part["report"]["recording"]["path"] = os.path.abspath(path)  # where it is now (a copy: not where it was made)

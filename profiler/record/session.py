@@ -202,11 +202,15 @@ def close_session(s: Session, **meta_updates) -> dict:
 
 
 def _write_host_summary(out_dir: str) -> None:
-    """A job host's summary for `ckprof report JOBDIR` (analysis.host_summary), after the
-    recording is complete: a failure here costs the job report time, never the recording."""
+    """A job host's summary and 1 s roll-ups for `ckprof report JOBDIR` and `Job.block(1.0)`
+    (analysis.host_summary, recording.rollup), after the recording is complete: a failure here costs
+    the job report time, never the recording."""
     try:
         from ckprof.analysis import host_summary
+        from ckprof.recording import rollup
+        from ckprof.recording.reader import load
 
+        rollup.write(load(out_dir))
         host_summary.write(out_dir)
     except Exception as e:
         warn(

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
 
+from . import rollup
 from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, event_problem, parse_part_name
 from .rates import block_rates, counter_rates
 from .timebase import Timebase
@@ -164,8 +165,11 @@ class Recording:
         return df
 
     def block(self, resample_s: float | None = None) -> pd.DataFrame:
-        """Per-device rates (bytes/s, IOPS, await, aqu-sz, %util, in-flight); see ckprof.recording.rates."""
-        df = block_rates(self.samples("block"), resample_s=resample_s, t0_ns=self.start_ns)
+        """Per-device rates (bytes/s, IOPS, await, aqu-sz, %util, in-flight); see ckprof.recording.rates.
+        At 1 s, a closed job host's current roll-up stands for its samples (ckprof.recording.rollup)."""
+        df = rollup.read_block(self) if resample_s == rollup.RESOLUTION_S else None
+        if df is None:
+            df = block_rates(self.samples("block"), resample_s=resample_s, t0_ns=self.start_ns)
         if not df.empty:
             df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
         return df
