@@ -29,7 +29,7 @@ class Timeline:
     end_ns: int
     res_s: float
     devices: dict[str, pd.DataFrame] = field(default_factory=dict)  # per device: block rates
-    total: pd.DataFrame | None = None  # t_ns (bin end), write_bytes, write_bytes_per_s, read_bytes_per_s
+    total: pd.DataFrame | None = None  # t_ns (bin end), write_bytes, read_bytes, write_bytes_per_s, read_bytes_per_s
     dirty: pd.DataFrame | None = None  # t_ns, dirty_wb_bytes
     columns: list = field(default_factory=list)  # series.Column of every collector
     busy: pd.DataFrame | None = None  # t_ns, device, io_ticks_ms: the block counters' busy time, binned
@@ -119,6 +119,7 @@ def build(rec) -> Timeline:
     w_bytes = np.zeros(n_bins)
     r_bytes = np.zeros(n_bins)
     busy = []
+    used: tuple[int, int] | None = None  # the first and last bin any interval went to
     for dev, raw in _block_by_device(rec, resample, tl.start_ns).items():
         busy.append(raw[["t_ns", "device", "io_ticks_ms"]])
         df = block_rates(raw, resample_s=None, t0_ns=rec.start_ns)
@@ -141,16 +142,18 @@ def build(rec) -> Timeline:
         b = np.clip((mid - rec.start_ns) // res_ns, 0, n_bins - 1).astype(np.int64)
         np.add.at(w_bytes, b, df["write_bytes"].to_numpy())
         np.add.at(r_bytes, b, df["read_bytes"].to_numpy())
+        used = (min(used[0], int(b.min())), max(used[1], int(b.max()))) if used else (int(b.min()), int(b.max()))
     if busy:
         tl.busy = pd.concat(busy, ignore_index=True)
     if tl.devices:
-        last = max(int(np.ceil((df["t_ns"].max() - rec.start_ns) / res_ns)) for df in tl.devices.values())
-        first = min(int((df["t_ns"].min() - rec.start_ns - 1) // res_ns) for df in tl.devices.values())
-        idx = np.arange(max(first, 0), min(last, n_bins))
+        # every bin an interval went to: an interval's middle can lie a bin before its end's bin, so
+        # bounds taken from the readings' times dropped a device's first interval (its bytes too)
+        idx = np.arange(used[0], used[1] + 1)
         tl.total = pd.DataFrame(
             {
                 "t_ns": rec.start_ns + (idx + 1) * res_ns,
                 "write_bytes": w_bytes[idx],
+                "read_bytes": r_bytes[idx],
                 "write_bytes_per_s": w_bytes[idx] / res_s,
                 "read_bytes_per_s": r_bytes[idx] / res_s,
             }
