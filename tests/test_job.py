@@ -21,6 +21,8 @@ NODE = """
 import ckprof, os, sys, time, multiprocessing as mp
 def rank(r, delay):
     os.environ["RANK"] = str(r)
+    with open(os.path.join({d!r}, f"data-{{r}}.bin"), "wb") as f:  # device bytes for the job's throughput
+        f.write(os.urandom(8 << 20)); f.flush(); os.fsync(f.fileno())
     for step in (1, 2):
         with ckprof.checkpoint(step=step, path={d!r}, bytes=1 << 20):
             time.sleep(delay)
@@ -250,10 +252,21 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
         assert c["slowest_host"] in {"node0", "node1"} and c["stall_s"] >= c["slowest_host_s"] - 1e-6
         assert set(c["per_host"]) == {"node0", "node1"} and c["bytes_app"] == 16 << 20  # each node its ranks' share
     assert [c["kind"] for c in jr["checkpoints"]].count("load") == 1
+    # the job's throughput: every node's device bytes once, on the wall clock, in 2^k s bins
+    tp = jr["throughput"]
+    assert tp["hosts"] == 2 and tp["hosts_without_devices"] == [] and tp["bin_s"] & (tp["bin_s"] - 1) == 0
+    assert tp["write_bytes_total"] >= 4 * (8 << 20)  # each of the 4 ranks' fsync'd 8 MiB
+    raw = ckprof.load(str(job)).samples("block", ["device", "write_sectors"])
+    written = raw.groupby(["host", "device"])["write_sectors"].agg(lambda s: (s.max() - s.min()) * 512).sum()
+    assert sum(tp["write_bytes"]) == tp["write_bytes_total"] and abs(tp["write_bytes_total"] - written) <= len(
+        tp["write_bytes"]
+    ), (tp["write_bytes_total"], written)
+    assert tp["start_wall_ns"] <= jr["start_wall_ns"] < tp["start_wall_ns"] + tp["bin_s"] * 1e9
     html = subprocess.run(
         [*CKPROF, "report", str(job), "-o", str(tmp_path / "job.html")], capture_output=True, text=True
     )
-    assert html.returncode == 0 and "id='plot-nodes'" in (tmp_path / "job.html").read_text()
+    page = (tmp_path / "job.html").read_text()
+    assert html.returncode == 0 and "id='plot-nodes'" in page and "id='plot-throughput'" in page
 
 
 def test_host_summaries_stand_for_the_samples(tmp_path, monkeypatch):

@@ -193,3 +193,38 @@ def test_compare_a_job_of_one_host_says_what_it_needs(tmp_path):
     job = job_dir(tmp_path / "job", {"x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})})
     r = run("compare", job)
     assert r.exit_code == 2 and "job directory of two hosts" in r.output and "Traceback" not in r.output
+
+
+def test_a_devices_first_interval_counts_in_the_hosts_total(tmp_path):
+    """An interval goes to the bin holding its middle; a long first interval (0 → 0.35 s) lies
+    bins before its end, and the host's total (the job's throughput is made from it) keeps it."""
+    from recbuild import BLOCK_SCHEMA
+
+    from ckprof.analysis import timeline
+
+    rb = RecordingBuilder(duration_s=2.0)
+    times = [0.0, 0.35, *np.round(np.arange(0.45, 2.0, 0.1), 9)]
+    zero = {f.name: 0 for f in BLOCK_SCHEMA if f.name not in ("t_ns", "device")}
+    rb.rows(
+        "block",
+        [{**zero, "t_s": s, "device": "vda", "write_sectors": 2048 * i} for i, s in enumerate(times)],
+        BLOCK_SCHEMA,
+    )
+    tl = timeline.build(ckprof.load(rb.finish(tmp_path / "rec")))
+    written = (len(times) - 1) * 2048 * 512
+    assert tl.devices["vda"]["write_bytes"].sum() == written
+    assert tl.total["write_bytes"].sum() == written  # the first interval's 1 MiB was dropped before
+
+
+def test_job_throughput_joins_hosts_of_any_bin_width():
+    """Hosts' series at 1 s and 4 s bins (epoch-aligned) join at 4 s: bytes kept, bins lined up."""
+    from ckprof.analysis.job_throughput import join
+
+    a = {"bin_s": 1, "first_bin": 1001, "write_bytes": [1, 2, 3, 4, 5], "read_bytes": [0] * 5}  # s 1001..1005
+    b = {"bin_s": 4, "first_bin": 251, "write_bytes": [10, 20], "read_bytes": [7, 0]}  # s 1004..1011
+    j = join({"a": a, "b": b, "c": None})
+    assert j["bin_s"] == 4 and j["start_wall_ns"] == 1000 * 10**9
+    assert j["write_bytes"] == [1 + 2 + 3, 4 + 5 + 10, 20] and j["read_bytes"] == [0, 7, 0]
+    assert j["write_bytes_total"] == 45 and j["hosts"] == 2 and j["hosts_without_devices"] == ["c"]
+    assert j["peak_write_gib_per_s"] == pytest.approx(20 / 4 / 2**30)
+    assert join({"c": None}) is None

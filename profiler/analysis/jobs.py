@@ -27,7 +27,7 @@ from ckprof.errors import CkprofError, RecordingError, UsageError, debugging
 from ckprof.power.energy import total_j, window_energy
 from ckprof.units import GIB
 
-from . import host_summary
+from . import host_summary, job_throughput
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
 from .checkpoints import _f, device_stats
 from .fields import FIELDS
@@ -172,6 +172,7 @@ def host_part(name: str, rec, kw: dict, keep: bool = False) -> dict:
         "start_wall_ns": _wall_ns(rec, an.timeline, 0.0),
         "end_wall_ns": _wall_ns(rec, an.timeline, an.timeline.duration_s),
         "figures": {key: node_figures(rec, an, rs) for key, rs in _groups(rows).items()},
+        "throughput": job_throughput.host_series(rec, an.timeline),
         "analysis": an if keep else None,
     }
 
@@ -264,6 +265,7 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
     kept: dict[str, Analysis] = {}
     host_reps: dict[str, dict] = {}
     starts, ends = {}, {}
+    series: dict[str, dict | None] = {}
     by_key: dict[tuple, dict[str, dict]] = {}
     parts = sorted(host_parts(job, kw, keep_analyses, engine), key=lambda p: order.get(p.get("name"), -1))
     for part in parts:
@@ -276,6 +278,7 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
             continue
         host_reps[name] = part["report"]
         starts[name], ends[name] = part["start_wall_ns"], part["end_wall_ns"]
+        series[name] = part.get("throughput")
         if not part["figures"]:
             notes.append(
                 f"host={name}: no checkpoint windows (no markers, no write bursts): "
@@ -332,8 +335,15 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
             "slowest_host_counts": dict(sorted(slowest_counts.items(), key=lambda kv: -kv[1])),
         },
         "checkpoints": cps,
+        "throughput": job_throughput.join(series),
         "problems": list(job.problems),
     }
+    if job_rep["throughput"] and job_rep["throughput"]["hosts_without_devices"]:
+        left = job_rep["throughput"]["hosts_without_devices"]
+        notes.append(
+            f"{len(left)} host(s) without device samples, not in the job's throughput: "
+            f"{', '.join(left[:5])}{', …' if len(left) > 5 else ''}"
+        )
     report = {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -370,4 +380,12 @@ JOB_FIELDS = {
     "job.checkpoints[].per_host.{host}.device_gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
     "job.checkpoints[].per_host.{host}.energy_j": {"unit": "J", "provenance": "worst of its parts"},
     "job.checkpoints[].slowest_device.gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
+    "job.throughput.bin_s": {
+        "unit": "s (each bin's width, wall clock, aligned to the Unix epoch)",
+        "provenance": "derived",
+    },
+    "job.throughput.write_bytes": {"unit": "B per bin, summed over hosts (block counters)", "provenance": "measured"},
+    "job.throughput.read_bytes": {"unit": "B per bin, summed over hosts (block counters)", "provenance": "measured"},
+    "job.throughput.peak_write_gib_per_s": {"unit": "GiB/s over one bin", "provenance": "derived"},
+    "job.throughput.peak_read_gib_per_s": {"unit": "GiB/s over one bin", "provenance": "derived"},
 }

@@ -32,9 +32,9 @@ def report(job, fmt: str, output: str | None, write, **kw) -> None:
         write(job_render.to_markdown(ja.report), output)
     else:
         host_plots = {h: plots.all_plots(an) for h, an in ja.hosts.items()}  # the first MAX_HOST_PLOTS hosts
-        png = job_plots.node_durations(ja.report)
+        pngs = {"nodes": job_plots.node_durations(ja.report), "throughput": job_plots.job_throughput(ja.report)}
         out = output or f"{os.path.basename(job.path)}.report.html"
-        write(job_render.to_html(ja.report, {"nodes": png} if png else {}, host_plots), out)
+        write(job_render.to_html(ja.report, {k: v for k, v in pngs.items() if v}, host_plots), out)
 
 
 def expand(paths) -> list[str]:

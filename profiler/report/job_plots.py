@@ -1,8 +1,11 @@
-"""The job report's figure: each node's time per checkpoint (derived), the stall and the slowest node."""
+"""The job report's figures: each node's time per checkpoint (derived), the stall and the slowest
+node; the whole job's device writes and reads over time (analysis/job_throughput.py)."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from ckprof.units import GIB
 
 from .plots import _mpl, _png
 
@@ -53,4 +56,32 @@ def node_durations(rep: dict) -> bytes | None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+    return _png(fig)
+
+
+def job_throughput(rep: dict) -> bytes | None:
+    tp = rep["job"].get("throughput")
+    if not tp:
+        return None
+    plt = _mpl()
+    bin_s = tp["bin_s"]
+    t0 = (tp["start_wall_ns"] - rep["job"]["start_wall_ns"]) / 1e9
+    x = t0 + bin_s * np.arange(len(tp["write_bytes"]) + 1)
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    for key, label, color in (("write_bytes", "write", "tab:red"), ("read_bytes", "read", "tab:blue")):
+        y = np.asarray(tp[key], dtype=float) / bin_s / GIB
+        ax.stairs(y, x, label=f"{label} (all {tp['hosts']} nodes)", color=color)
+    for c in rep["job"]["checkpoints"]:  # the stalls, where the job waited
+        if c["stall_s"] is not None:
+            a = (c["start_wall_ns"] - rep["job"]["start_wall_ns"]) / 1e9
+            ax.axvspan(a, a + c["stall_s"], color="0.85", zorder=0)
+    ax.set_xlabel("seconds since the job's first start (wall clock)")
+    ax.set_ylabel("GiB/s")
+    ax.set_title(
+        f"The job's device writes and reads, summed over nodes (GiB/s per {bin_s} s bin, measured counters; "
+        "grey: checkpoint stalls)",
+        fontsize=9,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
     return _png(fig)

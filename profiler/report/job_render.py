@@ -44,7 +44,17 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
         ),
         ("largest spread across nodes", num(run["max_spread_s"], "{:.3f} s"), "derived"),
         ("slowest node most often", most, "derived"),
+        ("peak device write / read rate, all nodes", _peaks(j.get("throughput")), "derived from measured counters"),
     ]
+
+
+def _peaks(tp: dict | None) -> str:
+    if not tp:
+        return "unknown (no node has device samples)"
+    return (
+        f"{num(tp['peak_write_gib_per_s'], '{:.3f} GiB/s')} / {num(tp['peak_read_gib_per_s'], '{:.3f} GiB/s')} "
+        f"over {tp['bin_s']} s bins, {tp['hosts']} node(s)"
+    )
 
 
 CHECKPOINT_HEADERS = [
@@ -168,6 +178,11 @@ def to_html(rep: dict, plots: dict[str, bytes], host_plots: dict[str, dict[str, 
             )
     else:
         parts.append("<p>No checkpoint windows on any node.</p>")
+    if "throughput" in plots:
+        parts += [
+            "<h2>The job's device throughput</h2>",
+            R._img("throughput", plots["throughput"], "every node's device writes and reads, summed on the wall clock"),
+        ]
     parts.append(
         "<h2>Job notes: hosts left out, clocks, checkpoints not seen everywhere</h2><ul>"
         + ("".join(f"<li>{h(n)}</li>" for n in rep["notes"]) or "<li>none</li>")
