@@ -162,6 +162,11 @@ class RawCollector(Collector):
                 self.first = (t_ns, raw)
             self.prev, self.last = self.last, (t_ns, raw)
 
+    def latest(self) -> tuple:
+        """(prev, last) together, under the lock that read() holds while it moves them."""
+        with self._lock:
+            return self.prev, self.last
+
     def take(self) -> pa.Table | None:
         """The readings since the last take, as one table; None when there were none."""
         with self._lock:

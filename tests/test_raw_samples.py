@@ -150,3 +150,38 @@ def test_an_idle_device_is_not_asked_for_its_inflight_split(tmp_path):
     _diskstats(root, LINE_17 + "\n")
     old, new = _both(block)
     assert old == new and (new[0]["in_flight"], new[0]["inflight_read"]) == (1, None)
+
+
+def test_the_live_endpoint_gets_a_reading_and_the_one_before_it_together(tmp_path):
+    """A scrape turns the last two readings into rates; while the sampler reads on, the pair it
+    gets is one reading and its predecessor, never one reading twice (which made the endpoint's
+    bandwidth and queue depth vanish for that scrape)."""
+    import threading
+
+    root = _tree(tmp_path)
+    _diskstats(root, LINE_17 + "\n")
+    (root / "sys" / "class" / "block" / "sda" / "inflight").write_text("1 2\n")
+    w = RecordingWriter(str(tmp_path / "rec"), warn=lambda m: None)
+    w.create({"start": {"wall_ns": 0, "monotonic_ns": 0, "uncertainty_ns": 0}})
+    block = BlockCollector(["sda"], proc_root=str(root / "proc"), sys_root=str(root / "sys"))
+    rec = Recorder(w, [block], clock=FakeClock())
+    st, stop, t = rec.stats["block"], threading.Event(), [0]
+
+    def sampler():
+        while not stop.is_set():
+            t[0] += 1
+            block.read(t[0])
+
+    block.read(0)
+    block.read(1)
+    t[0] = 1
+    th = threading.Thread(target=sampler)
+    th.start()
+    try:
+        pairs = [st.last_two_rows() for _ in range(300)]
+    finally:
+        stop.set()
+        th.join()
+        w.finish()
+    for last, prev in pairs:
+        assert last[("sda",)]["t_ns"] == prev[("sda",)]["t_ns"] + 1

@@ -124,11 +124,11 @@ class LiveCollector:
         yield from self._checkpoints()
         for c in self.recorder.collectors if self.recorder else []:
             st = self.recorder.stats[c.name]
-            rows = dict(st.last_rows)
+            rows, prev = st.last_two_rows()  # one reading and the one before it, taken together
             if not rows:
                 continue
             if c.name == "block":
-                yield from self._block(rows, dict(st.prev_rows))
+                yield from self._block(rows, prev)
             else:
                 yield from self._generic(c, rows)
 

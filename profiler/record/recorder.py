@@ -53,6 +53,14 @@ class CollectorStats:
     def prev_rows(self) -> dict:
         return self._keyed(self._raw.prev) if self._raw else self._prev_rows
 
+    def last_two_rows(self) -> tuple[dict, dict]:
+        """(last_rows, prev_rows) of the same moment: asked apart, a reading arriving in between
+        made both the same reading, and the live endpoint's rates (bandwidth, queue depth) vanished."""
+        if self._raw:
+            prev, last = self._raw.latest()
+            return self._keyed(last), self._keyed(prev)
+        return dict(self._last_rows), dict(self._prev_rows)
+
 
 class Recorder:
     def __init__(
