@@ -334,12 +334,16 @@ def test_block_rollups_stand_for_the_samples(tmp_path, monkeypatch):
     import duckdb
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    per_device_sql, per_second_sql = re.findall(r"```sql\n(.*?)```", readme, re.S)
+    queries = re.findall(r"```sql\n(.*?)```", readme, re.S)
+    # each reads '<the README's job directory>/host=*/...': that directory becomes this test's job
+    readme_job = {m for q in queries for m in re.findall(r"read_parquet\('([^']+?)/host=\*/", q)}
+    assert len(queries) == 2 and len(readme_job) == 1, queries
+    per_device_sql, per_second_sql = [q.replace(next(iter(readme_job)), str(job)) for q in queries]
     raw = ckprof.load(str(job)).samples("block", ["device", "write_sectors"])
     want = raw.groupby(["host", "device"])["write_sectors"].agg(lambda s: (s.max() - s.min()) * 512 / 2**30)
-    got = duckdb.sql(per_device_sql.replace("/shared/job", str(job))).df().set_index(["host", "device"])
+    got = duckdb.sql(per_device_sql).df().set_index(["host", "device"])
     assert got["written_gib"].to_dict() == pytest.approx(want.to_dict())
-    per_second = duckdb.sql(per_second_sql.replace("/shared/job", str(job))).df()
+    per_second = duckdb.sql(per_second_sql).df()
     assert per_second["written_gib"].sum() == pytest.approx(from_rollups["write_bytes"].sum() / 2**30)
     assert per_second["hosts"].max() == 2 and per_second["unix_s"].is_monotonic_increasing
     assert (per_second["unix_s"] * 1e9 - from_rollups["t_wall_ns"].min()).abs().min() < 1e9  # wall clock
@@ -350,6 +354,8 @@ def test_block_rollups_stand_for_the_samples(tmp_path, monkeypatch):
     os.rename(tmp_path / "node-b.rollup", job / "host=node-b" / rollup.BLOCK_FILE)
     rec = ckprof.load(str(job / "host=node-b"))
     assert rollup.read_block(rec) is not None
+    (job / "host=node-a" / rollup.BLOCK_FILE).write_bytes(b"PAR1 torn")  # damaged: the samples answer
+    assert rollup.read_block(ckprof.load(str(job / "host=node-a"))) is None
     with open(job / "host=node-b" / "events.jsonl", "a") as f:  # a marker added since: stale
         f.write("\n")
     assert rollup.read_block(rec) is None

@@ -228,3 +228,29 @@ def test_job_throughput_joins_hosts_of_any_bin_width():
     assert j["write_bytes_total"] == 45 and j["hosts"] == 2 and j["hosts_without_devices"] == ["c"]
     assert j["peak_write_gib_per_s"] == pytest.approx(20 / 4 / 2**30)
     assert join({"c": None}) is None
+
+
+def test_a_failed_rollup_leaves_the_summary_and_says_why(tmp_path, monkeypatch, capsys):
+    """At record end a job host writes its 1 s roll-up and its summary; one failing (a full disk)
+    costs only that file, with a one-line note, never the other nor the recording."""
+    from ckprof.analysis import host_summary
+    from ckprof.record import session
+    from ckprof.recording import rollup
+
+    rb = RecordingBuilder(duration_s=3.0)
+    rb.block("vda", on(1.0, 2.0, 50 * MiB))
+    path = str(job_dir(tmp_path / "job", {"a": rb}) / "host=a")
+
+    def full_disk(rec):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rollup, "write", full_disk)
+    session._write_host_summary(path)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "ckprof: note: no 1 s roll-up written (OSError: [Errno 28] No space left on device); "
+        "block(1.0) reads this host's samples"
+    ]
+    part, why = host_summary.read(path, {})
+    assert why is None and part is not None
+    assert ckprof.load(path).block(1.0)["write_bytes"].sum() == pytest.approx(50 * MiB, rel=0.01)

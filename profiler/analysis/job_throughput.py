@@ -28,7 +28,7 @@ def host_series(rec, tl) -> dict | None:
     res_ns = tl.res_s * 1e9
     middle_wall_ns = rec.timebase.to_wall_ns(total["t_ns"].to_numpy(dtype=float) - res_ns / 2)
     span_s = (middle_wall_ns.max() - middle_wall_ns.min()) / 1e9 + tl.res_s
-    bin_s = 2 ** max(0, math.ceil(math.log2(max(tl.res_s, span_s / MAX_HOST_BINS, 1.0))))
+    bin_s = 2 ** math.ceil(math.log2(max(tl.res_s, span_s / MAX_HOST_BINS, 1.0)))  # ≥ 1 s
     idx = np.floor(middle_wall_ns / (bin_s * 1e9)).astype(np.int64)
     first = int(idx.min())
     n = int(idx.max()) - first + 1

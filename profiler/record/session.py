@@ -202,20 +202,21 @@ def close_session(s: Session, **meta_updates) -> dict:
 
 
 def _write_host_summary(out_dir: str) -> None:
-    """A job host's summary and 1 s roll-ups for `ckprof report JOBDIR` and `Job.block(1.0)`
-    (analysis.host_summary, recording.rollup), after the recording is complete: a failure here costs
-    the job report time, never the recording."""
-    try:
-        from ckprof.analysis import host_summary
-        from ckprof.recording import rollup
-        from ckprof.recording.reader import load
+    """A job host's 1 s roll-up and summary for `Job.block(1.0)` and `ckprof report JOBDIR`
+    (recording.rollup, analysis.host_summary), after the recording is complete: a failure of either
+    costs that reader time (it works from the samples), never the recording, nor the other file."""
+    from ckprof.analysis import host_summary
+    from ckprof.recording import rollup
+    from ckprof.recording.reader import load
 
-        rollup.write(load(out_dir))
-        host_summary.write(out_dir)
-    except Exception as e:
-        warn(
-            f"ckprof: note: no host summary written ({type(e).__name__}: {e}); the job report analyses this host from its samples"
-        )
+    for what, write, fallback in (
+        ("1 s roll-up", lambda: rollup.write(load(out_dir)), "block(1.0) reads this host's samples"),
+        ("host summary", lambda: host_summary.write(out_dir), "the job report analyses this host from its samples"),
+    ):
+        try:
+            write()
+        except Exception as e:
+            warn(f"note: no {what} written ({type(e).__name__}: {e}); {fallback}")
 
 
 def record(

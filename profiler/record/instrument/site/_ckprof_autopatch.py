@@ -83,23 +83,18 @@ def _write(line):
         pass  # the training run goes on; the recorder reports a full disk
 
 
-def _emit(event, t_ns=None, **fields):
+def _emit(event, t_ns=None, ckprof_since_ns=None, **fields):
+    """Write one event. Without `t_ns` the clock is read after the line is formatted, so all that
+    follows the stamp is one write(2): a checkpoint_end's window ends as late as can be.
+    `ckprof_since_ns` (the wrapped call's return) adds ckprof_s: ckprof's own part of the window
+    after the call returned (its look at the files and this formatting); the call's own time is
+    t_ns − start − ckprof_s."""
     if not os.environ.get(_ENV):
         return
     rest = _line(event, fields)
-    _write(f'{{"t_ns":{time.monotonic_ns() if t_ns is None else int(t_ns)},{rest}\n')
-
-
-def _emit_end(t_ret, **fields):
-    """A save's or load's checkpoint_end, stamped as late as can be: the line is formatted first,
-    then the clock read (t_ns), so all that is left outside the window is one write(2).
-    ckprof_s: ckprof's own part of the window after the call returned (t_ret), i.e. its look at the
-    files and the formatting; the call's own time is t_ns − start − ckprof_s."""
-    if not os.environ.get(_ENV):
-        return
-    rest = _line("checkpoint_end", fields)
-    t_ns = time.monotonic_ns()
-    _write(f'{{"t_ns":{t_ns},"ckprof_s":{(t_ns - t_ret) / 1e9!r},{rest}\n')
+    now = time.monotonic_ns() if t_ns is None else int(t_ns)
+    own = "" if ckprof_since_ns is None else f'"ckprof_s":{(now - ckprof_since_ns) / 1e9!r},'
+    _write(f'{{"t_ns":{now},{own}{rest}\n')
 
 
 def _as_path(x):
@@ -404,7 +399,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         if kind == "save":
             _remember(cid, path, is_dir, files)
         # the window ends after ckprof's look at the files: the training waited for that too
-        _emit_end(t_ret, ok=True, bytes=nbytes, files=files, **at_ret, **common)
+        _emit("checkpoint_end", ckprof_since_ns=t_ret, ok=True, bytes=nbytes, files=files, **at_ret, **common)
         if kind == "save":
             _last[0] = time.monotonic_ns()  # the fsync that follows is measured from here
         return result
