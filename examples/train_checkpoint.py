@@ -9,7 +9,8 @@ Run it under ckprof; nothing in it mentions ckprof, and each save still becomes 
 --saver torch saves with torch.save (one file per checkpoint), --saver dcp with
 torch.distributed.checkpoint (a directory per checkpoint; single process, no process group
 needed), --saver both alternates. --fsync makes each checkpoint durable before training goes
-on. To mark windows yourself instead: `with ckprof.checkpoint(step=step, path=p): save(...)`.
+on. --device cuda (or auto) trains on a GPU, so the report's GPU idle seconds per save mean
+something. To mark windows yourself instead: `with ckprof.checkpoint(step=step, path=p): save(...)`.
 """
 
 from __future__ import annotations
@@ -63,12 +64,17 @@ def main(argv=None) -> None:
     ap.add_argument("--width", type=int, default=512, help="hidden width (model size ~ 2·width² floats)")
     ap.add_argument("--saver", choices=["torch", "dcp", "both"], default="torch")
     ap.add_argument("--fsync", action="store_true")
+    ap.add_argument(
+        "--device", default="cpu", help="torch device to train on: cpu, cuda, or auto (cuda when there is one)"
+    )
+    ap.add_argument("--batch", type=int, default=256, help="rows per step")
     args = ap.parse_args(argv)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     os.makedirs(args.dir, exist_ok=True)
     torch.manual_seed(0)
-    model = make_model(args.width)
+    model = make_model(args.width).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = torch.randn(256, args.width), torch.randn(256, 1)
+    x, y = torch.randn(args.batch, args.width, device=device), torch.randn(args.batch, 1, device=device)
     n = 0
     for step in range(1, args.steps + 1):
         opt.zero_grad()

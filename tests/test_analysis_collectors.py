@@ -99,7 +99,8 @@ def test_real_collector_schemas(tmp_path):
     assert "core" not in e  # answered by energy_j(rec, "core", ...), never added to a total
     assert e["node"]["energy_j"] == pytest.approx(1000.0)
     assert e["node"]["sources"] == ["ipmi.power_w"]
-    assert cp["gpu_idle_s_by_gpu"] == {"gpu0": pytest.approx(2.0), "gpu1": 0.0}
+    # idle: the share of each period no kernel ran; GPU 1 at 99 % is idle 1 % of the 2 s window
+    assert cp["gpu_idle_s_by_gpu"] == {"gpu0": pytest.approx(2.0), "gpu1": pytest.approx(0.02)}
     assert cp["throttle_events"] == 1 and cp["throttle_s"] == pytest.approx(2.0, abs=0.11)
     assert cp["peak_temp_c"] == 60.0
 

@@ -93,7 +93,7 @@ FIELDS = {
     "checkpoints[].throttle_events": {"unit": "events", "provenance": M},
     "checkpoints[].throttle_s": {"unit": "s (the longest of the sources)", "provenance": M},
     "checkpoints[].gpu_idle_s": {
-        "unit": "s (mean over GPUs; idle: no kernel, no memory traffic, the driver says idle: docs/power.md)",
+        "unit": "s (mean over GPUs; idle: the share of each NVML period no kernel ran: docs/power.md)",
         "provenance": D,
     },
     "run.failed_checkpoints": {"unit": "count", "provenance": M},
