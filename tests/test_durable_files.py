@@ -129,6 +129,7 @@ def test_file_deleted_while_dirty_is_deleted_before_durable(loop_ext4, tmp_path)
         assert cp["durable"] is False and cp["durable_end_s"] is None, cp["durable_basis"]
         assert cp["durable_basis"][0].startswith("deleted before durable: "), cp["durable_basis"]
         assert cp["durable_at_return"] is False
+        assert not any(b.startswith("hint only") for b in cp["durable_basis"]), cp["durable_basis"]
     # the one unlinked later was seen by the tracker: its open fd's inode had no link left. The one
     # unlinked at once races the tracker (woken by the checkpoint_end line): seen or gone, it is
     # "deleted before durable" either way

@@ -140,7 +140,8 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
                 for f in deleted
             ),
         )
-        _hint(out, hint)
+        # no device-total hint here: a machine-wide "durable end at …" beside a checkpoint whose
+        # files never reached the device read as a contradiction (frameworks tier, retention)
         return out
     clean_at_return = have_ret and at_ret == 0
     reasons = []
