@@ -59,3 +59,27 @@ def test_estimated_power_is_labelled_and_compare_puts_both_side_by_side(tmp_path
     assert gbw["values"][0] == pytest.approx(GIB / 6.0 / 1e9, rel=1e-6)
     assert gbw["values"][1] == pytest.approx(eff["gb_per_s_per_w"], rel=1e-6)
     assert rows["SSD energy per GiB: nvme0"]["values"][0] == pytest.approx(6.0, rel=1e-6)
+
+
+def test_an_imported_power_trace_gives_the_ssd_its_efficiency(tmp_path):
+    """A lab meter's trace on the drive's rail, imported with the real `ckprof import-power`, is the
+    SSD's power ahead of its own estimate: 9 W over the 1 s checkpoint is 9 J for 1 GiB."""
+    import json
+    import subprocess
+
+    from conftest import CKPROF
+
+    rec_dir = build(tmp_path / "t", None).path  # the drive reports only its power state
+    wall0_s = json.loads((tmp_path / "t" / "meta.json").read_text())["start"]["wall_ns"] / 1e9
+    trace = tmp_path / "rail.csv"
+    trace.write_text("timestamp,watts\n" + "".join(f"{wall0_s - 1 + i / 10:.3f},9.000\n" for i in range(70)))
+    r = subprocess.run(
+        [*CKPROF, "import-power", str(rec_dir), str(trace), "--device", "nvme0"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    (cp,) = analyze(ckprof.load(str(rec_dir))).report["checkpoints"]
+    eff = cp["ssd_efficiency"]["nvme0"]
+    assert eff["energy_j"] == pytest.approx(9.0, rel=1e-3)
+    assert eff["j_per_gib"] == pytest.approx(9.0, rel=1e-3)
+    assert eff["gb_per_s_per_w"] == pytest.approx(GIB / 9.0 / 1e9, rel=1e-3)
+    assert eff["provenance"] == "derived"  # integrated from the meter's measured power, not the estimate
