@@ -91,6 +91,10 @@ def test_known_stall_slowest_node_and_device_spread_totals(tmp_path):
     sd = c["slowest_device"]
     assert sd["host"] == "b" and sd["device"] == "nvme1n1" and sd["of_devices"] == 2
     assert sd["gib_per_s"] == pytest.approx(50 / 1024, rel=0.1)
+    # who it waited for: b's rank 3, the last to return (3 s, 150 MiB), nvme1n1 its slowest device
+    hb = c["held_up_by"]
+    assert (hb["host"], hb["rank"], hb["device"]) == ("b", 3, "nvme1n1")
+    assert hb["seconds"] == pytest.approx(3.0) and hb["bytes_app"] == 150 * MiB
     assert c["bytes_app"] == 500 * MiB
     pa, pb = c["per_host"]["a"], c["per_host"]["b"]
     assert pa["bytes_device"] == pytest.approx(200 * MiB, rel=0.02)

@@ -86,6 +86,8 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
         }
     seconds = None if end_s is None else end_s - start_s
     parts = [p for r in rows for p in (r.get("parts") or [r])]  # a grouped checkpoint's ranks are its parts
+    # the part that returned last holds the node's checkpoint up (one that never returned, first)
+    last = max(parts, key=lambda p: float("inf") if p.get("app_end_s") is None else p["app_end_s"])
     return {
         "windows": len(parts),
         "ranks": sorted({p["rank"] for p in parts if p["rank"] is not None}),
@@ -101,6 +103,11 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
         "energy_by_component_j": {c: _f(e["energy_j"]) for c, e in energy.items()},
         "energy_provenance": sorted({e["provenance"] for e in energy.values()}),
         "slowest_device": slow_dev,
+        "last_rank": {
+            "rank": last.get("rank"),
+            "seconds": last.get("duration_s"),
+            "bytes_app": _f(last.get("bytes_app")),
+        },
     }
 
 
@@ -118,6 +125,7 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
     fastest_s = min((n["seconds"] for n in timed.values()), default=None)
     b_app, b_dev = _sum(n["bytes_app"] for n in per_host.values()), _sum(n["bytes_device"] for n in per_host.values())
     sd = per_host[slowest]["slowest_device"] if slowest else None
+    last_host = max(timed, key=lambda h: timed[h]["end_wall_ns"]) if timed else None
     return {
         "kind": kind,
         "step": step,
@@ -132,6 +140,15 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
         "fastest_host_s": fastest_s,
         "spread_s": (timed[slowest]["seconds"] - fastest_s) if slowest else None,
         "slowest_device": None if sd is None else {"host": slowest, **sd},
+        # who the checkpoint waited for: the host whose part ended last (the stall's end), its rank
+        # that returned last, that rank's seconds and bytes, and the slowest device on that host
+        "held_up_by": None
+        if last_host is None
+        else {
+            "host": last_host,
+            **(timed[last_host].get("last_rank") or {}),
+            "device": (timed[last_host]["slowest_device"] or {}).get("device"),
+        },
         "bytes_app": b_app,
         "bytes_device": b_dev,
         "app_gib_per_s": _f(b_app / GIB / stall) if (b_app and stall) else None,
@@ -380,6 +397,8 @@ JOB_FIELDS = {
     "job.checkpoints[].per_host.{host}.device_gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
     "job.checkpoints[].per_host.{host}.energy_j": {"unit": "J", "provenance": "worst of its parts"},
     "job.checkpoints[].slowest_device.gib_per_s": {"unit": "GiB/s", "provenance": "derived"},
+    "job.checkpoints[].held_up_by.seconds": {"unit": "s (that rank's save, start to return)", "provenance": "measured"},
+    "job.checkpoints[].held_up_by.bytes_app": {"unit": "B (that rank's files)", "provenance": "measured"},
     "job.throughput.bin_s": {
         "unit": "s (each bin's width, wall clock, aligned to the Unix epoch)",
         "provenance": "derived",

@@ -68,6 +68,7 @@ CHECKPOINT_HEADERS = [
     "fastest node [s, d]",
     "spread [s, d]",
     "slowest device there, GiB/s [d]",
+    "held up by: host/rank, s [m], bytes [m], device",
     "app bytes [m]",
     "device bytes [m]",
     "GiB/s over the stall, devices [d]",
@@ -81,6 +82,13 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     for c in rep["job"]["checkpoints"]:
         sd = c["slowest_device"]
         dev = "—" if sd is None else f"{sd['device']} {num(sd['gib_per_s'], '{:.3f}')}"
+        hb = c.get("held_up_by")
+        held = (
+            "—"
+            if hb is None
+            else f"{hb['host']}/rank {hb.get('rank', '?')}, {num(hb.get('seconds'), '{:.3f}')}, "
+            f"{b(hb.get('bytes_app'))}, {hb.get('device') or '—'}"
+        )
         out.append(
             [
                 str(c["kind"]),
@@ -93,6 +101,7 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
                 num(c["fastest_host_s"], "{:.3f}"),
                 num(c["spread_s"], "{:.3f}"),
                 dev,
+                held,
                 b(c["bytes_app"]),
                 b(c["bytes_device"]),
                 num(c["device_gib_per_s"], "{:.3f}"),
