@@ -220,6 +220,23 @@ def test_a_devices_first_interval_counts_in_the_hosts_total(tmp_path):
     assert tl.total["write_bytes"].sum() == written  # the first interval's 1 MiB was dropped before
 
 
+def test_a_hosts_throughput_starts_with_its_recording(tmp_path):
+    """A recording that starts 35 ms before a 1 s wall-clock boundary: its first interval's middle
+    (50 ms in) lies past the boundary, yet its series starts in the bin that holds its start, so the
+    job's throughput covers the job's start (CI once saw it begin 35 ms after)."""
+    from ckprof.analysis import job_throughput, timeline
+
+    rb = RecordingBuilder(duration_s=3.0, wall_ns=WALL_NS - 35_000_000)
+    rb.block("vda", on(1, 2, 10 * MiB))
+    rec = ckprof.load(rb.finish(tmp_path / "rec"))
+    tl = timeline.build(rec)
+    s = job_throughput.host_series(rec, tl)
+    start_wall_ns = rec.timebase.to_wall_ns(tl.start_ns)
+    assert s["bin_s"] == 1
+    assert s["first_bin"] * 10**9 <= start_wall_ns < (s["first_bin"] + 1) * 10**9
+    assert sum(s["write_bytes"]) == pytest.approx(10 * MiB, rel=0.01) and s["write_bytes"][0] == 0
+
+
 def test_job_throughput_joins_hosts_of_any_bin_width():
     """Hosts' series at 1 s and 4 s bins (epoch-aligned) join at 4 s: bytes kept, bins lined up."""
     from ckprof.analysis.job_throughput import join

@@ -3,7 +3,7 @@
 Each host's part (analysis.jobs.host_part, also its summary.json) carries its own series: the bytes
 its recorded devices wrote and read (its timeline's `total`, from the measured block counters), put
 into wall-clock bins of 2^k seconds aligned to the Unix epoch, each timeline bin into the wall bin
-holding its middle (the timeline's own rule). A host picks the smallest 2^k ≥ 1 s, and ≥ its
+holding its middle (the timeline's own rule), from the bin holding the recording's start. A host picks the smallest 2^k ≥ 1 s, and ≥ its
 timeline's resolution, that gives at most MAX_HOST_BINS bins, so a part stays a few kilobytes
 whatever the recording's length. The job takes the coarsest width among its hosts; every finer
 2^k bin lies inside one coarse bin, so the join only adds: bytes are neither lost nor counted twice.
@@ -30,7 +30,10 @@ def host_series(rec, tl) -> dict | None:
     span_s = (middle_wall_ns.max() - middle_wall_ns.min()) / 1e9 + tl.res_s
     bin_s = 2 ** math.ceil(math.log2(max(tl.res_s, span_s / MAX_HOST_BINS, 1.0)))  # ≥ 1 s
     idx = np.floor(middle_wall_ns / (bin_s * 1e9)).astype(np.int64)
-    first = int(idx.min())
+    # the series starts at the bin holding the recording's start, not its first interval's middle:
+    # a recording that began 35 ms before a bin boundary had its series start after the job did
+    start_bin = math.floor(rec.timebase.to_wall_ns(float(tl.start_ns)) / (bin_s * 1e9))
+    first = min(int(idx.min()), start_bin)
     n = int(idx.max()) - first + 1
     return {
         "bin_s": bin_s,
