@@ -21,7 +21,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from savelog import SaveLog, evict, summary
 
-WIDTH = 512
+WIDTH = 1024  # 24 MB checkpoints: a load of ~50 ms, so one scheduling hiccup of the 2-core CI host is not 5 % of it
 
 
 class Tiny(pl.LightningModule):
