@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import ckprof
-from ckprof.analysis.gpu_idle import idle_flags as gpu_idle
+from ckprof.analysis.gpu_idle import idle_fraction as gpu_idle
 from ckprof.collectors.base import col
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.rapl import RaplCollector

@@ -197,6 +197,12 @@ def restore_truth(w: dict, dev_read_bytes: float | None) -> dict:
     return out
 
 
+def returned_last(parts: list[dict]) -> dict:
+    """The part (a rank's or a file's window, with `app_end_s`) that returned last; one that never
+    returned (app_end_s None) before any that did: it holds the checkpoint up."""
+    return max(parts, key=lambda p: float("inf") if p.get("app_end_s") is None else p["app_end_s"])
+
+
 def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
     """A grouped checkpoint's parts (one per rank's or file's window) and the slowest of them: the
     one that returned last (one that never returned, if any)."""
@@ -219,8 +225,7 @@ def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
         }
         for p in w["parts"]
     ]
-    slowest = max(parts, key=lambda p: float("inf") if p["app_end_s"] is None else p["app_end_s"])
-    return parts, slowest
+    return parts, returned_last(parts)
 
 
 def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> dict:

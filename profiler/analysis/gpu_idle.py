@@ -24,7 +24,7 @@ from ckprof.recording import binning as B
 from ckprof.recording import columns as S
 
 
-def idle_flags(samples: pd.DataFrame, util: str = "util_gpu_pct") -> pd.Series:
+def idle_fraction(samples: pd.DataFrame, util: str = "util_gpu_pct") -> pd.Series:
     """Per sample: the fraction (0..1) of the period before it in which no kernel ran; 0 where the
     GPU was lost or utilisation is unknown."""
     if samples.empty:
@@ -49,7 +49,7 @@ def idle_series(rec, grid=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if df.empty:
         return {}
     label = col.label if col.label in df else None
-    df["idle"] = idle_flags(df, util=col.name)
+    df["idle"] = idle_fraction(df, util=col.name)
     out = {}
     t_all, idle_all = df["t_ns"].to_numpy(), df["idle"].to_numpy()
     if label:

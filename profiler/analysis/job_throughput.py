@@ -3,8 +3,9 @@
 Each host's part (analysis.jobs.host_part, also its summary.json) carries its own series: the bytes
 its recorded devices wrote and read (its timeline's `total`, from the measured block counters), put
 into wall-clock bins of 2^k seconds aligned to the Unix epoch, each timeline bin into the wall bin
-holding its middle (the timeline's own rule), from the bin holding the recording's start. A host picks the smallest 2^k ≥ 1 s, and ≥ its
-timeline's resolution, that gives at most MAX_HOST_BINS bins, so a part stays a few kilobytes
+holding its middle (the timeline's own rule), the series starting at the bin that holds the
+recording's start. A host picks the smallest 2^k ≥ 1 s, and ≥ its timeline's resolution, that
+gives at most MAX_HOST_BINS bins, so a part stays a few kilobytes
 whatever the recording's length. The job takes the coarsest width among its hosts; every finer
 2^k bin lies inside one coarse bin, so the join only adds: bytes are neither lost nor counted twice.
 """

@@ -29,7 +29,7 @@ from ckprof.units import GIB
 
 from . import host_summary, job_throughput
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
-from .checkpoints import _f, device_stats
+from .checkpoints import _f, device_stats, returned_last
 from .fields import FIELDS
 
 SLOW_DEVICE_MIN_SHARE = 0.10
@@ -86,8 +86,7 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
         }
     seconds = None if end_s is None else end_s - start_s
     parts = [p for r in rows for p in (r.get("parts") or [r])]  # a grouped checkpoint's ranks are its parts
-    # the part that returned last holds the node's checkpoint up (one that never returned, first)
-    last = max(parts, key=lambda p: float("inf") if p.get("app_end_s") is None else p["app_end_s"])
+    last = returned_last(parts)  # holds the node's checkpoint up
     return {
         "windows": len(parts),
         "ranks": sorted({p["rank"] for p in parts if p["rank"] is not None}),
