@@ -132,12 +132,13 @@ def test_a_job_gives_each_node_10_w_times_its_window(recs):
         assert node["energy_j"] == pytest.approx(WATTS * node["durable_s"], rel=1e-3)
     assert c["energy_j"] == pytest.approx(sum(WATTS * c["per_host"][h]["durable_s"] for h in "ab"), rel=1e-3)
     md = ckprof("report", str(recs["job"]), "--format", "md").stdout
-    assert any(j == pytest.approx(c["energy_j"], rel=1e-3) for j in joules_in(md)), (c["energy_j"], joules_in(md))
+    # the tables print joules with one decimal (40.04 J prints as 40.0 J): allow that rounding
+    assert any(j == pytest.approx(c["energy_j"], abs=0.051) for j in joules_in(md)), (c["energy_j"], joules_in(md))
     html_path = recs["tmp"] / "job.html"
     ckprof("report", str(recs["job"]), "-o", str(html_path))
     # the page's text: not its scripts (the interactive timeline's JavaScript and data)
     html = re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>", " ", html_path.read_text(), flags=re.S))
-    assert any(j == pytest.approx(c["energy_j"], rel=1e-3) for j in joules_in(html)), (c["energy_j"], joules_in(html))
+    assert any(j == pytest.approx(c["energy_j"], abs=0.051) for j in joules_in(html)), (c["energy_j"], joules_in(html))
     # compare on a job directory puts its hosts side by side
     cmp = json.loads(ckprof("compare", str(recs["job"]), "--format", "json").stdout)
     rows = {m["metric"]: m for m in cmp["metrics"]}
