@@ -244,6 +244,55 @@ def test_gpu_idle_seconds_and_thermal_reason(tmp_path):
     assert cp["throttle_s"] == pytest.approx(0.5, abs=0.01)
 
 
+def gpu_recording(tmp_path, util_by_gpu: dict, upto_s: float = 10.0):
+    """Two GPUs, one 3 s save (4-7 s); util_by_gpu: gpu → util_gpu_pct(t), NaN where NVML gave none;
+    rows stop at upto_s (the collector stopped)."""
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10)
+    rb.block("sda", bursts([(4, 7)], 10 * MiB))
+    for g, util in util_by_gpu.items():
+        rows = [
+            {"t_s": s, "gpu": g, "energy_mj": int(s * 1e5), "power_w": 100.0, "util_gpu_pct": float(util(s))}
+            for s in rb.t_s
+            if s <= upto_s
+        ]
+        rb.rows("gpu", rows, GPU_SCHEMA)
+    rb.checkpoint(4, 7, 30 * MiB)
+    return analyze(ckprof.load(rb.finish()))
+
+
+def test_gpu_idle_is_unknown_with_the_reason_where_no_reading_says(tmp_path):
+    busy_then_idle = lambda s: 0.0 if 4 < s <= 7 else 95.0  # noqa: E731
+    lost_from_5 = lambda s: np.nan if s > 5 else busy_then_idle(s)  # noqa: E731
+    an = gpu_recording(tmp_path, {"0": busy_then_idle, "1": lost_from_5})
+    (cp,) = an.report["checkpoints"]
+    assert cp["gpu_idle_s_by_gpu"]["gpu0"] == pytest.approx(3.0, abs=0.01)
+    # GPU 1 said nothing for 2 of the save's 3 s: unknown, not the 1 s it was seen idle (nor 0)
+    assert cp["gpu_idle_s_by_gpu"]["gpu1"] is None
+    assert cp["gpu_idle_s"] == pytest.approx(3.0, abs=0.01)  # the mean of the GPU that is known
+    assert cp["gpu_idle_basis"].startswith("mean of 1 of 2 GPUs; left out: gpu1: no utilisation reading for 2.00 s")
+    assert any(n.startswith(f"checkpoint {cp['id']}: GPU idle seconds mean of 1 of 2") for n in an.report["notes"])
+
+
+def test_gpu_idle_of_a_window_no_gpu_spoke_for_is_unknown(tmp_path):
+    from ckprof.report import tables
+
+    idle = lambda s: 0.0  # noqa: E731
+    an = gpu_recording(tmp_path, {"0": idle, "1": idle}, upto_s=5.0)  # the collector stopped at 5 s
+    (cp,) = an.report["checkpoints"]
+    assert cp["gpu_idle_s"] is None and cp["gpu_idle_s_by_gpu"] == {"gpu0": None, "gpu1": None}
+    assert cp["gpu_idle_basis"].startswith("unknown: gpu0: no utilisation reading for 2.00 s of the 3.00 s window")
+    (row,) = tables.checkpoint_rows(an.report)
+    assert row[-1] == "unknown"
+    # a recording without GPU samples says nothing about GPUs: a dash, no basis
+    rb = RecordingBuilder(tmp_path / "nogpu", duration_s=10)
+    rb.block("sda", bursts([(4, 7)], 10 * MiB))
+    rb.checkpoint(4, 7, 30 * MiB)
+    (cp,) = analyze(ckprof.load(rb.finish())).report["checkpoints"]
+    assert cp["gpu_idle_s"] is None and cp["gpu_idle_basis"] is None
+    (row,) = tables.checkpoint_rows(analyze(ckprof.load(tmp_path / "nogpu")).report)
+    assert row[-1] == "—"
+
+
 def test_blocked_share_and_goodput(tmp_path):
     rb = RecordingBuilder(tmp_path / "rec", duration_s=20)
     rb.block("sda", bursts([(2, 4), (10, 13)], 10 * MiB))

@@ -185,5 +185,5 @@ def test_gpu_idle_is_the_share_of_each_period_no_kernel_ran():
             "reason_idle": [True, False, False, False, None, None, None],  # not used: it lags (docs/power.md)
         }
     )
-    # unknown utilisation and a lost GPU are not idle
-    assert gpu_idle(df).tolist() == pytest.approx([1.0, 1.0, 0.13, 0.0, 0.97, 0.0, 0.0])
+    # unknown utilisation and a lost GPU are unknown, not idle and not busy
+    assert gpu_idle(df).tolist() == pytest.approx([1.0, 1.0, 0.13, 0.0, 0.97, np.nan, np.nan], nan_ok=True)

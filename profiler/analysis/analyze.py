@@ -178,6 +178,9 @@ def analyze(
                 f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
                 "(a sampling gap): its device bytes are exact, its device bandwidth is not measured"
             )
+        gpu_basis = r.get("gpu_idle_basis") or ""
+        if gpu_basis.startswith("unknown") or "left out:" in gpu_basis:
+            notes.append(f"checkpoint {r['id']}: GPU idle seconds {r['gpu_idle_basis']}")
         if r["ok"] is False:
             notes.append(
                 f"checkpoint {r['id']}: FAILED ({r['error'] or 'the save reported an error'}): "

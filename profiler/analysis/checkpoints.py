@@ -8,7 +8,7 @@ from ckprof.power.energy import total_j, window_energy
 from ckprof.units import GIB
 
 from . import thermal as T
-from .gpu_idle import idle_seconds
+from .gpu_idle import window_idle
 from .timeline import in_window
 
 # A block-sample interval this many times the analysis resolution inside a window is a gap in
@@ -260,8 +260,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
             by_src[sig.name] = {"events": ev, "seconds": sec, "what": sig.what}
         thr_events += ev
         thr_s = max(thr_s, sec)  # sources overlap (an SSD's two counters, GPUs): the longest one
-    gpu_idle = {name: _f(idle_seconds(t, f, a, end_used)) for name, (t, f) in ctx.gpu_idle.items()}
-    gpu_vals = [v for v in gpu_idle.values() if v is not None]
+    gpu_idle_s, gpu_idle, gpu_idle_basis = window_idle(ctx.gpu_idle, a, end_used)
     parts, slowest = parts_of(w, tl)
     ssd_eff = ssd_efficiency(devs, ctx.sources, getattr(ctx, "ssd_devices", {}) or {}, a, end_used, io)
     restore = restore_truth(w, dev_bytes) if w["kind"] == "load" else {}
@@ -304,8 +303,9 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
         "throttle_events": thr_events if ctx.signals else None,
         "throttle_s": thr_s if ctx.signals else None,
         "throttle_by_source": by_src,
-        "gpu_idle_s": _f(np.mean(gpu_vals)) if gpu_vals else None,
-        "gpu_idle_s_by_gpu": gpu_idle,
+        "gpu_idle_s": _f(gpu_idle_s),
+        "gpu_idle_s_by_gpu": {name: _f(v) for name, v in gpu_idle.items()},
+        "gpu_idle_basis": gpu_idle_basis,
         "own_finish_s": _f(w.get("own_finish_s")),
         "finished_by": w.get("finished_by"),
         "device_busy_s": _f(_busy_s(tl, a, app_end or end_used)),

@@ -93,7 +93,11 @@ FIELDS = {
     "checkpoints[].throttle_events": {"unit": "events", "provenance": M},
     "checkpoints[].throttle_s": {"unit": "s (the longest of the sources)", "provenance": M},
     "checkpoints[].gpu_idle_s": {
-        "unit": "s (mean over GPUs; idle: the share of each NVML period no kernel ran: docs/power.md)",
+        "unit": "s (mean over the GPUs known in the window; idle: the share of each NVML period no kernel ran: docs/power.md)",
+        "provenance": D,
+    },
+    "checkpoints[].gpu_idle_basis": {
+        "unit": "text (which GPUs the mean stands on, or 'unknown: why')",
         "provenance": D,
     },
     "run.failed_checkpoints": {"unit": "count", "provenance": M},

@@ -160,7 +160,7 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
                 jpg_cell(r),
                 num(r["peak_temp_c"], "{:.1f}"),
                 f"{num(r['throttle_events'], '{}')} / {num(r['throttle_s'], '{:.1f}')}",
-                num(r["gpu_idle_s"], "{:.2f}"),
+                num(r["gpu_idle_s"], "{:.2f}", none="unknown" if r.get("gpu_idle_s_by_gpu") else "—"),
             ]
         )
     return out
