@@ -99,6 +99,9 @@ def test_real_collector_schemas(tmp_path):
     assert "core" not in e  # answered by energy_j(rec, "core", ...), never added to a total
     assert e["node"]["energy_j"] == pytest.approx(1000.0)
     assert e["node"]["sources"] == ["ipmi.power_w"]
+    # the BMC's whole-node reading holds the GPUs, CPU and DRAM: the total is the node's, not their sum
+    assert cp["energy_total_j"] == pytest.approx(1000.0)
+    assert cp["energy_total_basis"] == "node (the node's meter holds cpu, dram, gpu: not added again)"
     # idle: the share of each period no kernel ran; GPU 1 at 99 % is idle 1 % of the 2 s window
     assert cp["gpu_idle_s_by_gpu"] == {"gpu0": pytest.approx(2.0), "gpu1": pytest.approx(0.02)}
     assert cp["throttle_events"] == 1 and cp["throttle_s"] == pytest.approx(2.0, abs=0.11)

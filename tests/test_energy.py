@@ -187,3 +187,18 @@ def test_gpu_idle_is_the_share_of_each_period_no_kernel_ran():
     )
     # unknown utilisation and a lost GPU are unknown, not idle and not busy
     assert gpu_idle(df).tolist() == pytest.approx([1.0, 1.0, 0.13, 0.0, 0.97, np.nan, np.nan], nan_ok=True)
+
+
+def test_a_total_adds_components_once():
+    from ckprof.power.energy import total_basis, total_j
+
+    e = {"gpu": {"energy_j": 600.0}, "cpu": {"energy_j": 100.0}, "core": {"energy_j": 80.0}}
+    assert total_j(e) == 700.0 and total_basis(e) == "cpu + gpu"  # core is inside cpu
+    e["external:psu"] = {"energy_j": 50.0}
+    assert total_j(e) == 750.0
+    e["node"] = {"energy_j": 1000.0}
+    assert total_j(e) == 1050.0  # the node's meter holds gpu and cpu; an imported trace is named, added
+    assert total_basis(e) == "external:psu + node (the node's meter holds cpu, gpu: not added again)"
+    e["node"] = {"energy_j": float("nan")}  # no node reading in the window: the parts stand
+    assert total_j(e) == 750.0
+    assert total_j({"gpu": {"energy_j": None}}) is None and total_basis({}) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ckprof.power.energy import total_j, window_energy
+from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 
 from . import thermal as T
@@ -298,6 +298,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
         "devices": devs,
         "energy": energy,
         "energy_total_j": _f(total_j(energy)),
+        "energy_total_basis": total_basis(energy),
         "peak_temp_c": max(temps.values()) if temps else None,
         "peak_temp_by_sensor_c": temps,
         "throttle_events": thr_events if ctx.signals else None,

@@ -89,6 +89,10 @@ FIELDS = {
         "provenance": "estimated",
     },
     "checkpoints[].energy_total_j": {"unit": "J", "provenance": "worst of the components'"},
+    "checkpoints[].energy_total_basis": {
+        "unit": "text (the components added; a node meter stands for the parts inside it)",
+        "provenance": D,
+    },
     "checkpoints[].peak_temp_c": {"unit": "°C", "provenance": M},
     "checkpoints[].throttle_events": {"unit": "events", "provenance": M},
     "checkpoints[].throttle_s": {"unit": "s (the longest of the sources)", "provenance": M},

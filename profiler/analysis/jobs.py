@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import ckprof
 from ckprof.errors import CkprofError, RecordingError, UsageError, debugging
-from ckprof.power.energy import total_j, window_energy
+from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 
 from . import host_summary, job_throughput
@@ -100,6 +100,7 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
         "app_gib_per_s": _f(bytes_app / GIB / seconds) if (bytes_app and seconds) else None,
         "energy_j": _f(total_j(energy)),
         "energy_by_component_j": {c: _f(e["energy_j"]) for c, e in energy.items()},
+        "energy_basis": total_basis(energy),
         "energy_provenance": sorted({e["provenance"] for e in energy.values()}),
         "slowest_device": slow_dev,
         "last_rank": {

@@ -288,10 +288,41 @@ def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[
     return out
 
 
+# A BMC's whole-node reading (IPMI DCMI "Get Power Reading": the platform's input power) holds
+# every component of that node; a total that has it adds none of them again.
+INSIDE_NODE = ("gpu", "cpu", "dram", "ssd", "other")
+
+
+def _known(e: dict) -> bool:
+    return e.get("energy_j") is not None and np.isfinite(e["energy_j"])
+
+
+def total_parts(energy: dict) -> tuple[list[str], list[str]]:
+    """(components a total adds, components left out because the node's meter holds them).
+    An imported trace (external:<name>) is added: what it measured is the user's to say, and it
+    is named in the basis so a reader sees it."""
+    comps = [c for c, e in energy.items() if in_total(c) and _known(e)]
+    if "node" not in comps:
+        return comps, []
+    return [c for c in comps if c not in INSIDE_NODE], [c for c in comps if c in INSIDE_NODE]
+
+
 def total_j(energy: dict) -> float | None:
-    """The sum over the components a total adds up (window_energy's dict); None when none."""
-    parts = [e["energy_j"] for c, e in energy.items() if in_total(c)]
-    return float(sum(parts)) if parts else None
+    """The total over a window (window_energy's dict): the sum of the known components, the
+    node's meter standing for the parts inside it; None when none is known."""
+    added, _ = total_parts(energy)
+    return float(sum(energy[c]["energy_j"] for c in added)) if added else None
+
+
+def total_basis(energy: dict) -> str | None:
+    """What total_j added, in words: 'gpu + cpu + dram', 'node (gpu, cpu inside it, not added again)'."""
+    added, inside = total_parts(energy)
+    if not added:
+        return None
+    text = " + ".join(sorted(added))
+    if inside:
+        text += f" (the node's meter holds {', '.join(sorted(inside))}: not added again)"
+    return text
 
 
 def idle_baseline(
