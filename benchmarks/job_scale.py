@@ -13,6 +13,7 @@ would at record end) and times the job summary and `job.block(1.0)` again, readi
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -126,20 +127,30 @@ print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "
 """
 
 
+# Each host's recorder does this as it closes, all hosts at once; here `--workers` processes share
+# the hosts (the time a host takes is printed, not the sum).
 SUMMARISE = """
-import json, os, sys, time
+import json, multiprocessing, os, sys, time
 import ckprof
 from ckprof.analysis import host_summary
 from ckprof.recording import rollup
-times = []
-for name in sorted(os.listdir(sys.argv[1])):
-    if name.startswith("host="):
-        t = time.perf_counter()
-        rollup.write(ckprof.load(os.path.join(sys.argv[1], name)))
-        host_summary.write(os.path.join(sys.argv[1], name))
-        times.append(time.perf_counter() - t)
-print(json.dumps(times))
+
+def one(path):
+    t = time.perf_counter()
+    rollup.write(ckprof.load(path))
+    host_summary.write(path)
+    return time.perf_counter() - t
+
+if __name__ == "__main__":
+    paths = [os.path.join(sys.argv[1], n) for n in sorted(os.listdir(sys.argv[1])) if n.startswith("host=")]
+    with multiprocessing.get_context("fork").Pool(int(sys.argv[2])) as pool:
+        print(json.dumps(pool.map(one, paths, chunksize=1)))
 """
+
+
+def gen_node(args) -> None:
+    job, node, n, hz = args
+    gen_host(job, node, n, hz, np.random.default_rng(node + 1))
 
 
 # `ckprof report JOB -o FILE` in-process, then this process's own peak RSS (RUSAGE_CHILDREN would
@@ -165,13 +176,15 @@ def main() -> None:
         "--summaries", action="store_true", help="then write each host's summary.json and time the job report again"
     )
     ap.add_argument("--engines", default="serial,pool,dask", help="analyze_job engines to time, the first the baseline")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="processes that generate the job and write its summaries (not timed)"
+    )
     args = ap.parse_args()
     job = args.keep or tempfile.mkdtemp(prefix="ckprof-job-")
     n = int(args.hours * 3600 * args.hz)
-    rng = np.random.default_rng(1)
     t = time.perf_counter()
-    for node in range(args.nodes):
-        gen_host(job, node, n, args.hz, rng)
+    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+        pool.map(gen_node, [(job, node, n, args.hz) for node in range(args.nodes)], chunksize=1)
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(job) for f in fs)
     print(
         f"generated {args.nodes} nodes × {args.hours:g} h at {args.hz:g} Hz ({DEVICES} devices, "
@@ -198,7 +211,12 @@ def main() -> None:
                 + (f", {w / 2**30:.2f} GiB the largest worker" if (w := r["children_peak_rss_bytes"]) else "")
             )
         if args.summaries:  # what each host's recorder does as it closes (analysis.host_summary)
-            out = subprocess.run([sys.executable, "-c", SUMMARISE, job], capture_output=True, text=True, check=True)
+            with tempfile.NamedTemporaryFile("w", suffix=".py") as script:  # a file: a pool needs __main__'s functions
+                script.write(SUMMARISE)
+                script.flush()
+                out = subprocess.run(
+                    [sys.executable, script.name, job, str(args.workers)], capture_output=True, text=True, check=True
+                )
             per_host = json.loads(out.stdout)
             print(
                 f"host summaries written:       {sum(per_host) / len(per_host):.3f} s a host at record end "

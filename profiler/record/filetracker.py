@@ -30,15 +30,13 @@ file is a `file_untracked` event ("Too many open files") and its checkpoint's du
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import dataclass
 
-from ckprof.recording.format import event_problem
-
 from . import pagecache
 from .clock import nap
+from .eventtail import EventTail
 from .filewatch import FileWatch
 
 
@@ -73,8 +71,7 @@ class FileTracker:
         self.writer, self.clock, self.period_s = writer, clock, period_s
         self.events_path = writer.events_path
         self.reason = pagecache.unavailable()
-        self._fd: int | None = None
-        self._tail = b""
+        self._events = EventTail(self.events_path)
         self._pending: list[_File] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -111,9 +108,7 @@ class FileTracker:
             for f in self._pending:
                 self._settle(f, "file_pending_at_end", pending_bytes=f.last_pending)
             self._pending = []
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._events.close()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -140,34 +135,8 @@ class FileTracker:
                 break
         self.cpu_s += time.thread_time()
 
-    def _new_lines(self) -> list[bytes]:
-        if self._fd is None:
-            try:
-                self._fd = os.open(self.events_path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                return []
-        chunks = []
-        while True:
-            b = os.read(self._fd, 1 << 16)
-            if not b:
-                break
-            chunks.append(b)
-        if not chunks:
-            return []
-        data = self._tail + b"".join(chunks)
-        *lines, self._tail = data.split(b"\n")  # a line being appended stays for the next look
-        return lines
-
     def tick(self) -> None:
-        for line in self._new_lines():
-            if b'"checkpoint_end"' not in line and b'"renamed_to"' not in line:  # cheap test: most lines are neither
-                continue
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if event_problem(ev):  # `["checkpoint_end"]` is no event: skipped, the reader names it
-                continue
+        for ev in self._events.new_events(containing=(b'"checkpoint_end"', b'"renamed_to"')):
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 self._add(ev)
             elif ev.get("event") == "checkpoint_extend" and ev.get("renamed_to"):

@@ -11,7 +11,6 @@ Nothing is computed at sample time: a scrape reads the recorder's latest rows.
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from socketserver import ThreadingMixIn
@@ -25,7 +24,8 @@ from ckprof.collectors.base import label_columns
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
 from ckprof.recording.counters import counter_delta
-from ckprof.recording.format import event_problem
+
+from .eventtail import EventTail
 
 # column suffix → (metric suffix, scale to base unit)
 _SUFFIXES = (
@@ -61,12 +61,12 @@ def metric_name(collector: str, column: str) -> tuple[str, float]:
     return f"ckprof_{collector}_{column}", 1.0
 
 
-class EventTail:
+class OpenWindows:
     """Follows events.jsonl: which checkpoint windows are open now, and how many have closed."""
 
     def __init__(self, path: str):
         self.path = path
-        self._offset = 0
+        self._tail = EventTail(path)
         self._open: dict[str, dict] = {}
         self.completed: dict[str, int] = {}
         self.last_duration_s: dict[str, float] = {}
@@ -75,20 +75,10 @@ class EventTail:
     def poll(self) -> None:
         with self._lock:
             try:
-                with open(self.path, "rb") as f:
-                    f.seek(self._offset)
-                    data = f.read()
+                events = self._tail.new_events(containing=(b'"checkpoint_start"', b'"checkpoint_end"'))
             except OSError:
                 return
-            end = data.rfind(b"\n") + 1  # a line still being written waits for the next scrape
-            self._offset += end
-            for line in data[:end].splitlines():
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if event_problem(ev):  # a line that is not an event is the reader's to report, not a 500
-                    continue
+            for ev in events:
                 kind = ev.get("kind") or "save"
                 if ev.get("event") == "checkpoint_start":
                     self._open[ev.get("id")] = ev
@@ -114,7 +104,7 @@ class LiveCollector:
 
     def __init__(self, events_path: str):
         self.recorder = None
-        self.events = EventTail(events_path)
+        self.events = OpenWindows(events_path)
 
     def describe(self):
         return []  # no metrics registered up front: they depend on what the recorder has
