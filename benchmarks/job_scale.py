@@ -175,7 +175,11 @@ def main() -> None:
     ap.add_argument(
         "--summaries", action="store_true", help="then write each host's summary.json and time the job report again"
     )
-    ap.add_argument("--engines", default="serial,pool,dask", help="analyze_job engines to time, the first the baseline")
+    ap.add_argument(
+        "--engines",
+        default="serial,pool,dask",
+        help="analyze_job engines to time on the samples, the first the baseline ('' for none)",
+    )
     ap.add_argument(
         "--workers", type=int, default=1, help="processes that generate the job and write its summaries (not timed)"
     )
@@ -191,8 +195,8 @@ def main() -> None:
         f"{n * DEVICES * args.nodes:,} block rows, {size / 2**20:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s"
     )
     try:
-        base = None
-        for engine in args.engines.split(","):
+        base = block1 = None
+        for engine in [e for e in args.engines.split(",") if e]:  # --engines "": straight to summaries
             out = subprocess.run(
                 [sys.executable, "-c", READ, job, engine, "block" if base is None else "-"],
                 capture_output=True, text=True, check=True,
@@ -229,10 +233,12 @@ def main() -> None:
             )
             print(
                 f"job.block(1 s), roll-ups:     {r['block1_s']:.2f} s ({r['block1_rows']:,} rows; "
-                f"{block1 / r['block1_s']:.1f}× the samples' time)"
+                + (f"{block1 / r['block1_s']:.1f}× the samples' time)" if block1 else "samples not timed)")
             )
             print(
-                f"analyze_job, summaries:       {r['summary_s']:.2f} s ({base / r['summary_s']:.1f}× the first), "
+                f"analyze_job, summaries:       {r['summary_s']:.2f} s"
+                + (f" ({base / r['summary_s']:.1f}× the first)" if base else "")
+                + ", "
                 f"{r['checkpoints']} checkpoints, peak memory {r['peak_rss_bytes'] / 2**30:.2f} GiB"
             )
         if args.report:
