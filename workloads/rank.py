@@ -27,7 +27,7 @@ from ckprof.record.pagecache import evict
 
 from . import store
 from .data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
-from .shardio import ALIGN, ChecksumMismatch, FileJob, FileResult, read_files, with_path, write_files
+from .shardio import ALIGN, ChecksumMismatch, FileJob, FileResult, read_files, ready_ring, with_path, write_files
 
 GIB = 2**30
 
@@ -272,6 +272,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         rec.pop("partial", None)
         results.append(rec)
 
+    ring = None  # made before the first save, reused by the rest
     for k in range(cfg.count):
         step = setup.first_step + k
         name = store.checkpoint_name(step)
@@ -294,6 +295,10 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
             rec["marker"] = markers.checkpoint(
                 step=step, path=rec["path"], bytes=node_bytes, kind="save", name=name, rank=rank, source="workload"
             ).__enter__()
+        if not cfg.async_:  # its buffers ready before the clock starts: making data is not the save
+            ring = ready_ring(
+                pool, ring, seed=setup.seed, rank=rank, step=step, chunk_bytes=cfg.chunk_bytes, threads=cfg.threads
+            )
         comm.barrier()  # the checkpoint starts for everyone here
         t0 = time.monotonic_ns()
         jobs = jobs_for(rec["partial"])
@@ -309,6 +314,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
                 direct=cfg.direct,
                 fsync=cfg.fsync,
                 on_bytes=progress,
+                ring=ring,
             )
             t1 = time.monotonic_ns()
             finish(
