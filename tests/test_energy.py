@@ -202,3 +202,8 @@ def test_a_total_adds_components_once():
     e["node"] = {"energy_j": float("nan")}  # no node reading in the window: the parts stand
     assert total_j(e) == 750.0
     assert total_j({"gpu": {"energy_j": None}}) is None and total_basis({}) is None
+    # a part with no figure that no node meter stands for: the total is unknown, not the rest's sum
+    e = {"gpu": {"energy_j": float("nan")}, "cpu": {"energy_j": 100.0}}
+    assert total_j(e) is None and total_basis(e) == "unknown: no gpu figure in the window"
+    e["node"] = {"energy_j": 1000.0}
+    assert total_j(e) == 1000.0

@@ -297,26 +297,35 @@ def _known(e: dict) -> bool:
     return e.get("energy_j") is not None and np.isfinite(e["energy_j"])
 
 
-def total_parts(energy: dict) -> tuple[list[str], list[str]]:
-    """(components a total adds, components left out because the node's meter holds them).
+def total_parts(energy: dict) -> tuple[list[str], list[str], list[str]]:
+    """(components a total adds, components left out because the node's meter holds them,
+    components without a figure in the window that nothing stands for: the total is unknown).
     An imported trace (external:<name>) is added: what it measured is the user's to say, and it
     is named in the basis so a reader sees it."""
-    comps = [c for c, e in energy.items() if in_total(c) and _known(e)]
-    if "node" not in comps:
-        return comps, []
-    return [c for c in comps if c not in INSIDE_NODE], [c for c in comps if c in INSIDE_NODE]
+    comps = [c for c in energy if in_total(c)]
+    inside: list[str] = []
+    if "node" in comps and _known(energy["node"]):
+        inside = [c for c in comps if c in INSIDE_NODE]
+    elif "node" in comps and len(comps) > 1:  # no node figure in this window: its parts stand
+        comps.remove("node")
+    rest = [c for c in comps if c not in inside]
+    return [c for c in rest if _known(energy[c])], inside, [c for c in rest if not _known(energy[c])]
 
 
 def total_j(energy: dict) -> float | None:
-    """The total over a window (window_energy's dict): the sum of the known components, the
-    node's meter standing for the parts inside it; None when none is known."""
-    added, _ = total_parts(energy)
-    return float(sum(energy[c]["energy_j"] for c in added)) if added else None
+    """The total over a window (window_energy's dict): the sum of the components, the node's
+    meter standing for the parts inside it; None when a part without a figure is not stood for
+    (a total without it would look whole), or when there is none."""
+    added, _, unknown = total_parts(energy)
+    return float(sum(energy[c]["energy_j"] for c in added)) if added and not unknown else None
 
 
 def total_basis(energy: dict) -> str | None:
-    """What total_j added, in words: 'gpu + cpu + dram', 'node (gpu, cpu inside it, not added again)'."""
-    added, inside = total_parts(energy)
+    """What total_j added, in words: 'cpu + gpu', "node (the node's meter holds cpu, gpu: not
+    added again)", or 'unknown: no gpu figure in the window'."""
+    added, inside, unknown = total_parts(energy)
+    if unknown:
+        return f"unknown: no {', '.join(sorted(unknown))} figure in the window"
     if not added:
         return None
     text = " + ".join(sorted(added))
