@@ -289,16 +289,16 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         if pending is not None:  # the previous async checkpoint must be durable before the next
             _join(pending)
             pending = None
+        if not cfg.async_:  # its buffers ready before the window and the clock: making data is not the save
+            ring = ready_ring(
+                pool, ring, seed=setup.seed, rank=rank, step=step, chunk_bytes=cfg.chunk_bytes, threads=cfg.threads
+            )
         if rank == 0:
             os.makedirs(rec["partial"])
         if marks:
             rec["marker"] = markers.checkpoint(
                 step=step, path=rec["path"], bytes=node_bytes, kind="save", name=name, rank=rank, source="workload"
             ).__enter__()
-        if not cfg.async_:  # its buffers ready before the clock starts: making data is not the save
-            ring = ready_ring(
-                pool, ring, seed=setup.seed, rank=rank, step=step, chunk_bytes=cfg.chunk_bytes, threads=cfg.threads
-            )
         comm.barrier()  # the checkpoint starts for everyone here
         t0 = time.monotonic_ns()
         jobs = jobs_for(rec["partial"])
