@@ -71,6 +71,19 @@ def make_job(job, evil=False):
     return job_dir(job, {"a": a, f"b{HEVIL}" if evil else "b": b})
 
 
+def test_overlapping_saves_count_their_shared_seconds_once_in_the_job_total(tmp_path):
+    # host a: step 1 from 2 to 5 s and step 2 (an async save) from 4 to 6 s, 200 W throughout;
+    # host b: step 1 only, 3 to 4 s. Each save's own joules hold 4-5 s; the job's total holds it once.
+    a = host(0.0, [(1, 0, 2, 5, 100 * MiB), (2, 0, 4, 6, 100 * MiB)], {"nvme0n1": on(2, 6, 100 * MiB)})
+    b = host(0.0, [(1, 1, 3, 4, 100 * MiB)], {"nvme0n1": on(3, 4, 100 * MiB)})
+    j = analyze_job(ckprof.load(str(job_dir(tmp_path / "job", {"a": a, "b": b})))).report["job"]
+    by_step = {c["step"]: c for c in j["checkpoints"]}
+    assert by_step[1]["per_host"]["a"]["energy_j"] == pytest.approx(200 * 3, rel=0.02)
+    assert by_step[2]["per_host"]["a"]["energy_j"] == pytest.approx(200 * 2, rel=0.02)
+    assert sum(c["energy_j"] for c in j["checkpoints"]) == pytest.approx(200 * (3 + 2 + 1), rel=0.02)
+    assert j["run"]["energy_j_total"] == pytest.approx(200 * (4 + 1), rel=0.02)  # a: 2-6 s once; b: 1 s
+
+
 def run(*args):
     r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
     assert not (r.exception and not isinstance(r.exception, SystemExit)), r.exception

@@ -60,13 +60,36 @@ def _groups(rows: list[dict]) -> dict[tuple, list[dict]]:
     return out
 
 
+def _span_s(rows: list[dict]) -> tuple[float, float]:
+    """A node's checkpoint from its first window's start to its last durable end (else return)."""
+    return min(r["start_s"] for r in rows), max((r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
+
+
+def saves_energy_j(an: Analysis, groups: dict[tuple, list[dict]]) -> float | None:
+    """A node's joules over all its saves with each second once: over the union of their spans
+    (an async save still writing when the next one starts shares those seconds, and each save's
+    own figure counts them). None when a span's total is unknown, or there is no save."""
+    tl = an.timeline
+    spans = sorted(_span_s(rows) for (kind, _), rows in groups.items() if kind == "save")
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    totals = [
+        total_j(window_energy(an.ctx.sources, tl.start_ns + a * 1e9, tl.start_ns + b * 1e9, an.ctx.idle_w, None))
+        for a, b in merged
+    ]
+    return None if not totals or any(t is None for t in totals) else float(sum(totals))
+
+
 def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
     """One node's figures for one checkpoint (its windows: one per rank, usually)."""
     tl = an.timeline
-    start_s = min(r["start_s"] for r in rows)
+    start_s, last_s = _span_s(rows)
     ends = [r["app_end_s"] for r in rows if r["app_end_s"] is not None]
     end_s = max(ends) if len(ends) == len(rows) else None  # a rank still saving: no end
-    last_s = max((r["durable_end_s"] or r["app_end_s"] or r["start_s"]) for r in rows)
     a, b = tl.start_ns + start_s * 1e9, tl.start_ns + last_s * 1e9
     kind = rows[0]["kind"]
     io = "read" if kind == "load" else "write"
@@ -182,13 +205,14 @@ def host_part(name: str, rec, kw: dict, keep: bool = False) -> dict:
     an = _analyse_host(name, rec, kw)
     if isinstance(an, str):
         return {"name": name, "problem": an}
-    rows = an.report["checkpoints"]
+    groups = _groups(an.report["checkpoints"])
     return {
         "name": name,
         "report": {k: v for k, v in an.report.items() if k != "fields"},
         "start_wall_ns": _wall_ns(rec, an.timeline, 0.0),
         "end_wall_ns": _wall_ns(rec, an.timeline, an.timeline.duration_s),
-        "figures": {key: node_figures(rec, an, rs) for key, rs in _groups(rows).items()},
+        "figures": {key: node_figures(rec, an, rs) for key, rs in groups.items()},
+        "saves_energy_j": saves_energy_j(an, groups),
         "throughput": job_throughput.host_series(rec, an.timeline),
         "analysis": an if keep else None,
     }
@@ -297,6 +321,7 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
     kept: dict[str, Analysis] = {}
     host_reps: dict[str, dict] = {}
     starts, ends = {}, {}
+    saves_j: dict[str, float | None] = {}
     series: dict[str, dict | None] = {}
     by_key: dict[tuple, dict[str, dict]] = {}
     parts = sorted(host_parts(job, kw, keep_analyses, engine), key=lambda p: order.get(p.get("name"), -1))
@@ -311,6 +336,7 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
         host_reps[name] = part["report"]
         starts[name], ends[name] = part["start_wall_ns"], part["end_wall_ns"]
         series[name] = part.get("throughput")
+        saves_j[name] = part.get("saves_energy_j")
         if not part["figures"]:
             notes.append(
                 f"host={name}: no checkpoint windows (no markers, no write bursts): "
@@ -358,7 +384,8 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
             "loads": len(cps) - len(saves),
             "bytes_app_total": _sum(c["bytes_app"] for c in saves),
             "bytes_device_total": _sum(c["bytes_device"] for c in saves),
-            "energy_j_total": _sum(c["energy_j"] for c in saves),
+            # each host's saves over the union of their spans: overlapping saves' seconds once
+            "energy_j_total": _sum(saves_j.values()),
             "blocked_s": blocked,
             "blocked_share": blocked / wall_s if wall_s > 0 else None,
             "mean_stall_s": sum(stalls) / len(stalls) if stalls else None,
