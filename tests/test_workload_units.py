@@ -115,3 +115,22 @@ def test_publish_prune_and_numbering(tmp_path):
     os.makedirs(store.partial_dir(t, "global_epoch1_step4", "run"))
     store.remove_partials(t, "run")
     assert not any(n.startswith(".partial-") for n in os.listdir(t))
+
+
+def test_the_summary_says_why_a_gpu_rank_is_large():
+    from rich.console import Console
+
+    from ckprof.workloads.config import RunConfig
+    from ckprof.workloads.options import ModelOptions
+    from ckprof.workloads.summary import render
+
+    plan = ModelOptions(preset="llama3-8b", ranks=2, total_bytes=64 * 2**20).plan()
+    rank = {"rank": 0, "seconds": 0.1, "bytes": 1, "gib_per_s": 1.0, "max_rss_bytes": 700 * 2**20}
+    ck = {"name": "step-1", "step": 1, "seconds": 0.1, "bytes": 1, "gib_per_s": 1.0, "blocked_s": 0.1, "ranks": [rank]}
+    results = {"checkpoints": [ck, ck]}
+    for compute, said in (("gpu", True), ("sleep", False)):
+        console = Console(record=True, width=300)
+        render(results, plan, RunConfig(target="/x", count=2, interval_s=1.0, compute=compute), None, console)
+        text = console.export_text()
+        assert "peak RSS per rank (measured, VmHWM): max 700.00 MiB" in text
+        assert ("CUDA context" in text) is said
