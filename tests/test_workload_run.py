@@ -15,6 +15,7 @@ import time
 import pytest
 
 import ckprof
+from ckprof.analysis import analyze
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.workloads import store
 
@@ -135,6 +136,11 @@ def test_scaled_run_device_bytes_match_plan_inside_markers(loopfs, tmp_path):
     assert sum(f["bytes"] for f in manifest["files"]) == plan_bytes and len(manifest["files"]) == 4
     meta = recording.meta["workload"]
     assert meta["plan"]["bytes"] == plan_bytes and len(meta["results"]["checkpoints"]) == 2
+    # the report gives each save the workload's own seconds beside its window, and says the rest
+    rep = analyze(recording).report
+    for c, own in zip(rep["checkpoints"], meta["results"]["checkpoints"]):
+        assert c["workload_write_s"] == own["seconds"] and 0 < own["seconds"] <= c["duration_s"]
+    assert any(n.startswith("workload saves: the ranks' writes") for n in rep["notes"])
 
 
 @pytest.mark.root

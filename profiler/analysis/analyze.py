@@ -81,6 +81,30 @@ def _overlap_note(wins: list[dict], spans: list[tuple]) -> str | None:
     )
 
 
+def add_workload_seconds(rows: list[dict], meta: dict) -> str | None:
+    """A `ckprof workload` recording's own seconds per save beside its window: barrier to the last
+    rank's fsync (MLPerf's slowest-rank rule, meta.json workload.results) as `workload_write_s`.
+    The window also holds what follows the writes (the manifest, the rename, the directory fsync)
+    and waits at the barrier; the note says how much. None where the recording is not a workload's."""
+    workload = meta.get("workload") if isinstance(meta.get("workload"), dict) else {}
+    results = workload.get("results") if isinstance(workload.get("results"), dict) else {}
+    by_step = {c.get("step"): c for c in results.get("checkpoints") or [] if isinstance(c, dict)}
+    pairs = []
+    for r in rows:
+        c = by_step.get(r["step"]) if (r["source"] == "workload" and r["kind"] == "save") else None
+        r["workload_write_s"] = float(c["seconds"]) if c and isinstance(c.get("seconds"), (int, float)) else None
+        if r["workload_write_s"] is not None and r["duration_s"]:
+            pairs.append((r["workload_write_s"], r["duration_s"]))
+    if not pairs:
+        return None
+    w, d = [p[0] for p in pairs], [p[1] for p in pairs]
+    return (
+        f"workload saves: the ranks' writes (barrier to the last rank's fsync, the workload's own "
+        f"seconds) took {min(w):.3f}–{max(w):.3f} s of windows of {min(d):.3f}–{max(d):.3f} s; the rest "
+        "is publishing (manifest, rename, directory fsync) and the wait at the barrier"
+    )
+
+
 def _sum_known(vals):
     """The sum of the figures that are known; None (unknown) when none is, never 0."""
     known = [v for v in vals if v is not None]
@@ -168,6 +192,9 @@ def analyze(
     ]
     shares = attribute_device_bytes(tl, spans)
     rows = [checkpoint_row(w, d, tl, ctx, sh) for w, d, sh in zip(wins, durs, shares)]
+    workload_note = add_workload_seconds(rows, rec.meta)
+    if workload_note:
+        notes.append(workload_note)
     if wins and fe.tracker is not None and not fe.tracker.get("ok"):
         notes.append(f"durability unknown for every checkpoint: {fe.tracker.get('reason')}")
     for r in rows:

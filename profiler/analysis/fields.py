@@ -100,6 +100,10 @@ FIELDS = {
         "unit": "s (mean over the GPUs known in the window; idle: the share of each NVML period no kernel ran: docs/power.md)",
         "provenance": D,
     },
+    "checkpoints[].workload_write_s": {
+        "unit": "s (a ckprof workload save: barrier to the last rank's fsync; null for other saves)",
+        "provenance": M,
+    },
     "checkpoints[].gpu_idle_basis": {
         "unit": "text (which GPUs the mean stands on, or 'unknown: why')",
         "provenance": D,
