@@ -25,5 +25,10 @@ class RunConfig:
     sample_interval_s: float = 0.1
     force: bool = False
 
+    @property
+    def has_compute_phases(self) -> bool:
+        """A compute phase runs between checkpoints: more than one, some seconds apart."""
+        return self.count > 1 and self.interval_s > 0
+
     def to_dict(self) -> dict:
         return asdict(self)

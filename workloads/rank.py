@@ -237,7 +237,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
     target = os.path.abspath(cfg.target)
     results: list[dict] = []
     pending = None  # --async: (ckpt record, thread, box) of the checkpoint still being written
-    if cfg.count > 1 and cfg.interval_s > 0:  # there will be compute phases
+    if cfg.has_compute_phases:
         prepare_compute(cfg.compute)  # before the first barrier: not inside the first compute phase
 
     def jobs_for(directory: str) -> list[FileJob]:

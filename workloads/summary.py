@@ -84,7 +84,7 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
             f"largest rank shard {fmt_bytes(max(r.nbytes for r in plan.ranks) if getattr(plan, 'ranks', None) else 0)}"
             + (
                 " (with --compute gpu each rank also holds torch and its CUDA context: ~0.7 GiB on an H100)"
-                if getattr(cfg, "compute", None) == "gpu" and cfg.count > 1 and cfg.interval_s > 0
+                if cfg.compute == "gpu" and cfg.has_compute_phases
                 else ""
             )
         )

@@ -39,18 +39,20 @@ class Analysis:
     plot: dict = field(default_factory=dict)
 
 
-def _union_s(intervals: list[tuple[float, float]]) -> float:
-    total, cur = 0.0, None
+def merged_spans(intervals) -> list[tuple[float, float]]:
+    """Intervals (a, b) merged where they overlap or touch, in order."""
+    out: list[list[float]] = []
     for a, b in sorted(intervals):
-        if cur is None or a > cur[1]:
-            if cur:
-                total += cur[1] - cur[0]
-            cur = [a, b]
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
         else:
-            cur[1] = max(cur[1], b)
-    if cur:
-        total += cur[1] - cur[0]
-    return total
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the intervals, each second once."""
+    return sum(b - a for a, b in merged_spans(intervals))
 
 
 def _overlap_note(wins: list[dict], spans: list[tuple]) -> str | None:
@@ -205,8 +207,7 @@ def analyze(
                 f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
                 "(a sampling gap): its device bytes are exact, its device bandwidth is not measured"
             )
-        gpu_basis = r.get("gpu_idle_basis") or ""
-        if gpu_basis.startswith("unknown") or "left out:" in gpu_basis:
+        if any(v is None for v in r["gpu_idle_s_by_gpu"].values()):  # a GPU unknown: the basis says why
             notes.append(f"checkpoint {r['id']}: GPU idle seconds {r['gpu_idle_basis']}")
         if r["ok"] is False:
             notes.append(

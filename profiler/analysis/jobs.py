@@ -28,7 +28,7 @@ from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 
 from . import host_summary, job_throughput
-from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze
+from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze, merged_spans
 from .checkpoints import _f, device_stats, returned_last
 from .fields import FIELDS
 
@@ -70,16 +70,10 @@ def saves_energy_j(an: Analysis, groups: dict[tuple, list[dict]]) -> float | Non
     (an async save still writing when the next one starts shares those seconds, and each save's
     own figure counts them). None when a span's total is unknown, or there is no save."""
     tl = an.timeline
-    spans = sorted(_span_s(rows) for (kind, _), rows in groups.items() if kind == "save")
-    merged: list[list[float]] = []
-    for a, b in spans:
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
+    spans = merged_spans(_span_s(rows) for (kind, _), rows in groups.items() if kind == "save")
     totals = [
         total_j(window_energy(an.ctx.sources, tl.start_ns + a * 1e9, tl.start_ns + b * 1e9, an.ctx.idle_w, None))
-        for a, b in merged
+        for a, b in spans
     ]
     return None if not totals or any(t is None for t in totals) else float(sum(totals))
 
