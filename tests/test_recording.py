@@ -4,12 +4,14 @@ import json
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import ckprof
 from ckprof.collectors.base import T_NS, col
 from ckprof.errors import RecordingError
 from ckprof.recording.format import META, parse_part_name
+from ckprof.recording.reader import read_part
 from ckprof.recording.writer import RecordingWriter
 
 SCHEMA = pa.schema([T_NS, col("device", pa.string(), "", "label"), col("x", pa.int64(), "B", "counter")])
@@ -27,9 +29,9 @@ def parts(w):
     return sorted(parse_part_name(f) for f in os.listdir(w.collector_dir("c")) if parse_part_name(f))
 
 
-def write_rows(w, n_flushes, rows_per_flush=3):
+def write_rows(w, n_flushes, rows_per_flush=3, first_flush=0):
     t = START["monotonic_ns"]
-    for i in range(n_flushes):
+    for i in range(first_flush, first_flush + n_flushes):
         w.append(
             "c",
             [
@@ -38,6 +40,13 @@ def write_rows(w, n_flushes, rows_per_flush=3):
             ],
         )
         w.flush()
+
+
+def write_parts(w, n_flushes):
+    """A Parquet part per flush (its stream closed after each, as every 16 flushes)."""
+    for i in range(n_flushes):
+        write_rows(w, 1, first_flush=i)
+        w.close_streams()
 
 
 def test_round_trip_and_levelled_merge(tmp_path):
@@ -56,17 +65,22 @@ def test_round_trip_and_levelled_merge(tmp_path):
 
 
 def test_unfinished_merge_is_not_read_twice(tmp_path):
-    """A crash after writing a merged part but before removing its inputs duplicates nothing."""
+    """A crash after writing a merged part but before removing its inputs duplicates nothing: the
+    inputs being Parquet parts (a level merge), or the open stream of flushes (its Parquet part)."""
     w = new_writer(tmp_path, merge_parts=100)
-    write_rows(w, 3)
+    write_parts(w, 3)
     d = w.collector_dir("c")
-    import pyarrow.parquet as pq
-
+    assert parts(w) == [(0, 0), (1, 1), (2, 2)]
     tables = [pq.read_table(os.path.join(d, f)) for f in sorted(os.listdir(d))]
     pq.write_table(pa.concat_tables(tables), os.path.join(d, "part-000000-000002.parquet"))
-    assert len(os.listdir(d)) == 4
-    df = ckprof.load(w.path).samples("c")
-    assert list(df["x"]) == list(range(9))
+    assert list(ckprof.load(w.path).samples("c")["x"]) == list(range(9))
+
+    w = new_writer(tmp_path / "stream", merge_parts=100)
+    write_rows(w, 3)
+    d = w.collector_dir("c")
+    assert os.listdir(d) == ["part-000000-open.arrows"]  # three flushes, one batch each
+    pq.write_table(read_part(os.path.join(d, "part-000000-open.arrows")), os.path.join(d, "part-000000-000002.parquet"))
+    assert list(ckprof.load(w.path).samples("c")["x"]) == list(range(9))
 
 
 def test_killed_recorder_leaves_readable_files(tmp_path):
@@ -84,9 +98,22 @@ def test_killed_recorder_leaves_readable_files(tmp_path):
     assert any("events.jsonl:2" in p for p in rec.problems)
 
 
-def test_truncated_part_is_reported_not_fatal(tmp_path):
+def test_a_batch_torn_by_a_kill_leaves_the_ones_before_it(tmp_path):
+    """The open stream cut in the middle of its third flush's batch (the kill came mid-write):
+    the first two flushes read back whole, the third not at all."""
     w = new_writer(tmp_path, merge_parts=100)
     write_rows(w, 2)
+    stream = os.path.join(w.collector_dir("c"), "part-000000-open.arrows")
+    two = os.path.getsize(stream)
+    write_rows(w, 1, first_flush=2)
+    with open(stream, "r+b") as f:
+        f.truncate(two + (os.path.getsize(stream) - two) // 2)
+    assert list(ckprof.load(w.path).samples("c")["x"]) == list(range(6))
+
+
+def test_truncated_part_is_reported_not_fatal(tmp_path):
+    w = new_writer(tmp_path, merge_parts=100)
+    write_parts(w, 2)
     first = os.path.join(w.collector_dir("c"), "part-000000-000000.parquet")
     data = open(first, "rb").read()
     open(first, "wb").write(data[: len(data) // 2])

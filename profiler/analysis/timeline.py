@@ -48,15 +48,26 @@ def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from ckprof.recording.reader import read_part
+
     pieces: dict[str, list[tuple[np.ndarray, dict]]] = {}
     res_ns = int(resample_s * 1e9) if resample_s else 0
     for part in rec.parts("block"):
         try:
-            f = pq.ParquetFile(part)
-            names = f.schema_arrow.names
+            if part.endswith(".parquet"):
+                f = pq.ParquetFile(part)
+                names = f.schema_arrow.names
+            else:  # a killed recorder's open stream (format.py): small, read whole
+                whole = read_part(part)
+                names = whole.schema.names
             # the counters rates.block_rates needs (discard/flush ones are not used by the report)
             cols = [c for c in ("t_ns", "device", *NEEDED, "in_flight") if c in names]
-            for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+            batches = (
+                f.iter_batches(batch_size=BATCH_ROWS, columns=cols)
+                if part.endswith(".parquet")
+                else whole.select(cols).to_batches(BATCH_ROWS)
+            )
+            for batch in batches:
                 enc = pc.dictionary_encode(batch.column(cols.index("device")))
                 codes = enc.indices.to_numpy(zero_copy_only=False)
                 devs = enc.dictionary.to_pylist()

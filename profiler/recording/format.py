@@ -4,6 +4,10 @@ and the reader.
     meta.json                                        written at start, rewritten at the end
     events.jsonl                                     one JSON object a line, appended with O_APPEND
     samples/<collector>/part-AAAAAA-BBBBBB.parquet   complete Parquet files, parts AAAAAA..BBBBBB
+    samples/<collector>/part-AAAAAA-open.arrows      an Arrow IPC stream of the flushes since part
+                                                     AAAAAA, one record batch each; it becomes a
+                                                     Parquet part every 16 flushes and at the end,
+                                                     so only a killed recorder leaves one
 """
 
 from __future__ import annotations
@@ -28,6 +32,21 @@ def parse_part_name(name: str) -> tuple[int, int] | None:
         return int(a), int(b)
     except ValueError:
         return None
+
+
+STREAM_SUFFIX = "-open.arrows"
+
+
+def stream_name(first: int) -> str:
+    return f"{PART_PREFIX}{first:06d}{STREAM_SUFFIX}"
+
+
+def parse_stream_name(name: str) -> int | None:
+    """The first part an open stream holds (`part-AAAAAA-open.arrows`), or None."""
+    if not (name.startswith(PART_PREFIX) and name.endswith(STREAM_SUFFIX)):
+        return None
+    digits = name[len(PART_PREFIX) : -len(STREAM_SUFFIX)]
+    return int(digits) if digits.isdigit() else None
 
 
 def event_problem(ev) -> str | None:

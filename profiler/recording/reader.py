@@ -12,29 +12,73 @@ from functools import cached_property
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.ipc  # noqa: F401  (pa.ipc: open streams)
 import pyarrow.parquet as pq
 
 from ckprof.errors import RecordingError
 
 from . import rollup
-from .format import EVENTS, FORMAT_NAME, META, SAMPLES, SCHEMA_VERSION, event_problem, parse_part_name
+from .format import (
+    EVENTS,
+    FORMAT_NAME,
+    META,
+    SAMPLES,
+    SCHEMA_VERSION,
+    event_problem,
+    parse_part_name,
+    parse_stream_name,
+)
 from .rates import block_rates, counter_rates
 from .timebase import Timebase
 
 
 def _live_parts(directory: str) -> list[str]:
-    """Part files in order, leaving out any whose range another part covers (an unfinished merge)."""
-    ranges = []
+    """Part files in order, leaving out any whose range another part covers (an unfinished merge),
+    and an open stream (a killed recorder's last flushes) but where a part already holds them."""
+    ranges, streams = [], []
     for fn in os.listdir(directory):
         r = parse_part_name(fn)
         if r:
             ranges.append((r[0], r[1], fn))
+        elif (first := parse_stream_name(fn)) is not None:
+            streams.append((first, first, fn))
     live = [
         p
         for p in ranges
         if not any(q is not p and q[0] <= p[0] and p[1] <= q[1] and (q[1] - q[0]) > (p[1] - p[0]) for q in ranges)
     ]
+    live += [s for s in streams if not any(q[0] <= s[0] <= q[1] for q in ranges)]
     return [os.path.join(directory, fn) for _, _, fn in sorted(live)]
+
+
+def read_part(path: str, columns: list[str] | None = None, strings_as_categories: bool = False) -> pa.Table:
+    """One part's table (`columns` of it, those it has): a Parquet part, or an open stream's
+    whole batches (a batch torn by a kill is left out; format.py)."""
+    if parse_stream_name(os.path.basename(path)) is None:
+        if columns is None:
+            return pq.read_table(path)
+        schema = pq.read_schema(path)
+        have = [c for c in columns if c in schema.names]
+        strings = [c for c in have if strings_as_categories and pa.types.is_string(schema.field(c).type)]
+        return pq.read_table(path, columns=have, read_dictionary=strings)
+    batches = []
+    with pa.OSFile(path) as f:
+        reader = pa.ipc.open_stream(f)
+        try:
+            while True:
+                batches.append(reader.read_next_batch())
+        except StopIteration:
+            pass
+        except (OSError, pa.ArrowInvalid):
+            pass  # the kill tore the last batch: the ones before it stand
+        table = pa.Table.from_batches(batches, schema=reader.schema)
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.schema.names])
+        if strings_as_categories:
+            for i, fld in enumerate(table.schema):
+                if pa.types.is_string(fld.type):
+                    table = table.set_column(i, fld.name, table.column(i).dictionary_encode())
+    return table
 
 
 class Recording:
@@ -149,12 +193,7 @@ class Recording:
         tables = []
         for p in _live_parts(d):
             try:
-                if columns is None:
-                    tables.append(pq.read_table(p))
-                    continue
-                names = pq.read_schema(p).names
-                strings = [c for c in columns if c in names and pa.types.is_string(pq.read_schema(p).field(c).type)]
-                tables.append(pq.read_table(p, columns=[c for c in columns if c in names], read_dictionary=strings))
+                tables.append(read_part(p, columns, strings_as_categories=columns is not None))
             except (OSError, pa.ArrowException) as e:
                 self.problems.append(f"{p}: unreadable part skipped ({e})")
         if not tables:
