@@ -17,10 +17,14 @@ recorder's figures are printed as ratios to both. Also printed: CPU by thread in
 the flusher's, the file tracker's) and how late each block sample was against its schedule
 (p50/p99/max, the final off-schedule sample at stop() left out).
 
-    sudo python benchmarks/recorder_process_cpu.py [--python PY] [--json OUT] [--compare BEFORE.json]
+    sudo python benchmarks/recorder_process_cpu.py [--rounds N] [--samplers native python]
+                                                   [--python PY] [--json OUT] [--compare BEFORE.json]
 
-`--python` runs another checkout's ckprof (e.g. a worktree of main with its own venv), so
-before and after are measured by the same code; `--compare` prints after/before ratios.
+`--rounds` repeats each measurement and prints the median (one pair of runs moves by ~0.03 % of
+a core here); `--samplers native python` measures the C sampler and the Python one
+(CKPROF_SAMPLER=python) alternately in the same run. `--python` runs another checkout's ckprof
+(e.g. a worktree of main with its own venv), so before and after are measured by the same code;
+`--compare` prints after/before ratios.
 """
 
 from __future__ import annotations
@@ -63,12 +67,15 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def record(py: str, devices: list[str], interval: str, seconds: float, out: str) -> tuple[float, float | None]:
+def record(
+    py: str, devices: list[str], interval: str, seconds: float, out: str, sampler: str = "native"
+) -> tuple[float, float | None]:
     """(CPU seconds, user + system, of one `ckprof record -- sleep SECONDS` from start to exit;
     its CPU seconds per second from WARM_S after launch to exit, or None for a run shorter than that)."""
     dev_args = [a for d in devices for a in ("--device", d)]
     argv = [py, "-m", "ckprof", "record", "-q", *dev_args, "--interval", interval, "-o", out, "--force"]
-    p = subprocess.Popen([*argv, "--", "sleep", str(seconds)])
+    env = dict(os.environ, **({"CKPROF_SAMPLER": "python"} if sampler == "python" else {}))
+    p = subprocess.Popen([*argv, "--", "sleep", str(seconds)], env=env)
     warm = None
     if seconds > 2 * WARM_S:
         time.sleep(WARM_S)
@@ -127,22 +134,31 @@ def lateness_ms(t: np.ndarray, interval_s: float) -> np.ndarray:
     return (t - sched) / 1e6
 
 
-def measure(py: str, devices: list[str], hz: int, long_s: float, short_s: float, floor_s: float, tmp: str) -> dict:
+def measure(
+    py: str, devices: list[str], hz: int, long_s: float, short_s: float, floor_s: float, tmp: str, sampler: str
+) -> dict:
     interval = f"{1000 // hz}ms"
     out = os.path.join(tmp, f"rec{hz}")
-    cpu_short, _ = record(py, devices, interval, short_s, out)
-    cpu_long, steady = record(py, devices, interval, long_s, out)
+    cpu_short, _ = record(py, devices, interval, short_s, out, sampler)
+    cpu_long, steady = record(py, devices, interval, long_s, out, sampler)
     floor = floors(devices, hz, floor_s, tmp)
     with open(os.path.join(out, "meta.json")) as f:
         meta = json.load(f)
     wall = (meta["end"]["monotonic_ns"] - meta["start"]["monotonic_ns"]) / 1e9
-    threads = {k: v["cpu_s"] for k, v in meta["collectors"].items()}
+    threads = {}
+    for k, v in meta["collectors"].items():  # a native thread's CPU is counted to its first collector
+        shared = [n for n, c in meta["collectors"].items() if c.get("cpu_counted_to") == k]
+        if v.get("cpu_counted_to") not in (None, k):
+            continue
+        threads["+".join(shared) + " (C thread)" if shared else k] = v["cpu_s"]
     threads["flush"] = meta["recorder_cpu_s"]["flush"]
     if meta.get("file_tracker"):
         threads["files"] = meta["file_tracker"]["cpu_s"]
     late = lateness_ms(block_t_ns(out), 1 / hz)
     return {
         "hz": hz,
+        "sampler": sampler,
+        "ran": {k: v.get("sampler") for k, v in meta["collectors"].items() if v.get("sampler")},
         "devices": len(devices),
         "process_pct": max(cpu_long - cpu_short, 0) / (long_s - short_s) * 100,
         "steady_pct": steady * 100 if steady is not None else None,
@@ -158,6 +174,19 @@ def measure(py: str, devices: list[str], hz: int, long_s: float, short_s: float,
     }
 
 
+def median_of(rs: list[dict]) -> dict:
+    """The median of each figure over rounds (thread figures too); the rest from the first."""
+    out = dict(rs[0])
+    for k, v in rs[0].items():
+        if isinstance(v, float) and all(r.get(k) is not None for r in rs):
+            out[k] = float(np.median([r[k] for r in rs]))
+    out["thread_ms_per_s"] = {
+        k: float(np.median([r["thread_ms_per_s"].get(k, 0.0) for r in rs])) for k in out["thread_ms_per_s"]
+    }
+    out["process_pct_each"] = [round(r["process_pct"], 3) for r in rs]
+    return out
+
+
 def show(r: dict, before: dict | None) -> None:
     def ratio(key: str) -> str:
         if not before or not before.get(key):
@@ -166,7 +195,8 @@ def show(r: dict, before: dict | None) -> None:
 
     print(
         f"{r['hz']:>3} Hz, {r['devices']} devices: process {r['process_pct']:.3f} % of a core{ratio('process_pct')}"
-        f"  [CPU {r['cpu_long_s']:.3f} s over the long run, {r['cpu_short_s']:.3f} s over the short]"
+        + (f" (rounds: {', '.join(map(str, r['process_pct_each']))})" if len(r.get("process_pct_each", [])) > 1 else "")
+        + f"  [CPU {r['cpu_long_s']:.3f} s over the long run, {r['cpu_short_s']:.3f} s over the short]"
     )
     if r.get("steady_pct") is not None:
         line = f"        after start-up, to exit: {r['steady_pct']:.3f} % of a core{ratio('steady_pct')}"
@@ -196,6 +226,10 @@ def main() -> None:
     ap.add_argument("--short", type=float, default=4)
     ap.add_argument("--hz", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--floor", type=float, default=20, help="seconds each floor sampler runs")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat each measurement; medians are printed")
+    ap.add_argument(
+        "--samplers", nargs="+", choices=["native", "python"], default=["native"], help="which samplers to measure"
+    )
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--compare", help="figures of an earlier run (--json) to print ratios against")
     args = ap.parse_args()
@@ -213,9 +247,17 @@ def main() -> None:
             f"{args.python}: ckprof record -- sleep {args.long:g} minus sleep {args.short:g}, devices {' '.join(devices)}"
         )
         for hz in args.hz:
-            r = measure(args.python, devices, hz, args.long, args.short, args.floor, tmp)
-            results.append(r)
-            show(r, before.get(hz))
+            runs: dict[str, list[dict]] = {s: [] for s in args.samplers}
+            for _ in range(args.rounds):  # the samplers alternate, round by round
+                for sampler in args.samplers:
+                    runs[sampler].append(
+                        measure(args.python, devices, hz, args.long, args.short, args.floor, tmp, sampler)
+                    )
+            for sampler, rs in runs.items():
+                r = median_of(rs)
+                results.append(r)
+                print(f"[{sampler} sampler: {', '.join(f'{k} {v}' for k, v in r['ran'].items())}; median of {len(rs)}]")
+                show(r, before.get(hz))
     finally:
         for dev in LOOPS:
             subprocess.run(["losetup", "-d", dev])

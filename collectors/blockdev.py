@@ -64,6 +64,7 @@ QUEUE_ATTRS = (
 
 _MODERN = 3 + len(FIELDS)  # "major minor name" and the 17 counters of 5.5+ (later kernels append more)
 _IN_FLIGHT = 3 + FIELDS.index("in_flight")  # its token in a /proc/diskstats line
+_NATIVE_NULL = -(2**63)  # colsampler.c's CKP_NULL (ckprof.record.native.NULL)
 IDLE_INFLIGHT = b"0 0\n"  # /sys/block/<dev>/inflight of a device with nothing in flight
 
 
@@ -295,6 +296,30 @@ class BlockCollector(RawCollector):
             for f in FIELDS:
                 cols[f] = pa.array([d[f] for d in dicts], pa.int64())
         cols["inflight_read"], cols["inflight_write"] = _inflight_columns(inflight)
+        return pa.Table.from_arrays([cols[f.name] for f in SCHEMA], schema=SCHEMA)
+
+    # -- the native sampler's path (ckprof/record/colsampler.c) -------------------------------
+    def native_ok(self) -> bool:
+        """Whether the native sampler reads what this collector would: /proc/diskstats with every
+        device's line in the 17-counter layout of 5.5+ (it parses nothing older)."""
+        try:
+            return self._use_proc and self._batch_counters([self.read_raw()]) is not None
+        except OSError:
+            return False
+
+    def table_of_rows(self, rows: np.ndarray) -> pa.Table:
+        """The native sampler's rows (t_ns, device index, the 17 counters, inflight read/write;
+        native.NULL where an inflight file was unread) as this collector's table: the same rows
+        `table()` makes of the same readings."""
+        cols = {
+            "t_ns": pa.array(rows[:, 0], pa.int64()),
+            # numpy indexing: Arrow's Array.take would load pyarrow.compute into the recorder
+            "device": pa.array(np.asarray(self.devices, dtype=object)[rows[:, 1]], pa.string()),
+            **{f: pa.array(rows[:, 2 + j], pa.int64()) for j, f in enumerate(FIELDS)},
+        }
+        for j, name in enumerate(("inflight_read", "inflight_write")):
+            v = rows[:, 2 + len(FIELDS) + j]
+            cols[name] = pa.array(v, pa.int64(), mask=v == _NATIVE_NULL)
         return pa.Table.from_arrays([cols[f.name] for f in SCHEMA], schema=SCHEMA)
 
     # -- the per-sample path ------------------------------------------------------------------

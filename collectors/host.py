@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
 import psutil
 import pyarrow as pa
 
@@ -49,6 +50,8 @@ def parse_meminfo(text: str) -> dict:
     return out
 
 
+_NATIVE_NULL = -(2**63)  # colsampler.c's CKP_NULL (ckprof.record.native.NULL)
+_NATIVE_CPU_FIELDS = 10  # colsampler.c's CPU_FIELDS: the "cpu" line's times a row has room for
 _MEMINFO_RE = re.compile(rb"^(MemTotal|MemAvailable|Dirty|Writeback):[ \t]*(\d+)(?:[ \t]+(\S+))?", re.M)
 
 
@@ -64,7 +67,8 @@ class HostCollector(RawCollector):
         super().__init__()
         self.period_s = period_s
         self._meminfo = os.path.join(proc_root, "meminfo")
-        self._stat_reader = FileReader(os.path.join(proc_root, "stat"), 65536)
+        self._stat_path = os.path.join(proc_root, "stat")
+        self._stat_reader = FileReader(self._stat_path, 65536)
         self._meminfo_reader = FileReader(self._meminfo, 16384)
         self._cpu_fields = psutil.cpu_times()._fields  # what psutil reads of the "cpu" line, in order
 
@@ -99,6 +103,36 @@ class HostCollector(RawCollector):
             for c in _MEMINFO_KEYS.values():
                 cols[c].append(mem.get(c))
         return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in HOST_SCHEMA], schema=HOST_SCHEMA)
+
+    def table_of_rows(self, rows: np.ndarray) -> pa.Table:
+        """The native sampler's rows (t_ns, the "cpu" line's times in clock ticks, MemTotal,
+        MemAvailable, Dirty, Writeback in bytes; native.NULL where absent) as this collector's
+        table, with table()'s arithmetic (psutil's float(ticks) / CLOCK_TICKS, summed in the
+        same order), so both paths give the same floats."""
+        from psutil._pslinux import CLOCK_TICKS
+
+        names, n = self._cpu_fields, len(self._cpu_fields)
+        v = [rows[:, 1 + j].astype(np.float64) / CLOCK_TICKS for j in range(n)]
+        zero = np.zeros(len(rows))
+        at = {k: v[names.index(k)] if k in names else zero for k in ("nice", "irq", "softirq", "iowait")}
+        total = v[0]
+        for x in v[1:]:
+            total = total + x
+        cols = {
+            "t_ns": rows[:, 0],
+            "cpu_user_s": v[0] + at["nice"],
+            "cpu_system_s": v[2] + at["irq"] + at["softirq"],
+            "cpu_iowait_s": at["iowait"],
+            "cpu_idle_s": v[3],
+            "cpu_total_s": total,
+        }
+        for j, c in enumerate(_MEMINFO_KEYS.values()):
+            cols[c] = rows[:, 1 + _NATIVE_CPU_FIELDS + j]
+        arrays = []
+        for f in HOST_SCHEMA:
+            a = cols[f.name]
+            arrays.append(pa.array(a, f.type, mask=a == _NATIVE_NULL) if a.dtype == np.int64 else pa.array(a, f.type))
+        return pa.Table.from_arrays(arrays, schema=HOST_SCHEMA)
 
     def probe(self) -> Probe:
         if not os.access(self._meminfo, os.R_OK):
@@ -148,6 +182,8 @@ _IO_FIELDS = (
     ("write_syscalls", b"syscw"),
 )
 _IO_KEYS = {k: f for f, k in _IO_FIELDS}
+# colsampler.c's IO_NAMES order (rchar, wchar, syscr, syscw, read_bytes, write_bytes) as our columns
+_NATIVE_IO_ORDER = ("read_chars", "write_chars", "read_syscalls", "write_syscalls", "read_bytes", "write_bytes")
 
 
 def read_stat(proc_root: str, pid: int) -> tuple[int, int]:
@@ -193,6 +229,8 @@ class ProcTreeCollector(Collector):
     schema = PROC_SCHEMA
 
     def __init__(self, root_pid: int | None = None, period_s: float = 0.1, proc_root: str = "/proc"):
+        self.on_root = None  # called with the root pid when it is set (the native sampler's)
+        self.before_tree = None  # called before tree_pids() answers (the native sampler's fold)
         self.root_pid = root_pid
         self.period_s = period_s
         self.proc_root = proc_root
@@ -234,8 +272,20 @@ class ProcTreeCollector(Collector):
             todo += children.get(pid, ())
         return tree, stat
 
+    @property
+    def root_pid(self) -> int | None:
+        return self._root_pid
+
+    @root_pid.setter
+    def root_pid(self, pid: int | None) -> None:
+        self._root_pid = pid
+        if self.on_root is not None and pid is not None:
+            self.on_root(pid)  # the native sampler follows the same root
+
     def tree_pids(self) -> set[int]:
         """The wrapped command's tree as the last sample saw it (empty before the first)."""
+        if self.before_tree is not None:
+            self.before_tree()  # natively sampled: fold the samples taken since first
         return set(self._tree)
 
     def sample(self, t_ns: int) -> list[dict]:
@@ -245,15 +295,25 @@ class ProcTreeCollector(Collector):
             members, stat = self._members()
         except OSError:
             members, stat = {}, {}
-        seen: dict[tuple[int, int], tuple[int, dict]] = {}
-        for pid, (ppid, start) in members.items():
+        io = {}
+        for pid in members:
             try:
-                seen[(pid, start)] = (ppid, read_io(self.proc_root, pid))
+                io[pid] = read_io(self.proc_root, pid)
             except OSError:
                 continue
+        return [self.fold(t_ns, members, stat, io)]
+
+    def fold(self, t_ns: int, members: dict, stat: dict, io: dict) -> dict:
+        """One sample's row from what it read: `members` (the tree now, pid → (ppid, starttime)),
+        `stat` (every pid whose stat was read, the tree's last members among them), `io` (each
+        member's /proc/<pid>/io that could be read). Both samplers end here (the native one in
+        `table_of_rows`): the rule for processes that left the tree is this one."""
+        seen: dict[tuple[int, int], tuple[int, dict]] = {
+            (pid, start): (ppid, io[pid]) for pid, (ppid, start) in members.items() if pid in io
+        }
         self._tree = set(members)
         live_pids = {k[0] for k in seen}
-        for (pid, start), (ppid, io) in self._last.items():
+        for (pid, start), (ppid, last_io) in self._last.items():
             if (pid, start) in seen:
                 continue
             # it left the tree alive (re-parented: its parent exited), or it exited with no parent
@@ -263,10 +323,29 @@ class ProcTreeCollector(Collector):
             alive = stat.get(pid, (None, None))[1] == start
             if alive or ppid not in live_pids:
                 for f in self._gone:
-                    self._gone[f] += io[f]
+                    self._gone[f] += last_io[f]
         self._last = seen
         row = {"t_ns": t_ns, "nprocs": len(seen), **self._gone}
-        for _, io in seen.values():
+        for _, member_io in seen.values():
             for f in self._gone:
-                row[f] += io[f]
-        return [row]
+                row[f] += member_io[f]
+        return row
+
+    def table_of_rows(self, rows: np.ndarray) -> pa.Table:
+        """The native sampler's rows as this collector's table, folded tick by tick in order (so
+        called once per row, as they come). A tick is a row with pid -1, then one row per pid
+        whose stat it read that is in the tree now (member 1) or was last time (member 0):
+        t_ns, pid, starttime, ppid, member, and the member's rchar, wchar, syscr, syscw,
+        read_bytes, write_bytes (native.NULL where unreadable)."""
+        out = []
+        starts = np.flatnonzero(rows[:, 1] == -1).tolist() + [len(rows)]
+        for a, b in zip(starts, starts[1:]):
+            members, stat, io = {}, {}, {}
+            for _, pid, start, ppid, member, *counts in rows[a + 1 : b].tolist():
+                stat[pid] = (ppid, start)
+                if member:
+                    members[pid] = (ppid, start)
+                    if counts[0] != _NATIVE_NULL:
+                        io[pid] = dict(zip(_NATIVE_IO_ORDER, counts))
+            out.append(self.fold(int(rows[a, 0]), members, stat, io))
+        return pa.Table.from_pylist(out, schema=PROC_SCHEMA)

@@ -148,8 +148,9 @@ class UeventCollector(Collector):
     """The kernel's uevents about the recorded devices, as events; it writes no samples.
 
     The `kernel` netlink group, not `udev`: it needs no udevd (libudev subscribes to nothing for
-    the `udev` group when udevd is not running), and it arrives first. Events are drained every
-    `period_s` and stamped then: at most that late, in kernel order (`uevent.SEQNUM`).
+    the `udev` group when udevd is not running), and it arrives first. Under the recorder the
+    socket is waited on (`fileno`) and events are stamped as they arrive, in kernel order
+    (`uevent.SEQNUM`); a caller that only calls `sample()` drains them every `period_s`.
     """
 
     name = "uevent"
@@ -195,7 +196,7 @@ class UeventCollector(Collector):
         return Probe(
             True,
             f"kernel uevents (remove, change, add) of {', '.join(sorted(self.watched))} "
-            f"and {their} partitions, drained every {self.period_s:g} s",
+            f"and {their} partitions, as they arrive",
         )
 
     def describe(self) -> dict:
@@ -207,6 +208,10 @@ class UeventCollector(Collector):
             if ev is not None:
                 self._events.append(ev)
         return []
+
+    def fileno(self) -> int | None:
+        """Readable when a uevent waits: the recorder samples then, and never wakes otherwise."""
+        return self.monitor.fileno() if self.monitor is not None else None
 
     def events(self) -> list[dict]:
         out, self._events = self._events, []

@@ -4,14 +4,18 @@ Collectors run at their own period against absolute deadlines (start + k·period
 interval does not drift. A tick that is already past when the previous sample returns is skipped
 and counted, not queued. A collector that raises is noted once and keeps being tried.
 
-Collectors whose sample is only a read (`columnar`: block, host) share one thread per period:
-a tick reads each in turn and keeps the raw text; the flusher converts it in bulk
+Collectors whose sample is only a read (`columnar`: block, host) share one thread per period.
+Where the native sampler is built (colsampler.c, ckprof.record.native) that thread is a C one:
+it reads and parses the counters into int64 rows and Python only takes them at flush. Otherwise
+a Python thread reads each in turn and keeps the raw text, and the flusher converts it in bulk
 (RawCollector.take). Every other collector keeps a thread of its own, so a slow source (a
 subprocess per nvme-cli call, the process-tree walk) never delays a fast one.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 import time
 import traceback
@@ -19,20 +23,22 @@ import traceback
 from ckprof.collectors.base import Collector, label_columns, schema_units
 from ckprof.recording.writer import RecordingWriter
 
+from . import native
 from .clock import MonotonicClock
 
 
 class CollectorStats:
-    def __init__(self, collector: Collector | None = None, labels: list[str] | None = None):
+    def __init__(self, collector: Collector | None = None, labels: list[str] | None = None, raw=None):
         self.samples = 0
         self.skipped_ticks = 0
         self.errors = 0
         self.first_error: str | None = None
         self.cpu_s = 0.0  # CPU time of this collector's sampling: what recording it costs
+        self.cpu_counted_to: str | None = None  # natively sampled: the collector its thread's CPU is counted to
         # label values (e.g. ("nvme0n1",)) → first row, latest row, and the one before it (live
         # rates). A columnar collector keeps its first and last two readings raw; they become rows
         # only when asked for (the end's summary line, a Prometheus scrape).
-        self._raw = collector if getattr(collector, "columnar", False) else None
+        self._raw = raw or (collector if getattr(collector, "columnar", False) else None)
         self._labels = labels or []
         self._first_rows: dict = {}
         self._last_rows: dict = {}
@@ -72,12 +78,57 @@ class Recorder:
         self.clock = clock or MonotonicClock()
         self.flush_s = flush_s
         self._labels = {c.name: label_columns(c.schema) for c in collectors}
-        self.stats = {c.name: CollectorStats(c, self._labels[c.name]) for c in collectors}
         self.flush_cpu_s = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)  # wakes the threads waiting on a descriptor
+        self.samplers: dict[str, str] = {}  # columnar collector → "native" or "python: why"
+        self._natives: list[native.NativeSampler] = []
+        feeds = self._start_native() if isinstance(self.clock, MonotonicClock) else {}
+        self.stats = {c.name: CollectorStats(c, self._labels[c.name], feeds.get(c.name)) for c in collectors}
         for c in collectors:
-            writer.add_collector(c.name, c.schema, take=c.take if c.columnar else None)
+            take = feeds[c.name].take if c.name in feeds else (c.take if c.columnar else None)
+            writer.add_collector(c.name, c.schema, take=take)
+
+    def _start_native(self) -> dict[str, native.Feed]:
+        """A native sampler (not started yet) for the block and host collectors, which share a
+        period, and the process tree where its period is a whole number of theirs (one thread,
+        one wake-up a tick); {collector: its feed}. The rest stay on Python threads, and say why."""
+        for c in self.collectors:
+            if c.columnar:
+                self.samplers[c.name] = "python: no native sampler for this collector"
+        cs = {c.name: c for c in self.collectors if c.name in ("block", "host", "proc") and hasattr(c, "table_of_rows")}
+        why = native.why_not()
+        block = cs.get("block")
+        if block is not None and why is None and not block.native_ok():
+            self.samplers["block"] = "python: /proc/diskstats unreadable or older than 5.5's 17 counters"
+            block = None
+        base = block or cs.get("host") or cs.get("proc")
+        if base is None:
+            return {}
+        host = cs.get("host") if cs.get("host") is not None and cs["host"].period_s == base.period_s else None
+        proc, every = cs.get("proc"), 1
+        if proc is not None:
+            every = round(proc.period_s / base.period_s)
+            if every < 1 or abs(every * base.period_s - proc.period_s) > 1e-9:
+                self.samplers["proc"] = "python: its period is not a whole number of the block sampler's"
+                proc = None
+        for c in (block, host, proc):
+            if c is not None and why is not None:
+                self.samplers[c.name] = f"python: {why}"
+        if why is not None or (block, host, proc) == (None, None, None):
+            return {}
+        try:
+            ns = native.NativeSampler(base.period_s, block=block, host=host, proc=proc, proc_every=every)
+        except (OSError, MemoryError) as e:
+            for c in (block, host, proc):
+                if c is not None:
+                    self.samplers[c.name] = f"python: {e}"
+            return {}
+        self._natives.append(ns)
+        for name in ns.feeds:
+            self.samplers[name] = "native"
+        return dict(ns.feeds)
 
     def collectors_meta(self, probes: dict | None = None) -> dict:
         out = {}
@@ -93,6 +144,8 @@ class Recorder:
                 "errors": st.errors,
                 "first_error": st.first_error,
                 "cpu_s": round(st.cpu_s, 4),
+                **({"sampler": self.samplers[c.name]} if c.name in self.samplers else {}),
+                **({"cpu_counted_to": st.cpu_counted_to} if st.cpu_counted_to else {}),
             }
         return out
 
@@ -134,8 +187,26 @@ class Recorder:
             st._last_rows[key] = r
         self.writer.append(c.name, rows)
 
+    def _waits_on_fd(self, cs: tuple[Collector, ...]) -> int | None:
+        """The descriptor a lone collector's samples wait for (uevents), under the real clock."""
+        fileno = getattr(cs[0], "fileno", None) if len(cs) == 1 else None
+        return fileno() if fileno is not None and isinstance(self.clock, MonotonicClock) else None
+
+    def _run_on_fd(self, c: Collector, fd: int) -> None:
+        """Sample `c` whenever `fd` is readable: no wake-up while nothing happens."""
+        thread_cpu = -time.thread_time()
+        while not self._stop.is_set():
+            ready, _, _ = select.select([fd, self._wake_r], [], [])
+            if self._wake_r in ready:
+                break
+            self.sample_once(c)
+        self.stats[c.name].cpu_s += thread_cpu + time.thread_time()
+
     def _run(self, *cs: Collector) -> None:
         """Sample `cs` (one collector, or columnar ones of one period) each tick, in turn."""
+        fd = self._waits_on_fd(cs)
+        if fd is not None:
+            return self._run_on_fd(cs[0], fd)
         period_ns = int(cs[0].period_s * 1e9)
         stats = [self.stats[c.name] for c in cs]
         thread_cpu = -time.thread_time()
@@ -167,13 +238,37 @@ class Recorder:
         self.flush_cpu_s -= time.thread_time()
         while not self._stop.wait(self.flush_s):
             self.writer.flush()
+            self._native_stats()
         self.flush_cpu_s += time.thread_time()
+
+    def _native_stats(self) -> None:
+        """Each natively sampled collector's counts into its stats; its first error as an event."""
+        for ns in self._natives:
+            counted_to = next(iter(ns.feeds))  # the thread's CPU, not split: see colsampler.c's tick()
+            for name, feed in ns.feeds.items():
+                n, st = ns.counts(feed.section), self.stats[name]
+                st.samples, st.errors, st.skipped_ticks = n["samples"], n["errors"], n["skipped_ticks"]
+                st.cpu_s = n["thread_cpu_s"] if name == counted_to else 0.0
+                st.cpu_counted_to = counted_to
+                if n["errors"] and st.first_error is None:
+                    st.first_error = native.first_error(n["first_errno"])
+                    self.writer.event(
+                        {
+                            "t_ns": self.clock.now_ns(),
+                            "event": "collector_error",
+                            "collector": name,
+                            "error": st.first_error,
+                            "where": "native sampler (colsampler.c)",
+                        }
+                    )
 
     def groups(self) -> list[tuple[Collector, ...]]:
         """The sampling threads: columnar collectors of one period together, every other alone."""
         shared: dict[float, list[Collector]] = {}
         out: list[tuple[Collector, ...]] = []
         for c in self.collectors:
+            if self.samplers.get(c.name) == "native":
+                continue  # sampled by a native thread
             if c.columnar:
                 if c.period_s not in shared:
                     shared[c.period_s] = []
@@ -184,6 +279,8 @@ class Recorder:
         return [tuple(g) for g in out]
 
     def start(self) -> None:
+        for ns in self._natives:
+            ns.start()
         for g in self.groups():
             name = "ckprof-" + "+".join(c.name for c in g)
             t = threading.Thread(target=self._run, args=g, name=name, daemon=True)
@@ -198,13 +295,22 @@ class Recorder:
     def stop(self) -> None:
         """Stop sampling, take one last sample of each collector so the end is covered, flush."""
         self._stop.set()
+        os.write(self._wake_w, b"x")
+        for ns in self._natives:
+            ns.stop()
         for t in self._threads:
             t.join(timeout=30)
+        for ns in self._natives:
+            ns.tick()
         for c in self.collectors:
-            self.sample_once(c)
+            if self.samplers.get(c.name) != "native":
+                self.sample_once(c)
         if self.files is not None:
             self.files.stop()
         self.writer.flush()
+        self._native_stats()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
         for c in self.collectors:
             try:
                 c.close()
