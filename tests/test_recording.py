@@ -157,6 +157,8 @@ def test_write_error_stops_samples_once_and_keeps_what_was_written(tmp_path):
             os.rename(os.path.join(w.collector_dir("c"), f), os.path.join(tmp_path, f))
         os.rmdir(w.collector_dir("c"))
         open(w.collector_dir("c"), "w").close()
-    write_rows(w, 2)
+    write_rows(w, 2)  # appended to the open stream, whose descriptor still writes
+    w.close_streams()  # its Parquet part cannot be written
+    write_rows(w, 1)
     assert w.failed and len(warnings) == 1
     assert "stopped recording samples" in warnings[0]

@@ -125,6 +125,7 @@ class RecordingWriter:
         self._takes: dict = {}  # collector → its take(): readings kept raw, converted at flush
         self._next_part: dict[str, int] = {}
         self._streams: dict[str, _Stream] = {}  # collector → its open stream of flushes
+        self._new_parts: set[str] = set()  # collectors with a Parquet part since the last merge
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.failed: str | None = None
@@ -230,8 +231,9 @@ class RecordingWriter:
                 except OSError as e:
                     self._fail(e, os.path.join(SAMPLES, name))
                     return
-            for name in list(self._schemas):
+            for name in sorted(self._new_parts):  # only a new Parquet part can make a merge due
                 self.merge(name)
+            self._new_parts.clear()
 
     def close_streams(self) -> None:
         """Every open stream as a Parquet part (the end of the recording)."""
@@ -274,6 +276,7 @@ class RecordingWriter:
             name, pa.concat_tables(stream.tables, promote_options="default"), part_name(stream.first, last)
         )
         stream.remove()
+        self._new_parts.add(name)
 
     def _write_table(self, name: str, table: pa.Table, filename: str) -> None:
         final = os.path.join(self.collector_dir(name), filename)
