@@ -94,6 +94,8 @@ class NativeSampler:
         self._s = lib.ckp_new(int(round(period_s * 1e9)))
         if not self._s:
             raise MemoryError("native sampler")
+        self._lock = threading.Lock()  # guards self._s against close() (the C side has its own)
+        self._counts: dict[int, dict] = {}
         self.feeds: dict[str, Feed] = {}
         if block is not None:
             names = [d.encode() for d in block.devices]
@@ -122,7 +124,9 @@ class NativeSampler:
                 self.set_root(proc.root_pid)
 
     def set_root(self, pid: int) -> None:
-        self._lib.ckp_set_root(self._s, pid)
+        with self._lock:
+            if self._s:
+                self._lib.ckp_set_root(self._s, pid)
 
     @staticmethod
     def _check(rc: int, what: str) -> None:
@@ -133,13 +137,23 @@ class NativeSampler:
         self._check(self._lib.ckp_start(self._s), "start")
 
     def stop(self) -> None:
-        self._lib.ckp_stop(self._s)
+        with self._lock:
+            if self._s:
+                self._lib.ckp_stop(self._s)
 
     def tick(self) -> None:
         """One sample of every section now, on the caller's thread (the recording's last)."""
-        self._lib.ckp_tick(self._s)
+        with self._lock:
+            if self._s:
+                self._lib.ckp_tick(self._s)
 
     def counts(self, section: int) -> dict:
+        with self._lock:
+            return self._counts_locked(section)
+
+    def _counts_locked(self, section: int) -> dict:
+        if not self._s:
+            return self._counts[section]
         out = np.zeros(5, np.int64)
         self._lib.ckp_counts(self._s, section, _ptr(out))
         return {
@@ -150,12 +164,23 @@ class NativeSampler:
             "thread_cpu_s": out[4] / 1e9,  # the whole thread's, once stopped (0 before)
         }
 
+    def close(self) -> None:
+        """Stop the thread and free the rows (after the last take: a take then finds none)."""
+        with self._lock:  # a live scrape may be taking rows as the recording ends
+            if self._s:
+                self._counts = {sec: self._counts_locked(sec) for sec in (BLOCK, HOST, PROC)}
+                self._lib.ckp_free(self._s)
+                self._s = None
+
     def take(self, section: int) -> np.ndarray:
         """The section's rows since the last take, oldest first."""
         ncols = self._lib.ckp_columns(section)
-        n = self._lib.ckp_pending(self._s, section)
-        out = np.empty((n, ncols), np.int64)
-        got = self._lib.ckp_take(self._s, section, _ptr(out), n) if n else 0
+        with self._lock:
+            if not self._s:
+                return np.empty((0, ncols), np.int64)
+            n = self._lib.ckp_pending(self._s, section)
+            out = np.empty((n, ncols), np.int64)
+            got = self._lib.ckp_take(self._s, section, _ptr(out), n) if n else 0
         return out[:got]
 
 

@@ -309,6 +309,8 @@ class Recorder:
             self.files.stop()
         self.writer.flush()
         self._native_stats()
+        for ns in self._natives:
+            ns.close()
         for fd in (self._wake_r, self._wake_w):
             os.close(fd)
         for c in self.collectors:
