@@ -307,6 +307,11 @@ class BlockCollector(RawCollector):
         except OSError:
             return False
 
+    def native_paths(self) -> tuple[str, list[str], list[str]]:
+        """What the native sampler reads for this collector: /proc/diskstats, the devices, and
+        each one's inflight file (read when its in_flight is not 0)."""
+        return self._diskstats, list(self.devices), [self._inflight[d] for d in self.devices]
+
     def table_of_rows(self, rows: np.ndarray) -> pa.Table:
         """The native sampler's rows (t_ns, device index, the 17 counters, inflight read/write;
         native.NULL where an inflight file was unread) as this collector's table: the same rows

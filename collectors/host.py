@@ -104,6 +104,11 @@ class HostCollector(RawCollector):
                 cols[c].append(mem.get(c))
         return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in HOST_SCHEMA], schema=HOST_SCHEMA)
 
+    def native_paths(self) -> tuple[str, str, int]:
+        """What the native sampler reads for this collector: /proc/stat (its "cpu" line),
+        /proc/meminfo, and how many of the cpu line's times psutil reads here."""
+        return self._stat_path, self._meminfo, len(self._cpu_fields)
+
     def table_of_rows(self, rows: np.ndarray) -> pa.Table:
         """The native sampler's rows (t_ns, the "cpu" line's times in clock ticks, MemTotal,
         MemAvailable, Dirty, Writeback in bytes; native.NULL where absent) as this collector's

@@ -131,6 +131,28 @@ def test_process_tree_matches_the_python_path():
     assert native_side.tree_pids() <= {p.pid}
 
 
+def test_the_gpu_collectors_tree_comes_from_the_running_sampler():
+    """The GPU collector asks the process tree for its pids every sample (sources.py): natively,
+    that takes the rows the C thread has kept since the last flush, from the asking thread."""
+    p = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '3'])"])
+    proc = ProcTreeCollector(period_s=0.05)
+    ns = native.NativeSampler(0.05, proc=proc)
+    proc.root_pid = p.pid
+    ns.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(proc.tree_pids()) < 2:
+            time.sleep(0.05)
+        tree = proc.tree_pids()
+        assert p.pid in tree and len(tree) == 2, tree  # python and its sleep, no flush in between
+    finally:
+        p.kill()
+        p.wait()
+        ns.stop()
+        ns.close()
+    assert proc.tree_pids() == tree  # closed: nothing more to take, the last tree stands
+
+
 def test_errors_are_counted_and_said(tmp_path):
     """/proc/diskstats unreadable once the recorder runs (here a directory where the file was):
     each failed read counted, the first written as an event with its errno, and the recording

@@ -98,11 +98,12 @@ class NativeSampler:
         self._counts: dict[int, dict] = {}
         self.feeds: dict[str, Feed] = {}
         if block is not None:
-            names = [d.encode() for d in block.devices]
-            paths = [block._inflight[d].encode() for d in block.devices]
+            diskstats, devices, inflight = block.native_paths()
+            names = [d.encode() for d in devices]
+            paths = [p.encode() for p in inflight]
             rc = lib.ckp_set_block(
                 self._s,
-                block._diskstats.encode(),
+                diskstats.encode(),
                 len(names),
                 (ctypes.c_char_p * len(names))(*names),
                 (ctypes.c_char_p * len(paths))(*paths),
@@ -110,10 +111,8 @@ class NativeSampler:
             self._check(rc, "block")
             self.feeds[block.name] = Feed(self, BLOCK, block)
         if host is not None:
-            self._check(
-                lib.ckp_set_host(self._s, host._stat_path.encode(), host._meminfo.encode(), len(host._cpu_fields)),
-                "host",
-            )
+            stat, meminfo, cpu_fields = host.native_paths()
+            self._check(lib.ckp_set_host(self._s, stat.encode(), meminfo.encode(), cpu_fields), "host")
             self.feeds[host.name] = Feed(self, HOST, host)
         if proc is not None:
             self._check(lib.ckp_set_proc(self._s, proc.proc_root.encode(), proc_every), "proc")
