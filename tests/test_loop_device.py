@@ -119,9 +119,11 @@ def test_disk_full_while_recording(make_loop, tmp_path):
     code = (
         "import os, time\n"
         f"f = open({str(small / 'filler')!r}, 'wb')\n"
-        "try:\n"
-        "    while True: f.write(b'x' * 65536); f.flush()\n"
-        "except OSError: pass\n"
+        # to the last byte: a flush appends a few KiB, which the tail a 64 KiB filler leaves can hold
+        "for size in (65536, 4096, 512, 1):\n"
+        "    try:\n"
+        "        while True: f.write(b'x' * size); f.flush()\n"
+        "    except OSError: pass\n"
         "time.sleep(1.5)\n"
         "print('child finished')\n"
         "raise SystemExit(5)\n"

@@ -111,6 +111,17 @@ def test_a_batch_torn_by_a_kill_leaves_the_ones_before_it(tmp_path):
     assert list(ckprof.load(w.path).samples("c")["x"]) == list(range(6))
 
 
+def test_a_stream_cut_before_its_schema_holds_no_rows(tmp_path):
+    """Killed as it created a stream (or the disk full then): an empty stream file is no rows and
+    no problem, beside the parts before it."""
+    w = new_writer(tmp_path, merge_parts=100)
+    write_parts(w, 2)
+    open(os.path.join(w.collector_dir("c"), "part-000002-open.arrows"), "wb").close()
+    rec = ckprof.load(w.path)
+    assert list(rec.samples("c")["x"]) == list(range(6))
+    assert not [p for p in rec.problems if "unreadable" in p]
+
+
 def test_truncated_part_is_reported_not_fatal(tmp_path):
     w = new_writer(tmp_path, merge_parts=100)
     write_parts(w, 2)

@@ -59,6 +59,8 @@ def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.
                 names = f.schema_arrow.names
             else:  # a killed recorder's open stream (format.py): small, read whole
                 whole = read_part(part)
+                if whole is None:
+                    continue  # cut before its schema: no rows
                 names = whole.schema.names
             # the counters rates.block_rates needs (discard/flush ones are not used by the report)
             cols = [c for c in ("t_ns", "device", *NEEDED, "in_flight") if c in names]

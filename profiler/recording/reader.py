@@ -51,9 +51,10 @@ def _live_parts(directory: str) -> list[str]:
     return [os.path.join(directory, fn) for _, _, fn in sorted(live)]
 
 
-def read_part(path: str, columns: list[str] | None = None, strings_as_categories: bool = False) -> pa.Table:
+def read_part(path: str, columns: list[str] | None = None, strings_as_categories: bool = False) -> pa.Table | None:
     """One part's table (`columns` of it, those it has): a Parquet part, or an open stream's
-    whole batches (a batch torn by a kill is left out; format.py)."""
+    whole batches (a batch torn by a kill is left out; format.py); None for a stream cut before
+    its schema was written (it holds no batch: the recorder was killed as it made it)."""
     if parse_stream_name(os.path.basename(path)) is None:
         if columns is None:
             return pq.read_table(path)
@@ -63,7 +64,10 @@ def read_part(path: str, columns: list[str] | None = None, strings_as_categories
         return pq.read_table(path, columns=have, read_dictionary=strings)
     batches = []
     with pa.OSFile(path) as f:
-        reader = pa.ipc.open_stream(f)
+        try:
+            reader = pa.ipc.open_stream(f)
+        except (OSError, pa.ArrowInvalid):
+            return None
         try:
             while True:
                 batches.append(reader.read_next_batch())
@@ -193,7 +197,9 @@ class Recording:
         tables = []
         for p in _live_parts(d):
             try:
-                tables.append(read_part(p, columns, strings_as_categories=columns is not None))
+                table = read_part(p, columns, strings_as_categories=columns is not None)
+                if table is not None:
+                    tables.append(table)
             except (OSError, pa.ArrowException) as e:
                 self.problems.append(f"{p}: unreadable part skipped ({e})")
         if not tables:

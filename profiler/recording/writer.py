@@ -361,7 +361,12 @@ class _Stream:
         self.schema = schema
         self.tables: list[pa.Table] = []
         self._sink = pa.OSFile(path, "wb")
-        self._writer = ipc.new_stream(self._sink, schema)
+        try:
+            self._writer = ipc.new_stream(self._sink, schema)
+        except OSError:  # a full disk as it began: leave no stream without even its schema
+            self._sink.close()
+            os.unlink(path)
+            raise
 
     def append(self, table: pa.Table) -> None:
         self._writer.write_table(table)
