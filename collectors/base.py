@@ -39,6 +39,10 @@ def col(
 
 T_NS = col("t_ns", pa.int64(), "ns", "label", doc="CLOCK_MONOTONIC of the reading")
 
+# In the native sampler's int64 rows (ckprof/record/colsampler.c, CKP_NULL): a value the source
+# did not give, null in the collector's table (checked against the library when it loads).
+NATIVE_NULL = -(2**63)
+
 
 def read_text(path: str) -> str | None:
     """A small sysfs/procfs file's text, stripped; None when it cannot be read (gone, no access)."""

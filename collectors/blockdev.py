@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
-from .base import T_NS, FileReader, Probe, RawCollector, col
+from .base import NATIVE_NULL, T_NS, FileReader, Probe, RawCollector, col
 from .diskstats import FIELDS, parse_diskstats, parse_inflight, parse_stat_values, parse_sys_block_stat
 
 _UNITS = {
@@ -64,7 +64,6 @@ QUEUE_ATTRS = (
 
 _MODERN = 3 + len(FIELDS)  # "major minor name" and the 17 counters of 5.5+ (later kernels append more)
 _IN_FLIGHT = 3 + FIELDS.index("in_flight")  # its token in a /proc/diskstats line
-_NATIVE_NULL = -(2**63)  # colsampler.c's CKP_NULL (ckprof.record.native.NULL)
 IDLE_INFLIGHT = b"0 0\n"  # /sys/block/<dev>/inflight of a device with nothing in flight
 
 
@@ -314,7 +313,7 @@ class BlockCollector(RawCollector):
 
     def table_of_rows(self, rows: np.ndarray) -> pa.Table:
         """The native sampler's rows (t_ns, device index, the 17 counters, inflight read/write;
-        native.NULL where an inflight file was unread) as this collector's table: the same rows
+        NATIVE_NULL where an inflight file was unread) as this collector's table: the same rows
         `table()` makes of the same readings."""
         cols = {
             "t_ns": pa.array(rows[:, 0], pa.int64()),
@@ -324,7 +323,7 @@ class BlockCollector(RawCollector):
         }
         for j, name in enumerate(("inflight_read", "inflight_write")):
             v = rows[:, 2 + len(FIELDS) + j]
-            cols[name] = pa.array(v, pa.int64(), mask=v == _NATIVE_NULL)
+            cols[name] = pa.array(v, pa.int64(), mask=v == NATIVE_NULL)
         return pa.Table.from_arrays([cols[f.name] for f in SCHEMA], schema=SCHEMA)
 
     # -- the per-sample path ------------------------------------------------------------------

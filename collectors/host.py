@@ -14,7 +14,7 @@ import numpy as np
 import psutil
 import pyarrow as pa
 
-from .base import T_NS, Collector, FileReader, Probe, RawCollector, col
+from .base import NATIVE_NULL, T_NS, Collector, FileReader, Probe, RawCollector, col
 
 HOST_SCHEMA = pa.schema(
     [
@@ -50,7 +50,6 @@ def parse_meminfo(text: str) -> dict:
     return out
 
 
-_NATIVE_NULL = -(2**63)  # colsampler.c's CKP_NULL (ckprof.record.native.NULL)
 _NATIVE_CPU_FIELDS = 10  # colsampler.c's CPU_FIELDS: the "cpu" line's times a row has room for
 _MEMINFO_RE = re.compile(rb"^(MemTotal|MemAvailable|Dirty|Writeback):[ \t]*(\d+)(?:[ \t]+(\S+))?", re.M)
 
@@ -111,7 +110,7 @@ class HostCollector(RawCollector):
 
     def table_of_rows(self, rows: np.ndarray) -> pa.Table:
         """The native sampler's rows (t_ns, the "cpu" line's times in clock ticks, MemTotal,
-        MemAvailable, Dirty, Writeback in bytes; native.NULL where absent) as this collector's
+        MemAvailable, Dirty, Writeback in bytes; NATIVE_NULL where absent) as this collector's
         table, with table()'s arithmetic (psutil's float(ticks) / CLOCK_TICKS, summed in the
         same order), so both paths give the same floats."""
         from psutil._pslinux import CLOCK_TICKS
@@ -136,7 +135,7 @@ class HostCollector(RawCollector):
         arrays = []
         for f in HOST_SCHEMA:
             a = cols[f.name]
-            arrays.append(pa.array(a, f.type, mask=a == _NATIVE_NULL) if a.dtype == np.int64 else pa.array(a, f.type))
+            arrays.append(pa.array(a, f.type, mask=a == NATIVE_NULL) if a.dtype == np.int64 else pa.array(a, f.type))
         return pa.Table.from_arrays(arrays, schema=HOST_SCHEMA)
 
     def probe(self) -> Probe:
@@ -341,7 +340,7 @@ class ProcTreeCollector(Collector):
         called once per row, as they come). A tick is a row with pid -1, then one row per pid
         whose stat it read that is in the tree now (member 1) or was last time (member 0):
         t_ns, pid, starttime, ppid, member, and the member's rchar, wchar, syscr, syscw,
-        read_bytes, write_bytes (native.NULL where unreadable)."""
+        read_bytes, write_bytes (NATIVE_NULL where unreadable)."""
         out = []
         starts = np.flatnonzero(rows[:, 1] == -1).tolist() + [len(rows)]
         for a, b in zip(starts, starts[1:]):
@@ -350,7 +349,7 @@ class ProcTreeCollector(Collector):
                 stat[pid] = (ppid, start)
                 if member:
                     members[pid] = (ppid, start)
-                    if counts[0] != _NATIVE_NULL:
+                    if counts[0] != NATIVE_NULL:
                         io[pid] = dict(zip(_NATIVE_IO_ORDER, counts))
             out.append(self.fold(int(rows[a, 0]), members, stat, io))
         return pa.Table.from_pylist(out, schema=PROC_SCHEMA)

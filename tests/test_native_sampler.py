@@ -218,3 +218,12 @@ def test_a_recording_on_a_loop_device_matches_the_python_sampler(make_loop, tmp_
     proc = load(str(d)).samples("proc")
     # dd's writes, reaped into its parent's counts, seen by the native tree walk at 1 s
     assert 8 * 2**20 <= proc["write_chars"].iloc[-1] < 8 * 2**20 + 2**16
+
+
+def test_a_library_that_does_not_match_the_python_side_is_not_used(monkeypatch):
+    """A library built from another colsampler.c (other row widths) would have its rows read
+    column by wrong column: it is refused at load, with the reason, and the Python path runs."""
+    monkeypatch.setattr(native, "_LIB", None)
+    monkeypatch.setattr(native, "_WHY_NOT", None)
+    monkeypatch.setattr(native, "COLUMNS", {**native.COLUMNS, native.HOST: 99})
+    assert "does not match this ckprof's Python side" in native.why_not()

@@ -23,6 +23,11 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from ckprof.collectors.base import NATIVE_NULL
+
+# The row widths the collectors' table_of_rows read (colsampler.c's BLOCK_COLS, HOST_COLS, PROC_COLS)
+COLUMNS = {0: 2 + 17 + 2, 1: 1 + 10 + 4, 2: 5 + 6}  # BLOCK, HOST, PROC
+
 BLOCK, HOST, PROC = 0, 1, 2
 _LIB: ctypes.CDLL | None = None
 _WHY_NOT: str | None = None
@@ -63,6 +68,9 @@ def _load() -> ctypes.CDLL | None:
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
+    if lib.ckp_null() != NATIVE_NULL or any(lib.ckp_columns(s) != n for s, n in COLUMNS.items()):
+        _WHY_NOT = f"{path} does not match this ckprof's Python side (rebuild it: pip install .)"
+        return None
     _LIB = lib
     return lib
 
@@ -73,9 +81,6 @@ def why_not() -> str | None:
         return "CKPROF_SAMPLER=python"
     _load()
     return _WHY_NOT
-
-
-NULL = -(2**63)  # colsampler.c's CKP_NULL: a value the source did not give
 
 
 def _ptr(a: np.ndarray):
