@@ -336,8 +336,8 @@ class ProcTreeCollector(Collector):
         return row
 
     def table_of_rows(self, rows: np.ndarray) -> pa.Table:
-        """The native sampler's rows as this collector's table, folded tick by tick in order (so
-        called once per row, as they come). A tick is a row with pid -1, then one row per pid
+        """The native sampler's rows as this collector's table, folded tick by tick in order (the
+        fold keeps state: each row is passed here once, oldest first). A tick is a row with pid -1, then one row per pid
         whose stat it read that is in the tree now (member 1) or was last time (member 0):
         t_ns, pid, starttime, ppid, member, and the member's rchar, wchar, syscr, syscw,
         read_bytes, write_bytes (NATIVE_NULL where unreadable)."""

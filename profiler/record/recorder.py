@@ -82,15 +82,15 @@ class Recorder:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)  # wakes the threads waiting on a descriptor
-        self.samplers: dict[str, str] = {}  # columnar collector → "native" or "python: why"
+        self.samplers: dict[str, str] = {}  # a columnar or tree collector → "native" or "python: why"
         self._natives: list[native.NativeSampler] = []
-        feeds = self._start_native() if isinstance(self.clock, MonotonicClock) else {}
+        feeds = self._native_feeds() if isinstance(self.clock, MonotonicClock) else {}
         self.stats = {c.name: CollectorStats(c, self._labels[c.name], feeds.get(c.name)) for c in collectors}
         for c in collectors:
             take = feeds[c.name].take if c.name in feeds else (c.take if c.columnar else None)
             writer.add_collector(c.name, c.schema, take=take)
 
-    def _start_native(self) -> dict[str, native.Feed]:
+    def _native_feeds(self) -> dict[str, native.Feed]:
         """A native sampler (not started yet) for the block and host collectors, which share a
         period, and the process tree where its period is a whole number of theirs (one thread,
         one wake-up a tick); {collector: its feed}. The rest stay on Python threads, and say why."""
