@@ -34,7 +34,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from . import pagecache
+from . import fskind, pagecache
 from .clock import nap
 from .eventtail import EventTail
 from .filewatch import FileWatch
@@ -81,6 +81,8 @@ class FileTracker:
         self.idle_wake = "timer"  # how an idle tracker learns of new events: "inotify", or a timer and why
 
     def _emit(self, event: str, t_ns: int | None = None, **fields) -> None:
+        if "path" in fields and event.startswith("file_"):  # what is behind the file (statfs(2) f_type)
+            fields.update(fskind.fields(fields["path"]))
         self.writer.event(
             {"t_ns": self.clock.now_ns() if t_ns is None else t_ns, "event": event, "source": "recorder", **fields}
         )
