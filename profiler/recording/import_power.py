@@ -1,9 +1,11 @@
 """`ckprof import-power REC trace.csv --device nvme0`: a lab power analyzer's readings into a recording.
 
-The trace is CSV (comma, semicolon or tab), one reading a line: a timestamp and watts. The first
+The trace is CSV (comma, semicolon or tab), one reading a line: a timestamp and power. The first
 line may be a header; with one, the columns are found by name (time/timestamp/date…, and
-watt/power/W…), otherwise they are the first two. Timestamps are ISO 8601 (a time without a zone
-is UTC) or Unix seconds. They are put on the recording's monotonic clock through the wall-clock
+watt/power/W…) and their units read from it ('power_mW', 'Power [kW]', 'time_ms', 'Time (us)');
+otherwise they are the first two, in watts. Timestamps are ISO 8601 (a time without a zone is
+UTC) or Unix time: in the header's unit, else in s, ms, us or ns by its magnitude (meta.json says
+which). Negative or non-finite power, and times outside int64 ns, are refused with the line. They are put on the recording's monotonic clock through the wall-clock
 anchor in meta.json: t_ns = wall_ns + offset − anchor.wall_ns + anchor.monotonic_ns, where
 `--clock-offset S` is added to every trace time (the analyzer's clock runs S seconds behind).
 
@@ -20,6 +22,7 @@ import math
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 
@@ -42,27 +45,80 @@ POWER_SCHEMA = pa.schema(
 )
 
 _TIME_NAMES = re.compile(r"^(t|ts|time.*|timestamp.*|date.*|.*time|unix.*|epoch.*)$", re.I)
-_WATT_NAMES = re.compile(r"^(w|p|watts?.*|power.*|.*\[w\]|.*\(w\)|.*_w)$", re.I)
+_WATT_NAMES = re.compile(r"^(w|p|watts?.*|power.*)$", re.I)
 _DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - _EPOCH  # one microsecond
+_MAX_NS = 2**63 - 1  # int64 ns since 1970: up to 2262-04-11 (numpy datetime64[ns], Parquet timestamps)
+
+# Header units (SI prefixes, BIPM SI Brochure 9th ed., table 7; 'u' for µ as in UCUM): lower-cased
+# token → (canonical name, scale). Power to watts; time to nanoseconds per unit.
+POWER_UNITS = {
+    **dict.fromkeys(("w", "watt", "watts"), ("W", 1.0)),
+    **dict.fromkeys(("mw", "milliwatt", "milliwatts"), ("mW", 1e-3)),
+    **dict.fromkeys(("uw", "µw", "μw", "microwatt", "microwatts"), ("uW", 1e-6)),
+    **dict.fromkeys(("kw", "kilowatt", "kilowatts"), ("kW", 1e3)),
+}
+TIME_UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), ("s", 10**9)),
+    **dict.fromkeys(("ms", "msec", "millis", "millisecond", "milliseconds"), ("ms", 10**6)),
+    **dict.fromkeys(("us", "µs", "μs", "usec", "microsecond", "microseconds"), ("us", 10**3)),
+    **dict.fromkeys(("ns", "nsec", "nanosecond", "nanoseconds"), ("ns", 1)),
+}
+# Units a column can carry that make it not a power column: energy, current, voltage, apparent
+# power, dBm. Known so that `power_J` or `Current [A]` is never read as watts.
+_OTHER_UNITS = {"j", "mj", "kj", "uj", "wh", "mwh", "kwh", "a", "ma", "ua", "v", "mv", "va", "var", "dbm", "%"}
+_KNOWN_UNITS = set(POWER_UNITS) | set(TIME_UNITS) | _OTHER_UNITS
+# A Unix time's unit from its size, for numbers without a unit in the header: each range holds
+# 1973..5138 in one unit and no other unit's 1973..5138 (Unix time in s was 1e9 in 2001).
+_EPOCH_MAGNITUDE = ((1e11, "s"), (1e14, "ms"), (1e17, "us"), (1e20, "ns"))
+
+
+def split_unit(name: str) -> tuple[str, str | None]:
+    """'Power [mW]', 'P (µW)', 'power_mW', 'time ms' → (name, unit); the unit as written, or None.
+
+    A bracketed unit is always taken; a trailing _/space/- word only when it is a known unit."""
+    m = re.match(r"^(.*?)\s*[\[(]\s*([^\])]*?)\s*[\])]\s*$", name)
+    if m:
+        return m.group(1), m.group(2)
+    m = re.match(r"^(.+?)[\s_-]+([^\s_-]+)$", name)
+    if m and m.group(2).lower() in _KNOWN_UNITS:
+        return m.group(1), m.group(2)
+    return name, None
+
+
+def _power_unit(unit: str, where: str) -> tuple[str, float] | None:
+    """The power unit `unit` names; UsageError for 'MW' (megawatts: surely meant as mW)."""
+    if unit.lower() == "mw" and unit[0] == "M":
+        raise UsageError(f"{where}: unit {unit!r} would be megawatts", hint="write mW for milliwatts (or W, kW, uW/µW)")
+    return POWER_UNITS.get(unit.lower())
 
 
 def parse_time_ns(text: str) -> int:
     """ISO 8601 (zone-less = UTC) or Unix seconds → Unix ns; ValueError otherwise."""
     s = text.strip()
-    try:
-        secs = Decimal(s)  # exact: a float would lose the nanoseconds of a Unix time
-    except InvalidOperation:
-        secs = None
+    secs = _decimal(s)
     if secs is not None:
-        if not secs.is_finite():
-            raise ValueError("not a finite number")
-        return int((secs * 1_000_000_000).to_integral_value())
+        return _scaled_ns(secs, 10**9)
     dt = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return (dt - _EPOCH) // _US * 1000
+
+
+def _decimal(s: str) -> Decimal | None:
+    """`s` as an exact number (a float would lose a Unix time's nanoseconds), None if not one."""
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return None
+    if not d.is_finite():
+        raise ValueError("not a finite number")
+    return d
+
+
+def _scaled_ns(value: Decimal, ns_per_unit: int) -> int:
+    return int((value * ns_per_unit).to_integral_value())
 
 
 def _fmt(ns: int) -> str:
@@ -82,8 +138,51 @@ def _is_num(s: str, delim: str) -> bool:
         return False
 
 
-def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(Unix ns, watts) of every reading in `path`; UsageError naming the first bad line."""
+@dataclass
+class Trace:
+    """A trace's readings in Unix ns and watts, and where the units came from (meta.json says)."""
+
+    wall_ns: np.ndarray
+    watts: np.ndarray
+    time_unit: dict  # {"unit": "s"|"ms"|"us"|"ns"|"ISO 8601", "from": "header 'time_ms'" | ...}
+    power_unit: dict  # {"unit": "W"|"mW"|"uW"|"kW", "from": ...}
+
+
+def _header_columns(path: str, line: int, names: list[str]) -> tuple[int, int, tuple | None, tuple | None]:
+    """(time column, power column, time unit, power unit) named by a header line."""
+    where = f"{path}:{line}"
+    t_col = t_unit = None
+    for k, name in enumerate(names):
+        base, unit = split_unit(name)
+        if _TIME_NAMES.match(base) and (unit is None or unit.lower() in TIME_UNITS):
+            t_col, t_unit = k, TIME_UNITS.get((unit or "").lower())
+            break
+    w_col = w_unit = None
+    for k, name in enumerate(names):  # a column with a power unit first: 'Power [mW]', 'dut_mW'
+        base, unit = split_unit(name)
+        if k != t_col and unit is not None and _power_unit(unit, f"{where}: column {name!r}"):
+            w_col, w_unit = k, (_power_unit(unit, where), name)
+            break
+    if w_col is None:  # then a power-like name with no unit: 'power', 'watts', 'W', 'mW'
+        for k, name in enumerate(names):
+            base, unit = split_unit(name)
+            if k == t_col or unit is not None:
+                continue
+            named_unit = _power_unit(base, f"{where}: column {name!r}")
+            if named_unit or _WATT_NAMES.match(base):
+                w_col, w_unit = k, (named_unit or ("W", 1.0), None if not named_unit else name)
+                break
+    if t_col is None or w_col is None:
+        raise UsageError(
+            f"{where}: header {', '.join(names)!s} names no {'time' if t_col is None else 'watts'} column",
+            hint="name the columns e.g. 'timestamp,power_W' (W, mW, uW, kW; time in s/ms/us/ns or ISO 8601), "
+            "or give no header: time first, watts second",
+        )
+    return t_col, w_col, (t_unit, names[t_col]) if t_unit else None, w_unit
+
+
+def read_trace(path: str) -> Trace:
+    """Every reading in `path`; UsageError naming the first bad line (nothing is half-read)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             text = f.read()
@@ -99,46 +198,82 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
         for i, cells in zip((i for i, _ in lines), csv.reader((ln for _, ln in lines), delimiter=delim))
     ]
     t_col, w_col = 0, 1
+    t_unit = None  # ((name, ns per unit), header name) from a header, else inferred from the first number
+    w_unit, w_from = ("W", 1.0), "assumed: no header"
     first_line, first = rows[0]
-    if len(first) >= 2 and not (_is_num(first[1], delim) and _time_or_none(first[0], delim) is not None):
-        t_col = next((k for k, name in enumerate(first) if _TIME_NAMES.match(name)), None)
-        w_col = next((k for k, name in enumerate(first) if _WATT_NAMES.match(name) and k != t_col), None)
-        if t_col is None or w_col is None:
-            raise UsageError(
-                f"{path}:{first_line}: header {', '.join(first)!s} names no "
-                f"{'time' if t_col is None else 'watts'} column",
-                hint="name the columns e.g. 'timestamp,watts', or give no header: time first, watts second",
-            )
+    if len(first) >= 2 and not (_is_num(first[1], delim) and _looks_like_time(first[0], delim)):
+        t_col, w_col, t_unit, (w_unit, w_name) = _header_columns(path, first_line, first)
+        w_from = f"header {w_name!r}" if w_name else f"assumed: header {first[w_col]!r} names no unit"
         rows = rows[1:]
+    t_from = f"header {t_unit[1]!r}" if t_unit else None
+    (t_name, ns_per_unit) = t_unit[0] if t_unit else (None, None)
+    saw_iso = False
     ts, ws = [], []
     for lineno, cells in rows:
+        where = f"{path}:{lineno}"
         if len(cells) <= max(t_col, w_col):
-            raise UsageError(f"{path}:{lineno}: expected a timestamp and watts, got {delim.join(cells)!r}")
-        t = _time_or_none(cells[t_col], delim)
+            raise UsageError(f"{where}: expected a timestamp and watts, got {delim.join(cells)!r}")
+        cell = cells[t_col]
+        try:
+            number = _decimal(cell.replace(",", ".") if delim != "," and _is_num(cell, delim) else cell)
+            if number is None:
+                t, saw_iso = parse_time_ns(cell), True
+            else:
+                if ns_per_unit is None:
+                    t_name = next((u for limit, u in _EPOCH_MAGNITUDE if abs(number) < limit), None)
+                    if t_name is None:
+                        raise OverflowError
+                    ns_per_unit = TIME_UNITS[t_name][1]
+                    t_from = f"magnitude: Unix time in {t_name} (line {lineno})"
+                t = _scaled_ns(number, ns_per_unit)
+        except (ValueError, OverflowError):
+            t = None
         if t is None:
             raise UsageError(
-                f"{path}:{lineno}: cannot read {cells[t_col]!r} as a timestamp",
-                hint="use ISO 8601 (2026-11-21T22:10:00.250Z) or Unix seconds",
+                f"{where}: cannot read {cell!r} as a timestamp",
+                hint="use ISO 8601 (2026-11-21T22:10:00.250Z) or Unix time (s; ms, us or ns named in the header, "
+                "e.g. time_ms)",
+            )
+        if not 0 <= t <= _MAX_NS:
+            raise UsageError(
+                f"{where}: timestamp {cell!r} is {'before 1970' if t < 0 else 'after 2262'} as Unix time "
+                f"in {t_name or 'ISO 8601'}",
+                hint="name the time unit in the header (time_s, time_ms, time_us, time_ns)",
             )
         try:
-            w = _num(cells[w_col], delim)
+            raw = _num(cells[w_col], delim)
         except ValueError:
-            w = float("nan")
-        if not math.isfinite(w):
-            raise UsageError(f"{path}:{lineno}: cannot read {cells[w_col]!r} as watts")
+            raise UsageError(f"{where}: cannot read {cells[w_col]!r} as watts") from None
+        if not math.isfinite(raw):
+            raise UsageError(f"{where}: power {cells[w_col]!r} is not a finite number")
+        if raw < 0:  # an analyzer reads what a device draws: below 0 W is a fault in the trace
+            raise UsageError(
+                f"{where}: power {cells[w_col]} {w_unit[0]} is negative",
+                hint="a device cannot draw negative power; fix or drop the line (a meter's zero offset?)",
+            )
         ts.append(t)
-        ws.append(w)
+        ws.append(raw * w_unit[1])
     if not ts:
         raise UsageError(f"{path}: a header but no readings")
+    if t_name is None:
+        t_name, t_from = "ISO 8601", "the timestamps' form"
+    elif saw_iso:
+        t_from += "; ISO 8601 times too"
     order = np.argsort(np.asarray(ts, dtype=np.int64), kind="stable")
-    return np.asarray(ts, dtype=np.int64)[order], np.asarray(ws, dtype=float)[order]
+    return Trace(
+        np.asarray(ts, dtype=np.int64)[order],
+        np.asarray(ws, dtype=float)[order],
+        {"unit": t_name, "from": t_from},
+        {"unit": w_unit[0], "from": w_from},
+    )
 
 
-def _time_or_none(s: str, delim: str = ",") -> int | None:
+def _looks_like_time(s: str, delim: str = ",") -> bool:
     try:
-        return parse_time_ns(s.replace(",", ".") if delim != "," and _is_num(s, delim) else s)
+        parse_time_ns(s.replace(",", ".") if delim != "," and _is_num(s, delim) else s)
+        return True
     except (ValueError, OverflowError):
-        return None
+        return False
 
 
 def recording_range_ns(path: str, meta: dict) -> tuple[int, int]:
@@ -164,7 +299,8 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
         raise UsageError(
             f"{recording} already has a {name} series (imported from {src})", hint="pass --replace to import it again"
         )
-    wall_ns, watts = read_trace(trace)
+    tr = read_trace(trace)
+    wall_ns, watts = tr.wall_ns, tr.watts
     clock = Timebase.from_meta(meta)
     offset_ns = round(clock_offset_s * 1e9)
     t_ns = clock.to_monotonic_ns(wall_ns + offset_ns)
@@ -199,6 +335,8 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
         "period_s": float(np.median(dt)) if len(dt) else None,
         "mean_w": float(watts[inside].mean()),
         "series": name,
+        "time_unit": tr.time_unit,
+        "power_unit": tr.power_unit,
     }
     collectors = dict(meta.get("collectors", {}))
     collectors[name] = {
@@ -211,6 +349,8 @@ def import_power(recording: str, trace: str, device: str, clock_offset_s: float 
             "source_file": os.path.abspath(trace),
             "source_sha256": sha,
             "clock_offset_s": clock_offset_s,
+            "time_unit": tr.time_unit,
+            "power_unit": tr.power_unit,
             "rows": summary["rows"],
             "rows_in_recording": summary["rows_in_recording"],
             "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
