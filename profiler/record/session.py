@@ -21,6 +21,7 @@ from ckprof.units import fmt_bytes, fmt_seconds
 
 from . import child, clocksync, markers
 from .clock import MonotonicClock, wall_anchor
+from .fileactivity import FileActivity
 from .filetracker import FileTracker
 from .recorder import Recorder
 from .sources import SourceOptions, Sources, build_sources
@@ -286,8 +287,11 @@ def record(
     if live is not None:
         live.recorder = recorder
     recorder.start()
+    # files written under the paths by any process of the tree, seen by the kernel (fanotify)
+    activity = FileActivity(writer, clock, opts.paths, exclude=[out_dir]).start()
 
     def on_start(pid: int) -> None:
+        activity.set_root(pid)
         if sources.proc is not None:
             sources.proc.root_pid = pid
         writer.event(
@@ -322,6 +326,7 @@ def record(
         clock_meta = {} if job_clock is None else {"job": {**job_meta, "clock_offset": job_clock.finish()}}
         end = close_session(
             session,
+            file_activity=activity.stop(),
             exit=None if result is None else {"code": result.exit_code, "signal": result.signal, "error": result.error},
             **clock_meta,
         )

@@ -1,0 +1,172 @@
+"""fanotify(7) through ctypes: a file system's creates, writes, closes, renames and deletes, with the
+writing process's pid and the file's directory and name, seen by the kernel (no code in the writer).
+
+The standard library has no binding; fanotify_init(2), fanotify_mark(2) and open_by_handle_at(2)
+come from libc. The group reports directory file handles and names (FAN_REPORT_DFID_NAME, Linux
+5.9) and renames as one event with both names (FAN_RENAME, 5.17); it needs CAP_SYS_ADMIN. A
+handle becomes a path through open_by_handle_at(2) (CAP_DAC_READ_SEARCH) with O_PATH and
+/proc/self/fd, closed at once: no descriptor is kept on anything the events name.
+
+`parse` turns a read(2) buffer into (mask, pid, records) tuples; a record is (info_type, fsid,
+handle, name): the handle is the `struct file_handle` bytes open_by_handle_at takes, the name the
+entry's name in that directory (b"" for an event on the directory itself).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+
+# <linux/fanotify.h>
+FAN_CLASS_NOTIF = 0x0
+FAN_CLOEXEC = 0x1
+FAN_NONBLOCK = 0x2
+FAN_REPORT_DIR_FID = 0x400
+FAN_REPORT_NAME = 0x800
+FAN_REPORT_DFID_NAME = FAN_REPORT_DIR_FID | FAN_REPORT_NAME
+
+FAN_MARK_ADD = 0x1
+FAN_MARK_FILESYSTEM = 0x100
+
+FAN_MODIFY = 0x2
+FAN_CLOSE_WRITE = 0x8
+FAN_MOVED_FROM = 0x40
+FAN_MOVED_TO = 0x80
+FAN_CREATE = 0x100
+FAN_DELETE = 0x200
+FAN_Q_OVERFLOW = 0x4000
+FAN_RENAME = 0x10000000
+FAN_ONDIR = 0x40000000
+
+FAN_EVENT_INFO_TYPE_DFID_NAME = 2
+FAN_EVENT_INFO_TYPE_DFID = 3
+FAN_EVENT_INFO_TYPE_OLD_DFID_NAME = 10
+FAN_EVENT_INFO_TYPE_NEW_DFID_NAME = 12
+
+FAN_METADATA_VERSION = 3
+AT_FDCWD = -100
+
+# what a save does to its files; FAN_RENAME (5.17) pairs a rename's two names, older kernels get
+# FAN_MOVED_FROM / FAN_MOVED_TO apart
+MASK = FAN_CREATE | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_DELETE | FAN_RENAME | FAN_ONDIR
+MASK_BEFORE_RENAME = FAN_CREATE | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_ONDIR
+
+_META = struct.Struct("=IBBHQii")  # struct fanotify_event_metadata (24 bytes)
+_INFO = struct.Struct("=BBH")  # struct fanotify_event_info_header
+_HANDLE = struct.Struct("=Ii")  # struct file_handle: handle_bytes, handle_type
+
+
+class Unavailable(Exception):
+    """fanotify cannot run here; str() says why in a few words."""
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("fanotify_init", "fanotify_mark", "open_by_handle_at"):
+            getattr(libc, name)
+    except (OSError, AttributeError) as e:
+        raise Unavailable(f"no fanotify in libc ({e})") from None
+    libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+    libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+    libc.open_by_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    return libc
+
+
+def _why(call: str, err: int) -> str:
+    hint = {
+        1: "needs root (CAP_SYS_ADMIN)",  # EPERM
+        22: "the kernel lacks FAN_REPORT_DFID_NAME (Linux 5.9)",  # EINVAL
+        38: "the kernel was built without fanotify",  # ENOSYS
+        18: "the file system cannot report file handles",  # EXDEV
+        95: "the file system cannot report file handles",  # EOPNOTSUPP
+        19: "the file system cannot report file handles",  # ENODEV
+    }.get(err)
+    return f"{call}: {os.strerror(err)}" + (f" ({hint})" if hint else "")
+
+
+class Group:
+    """One fanotify group marking whole file systems; read it with `read()` (non-blocking)."""
+
+    def __init__(self):
+        self._libc = _libc()
+        fd = self._libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME, os.O_RDONLY)
+        if fd < 0:
+            raise Unavailable(_why("fanotify_init", ctypes.get_errno()))
+        self.fd = fd
+        self.paired_renames = True
+        self._mounts: list[int] = []  # a descriptor on each marked file system's path: for open_by_handle_at
+
+    def mark_filesystem(self, path: str) -> None:
+        """Watch the whole file system holding `path` (FAN_MARK_FILESYSTEM: every mount of it)."""
+        p = os.fsencode(path)
+        mask = MASK if self.paired_renames else MASK_BEFORE_RENAME
+        r = self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, AT_FDCWD, p)
+        if r < 0 and ctypes.get_errno() == 22 and self.paired_renames:  # EINVAL: FAN_RENAME is 5.17
+            self.paired_renames = False
+            r = self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK_BEFORE_RENAME, AT_FDCWD, p)
+        if r < 0:
+            raise Unavailable(_why(f"fanotify_mark {path}", ctypes.get_errno()))
+        self._mounts.append(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))  # O_PATH: EBADF
+
+    def read(self, bufsize: int = 1 << 16) -> bytes:
+        """The events queued now (b"" when none)."""
+        try:
+            return os.read(self.fd, bufsize)
+        except BlockingIOError:
+            return b""
+
+    def path_of(self, handle: bytes) -> str | None:
+        """The current path of the directory `handle` names, or None (gone, or not ours)."""
+        for m in self._mounts:
+            fd = self._libc.open_by_handle_at(m, handle, os.O_PATH | os.O_CLOEXEC)
+            if fd >= 0:
+                try:
+                    return os.readlink(f"/proc/self/fd/{fd}")
+                except OSError:
+                    return None
+                finally:
+                    os.close(fd)
+        return None
+
+    def close(self) -> None:
+        for fd in (*self._mounts, self.fd):
+            os.close(fd)
+        self._mounts = []
+
+
+def parse(buf: bytes):
+    """Yield (mask, pid, [(info_type, handle, name), ...]) for each event in `buf` (fanotify(7):
+    metadata, then info records; each record is a header, the fsid (8 bytes), a file_handle, and
+    for *_NAME records a NUL-terminated name)."""
+    off, n = 0, len(buf)
+    meta_size = _META.size
+    while off + meta_size <= n:
+        event_len, vers, _r, meta_len, mask, _fd, pid = _META.unpack_from(buf, off)
+        if vers != FAN_METADATA_VERSION or event_len < meta_size:
+            return
+        recs = []
+        i, end = off + meta_len, off + event_len
+        while i + 4 <= end:
+            itype, _pad, ilen = _INFO.unpack_from(buf, i)
+            if ilen < 4:
+                break
+            if itype in (
+                FAN_EVENT_INFO_TYPE_DFID_NAME,
+                FAN_EVENT_INFO_TYPE_DFID,
+                FAN_EVENT_INFO_TYPE_OLD_DFID_NAME,
+                FAN_EVENT_INFO_TYPE_NEW_DFID_NAME,
+            ):
+                h = i + 4 + 8  # after the header and the fsid
+                hbytes = _HANDLE.unpack_from(buf, h)[0]
+                hend = h + 8 + hbytes
+                handle = buf[h:hend]
+                name = b""
+                if itype != FAN_EVENT_INFO_TYPE_DFID:
+                    z = buf.find(b"\0", hend, i + ilen)
+                    name = buf[hend : z if z >= 0 else i + ilen]
+                recs.append((itype, handle, name))
+            i += ilen
+        yield mask, pid, recs
+        off += event_len

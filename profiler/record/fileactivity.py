@@ -1,0 +1,298 @@
+"""Files written under the recorded paths by any process of the recorded tree, seen by the kernel.
+
+The patch (record/instrument) sees the saves of the frameworks it knows, in the process that calls
+them. A writer it does not know — a forked child, a native thread, `dd` — is seen here: one
+fanotify(7) group marks the file system of each recorded --path (record/fanotify.py), the proc
+connector says which pids are the recorded tree's (record/proctree_events.py), and each file's
+burst of activity becomes one `file_activity` event in events.jsonl when the file has been quiet
+for QUIET_S (docs/recording-format.md): its first and last event, what was done (create, modify,
+close_write, rename, delete), which processes did it, and its size after.
+
+Time: fanotify events carry no timestamp; each is stamped when it is read. The thread sleeps in
+select(2) until the kernel queues an event, so the first event after a quiet time is stamped
+within the wake-up's latency; after each read it waits MERGE_S before reading again, so that the
+kernel merges a writer's repeated writes to one file into one event (fanotify merges identical
+unread events on the same object from the same process), which bounds its work to ~1/MERGE_S reads
+a second whatever the write rate, and stamps later events up to MERGE_S late. Idle, it never wakes
+on a timer; with files waiting to go quiet it wakes once QUIET_S after the last.
+
+Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
+start event says why (`file_activity_source: "none: ..."`) and windows come from the patch and
+device bursts as before. CKPROF_FILE_ACTIVITY=off turns it off (to measure what it costs).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+
+from . import fanotify as F
+from .proctree_events import ProcTree, describe
+
+MERGE_S = 0.01  # after a read, let the kernel merge this long before the next
+QUIET_S = 1.0  # a file with no event for this long has finished its burst: its event is written
+ENV = "CKPROF_FILE_ACTIVITY"
+
+_WRITE = F.FAN_CREATE | F.FAN_MODIFY | F.FAN_CLOSE_WRITE
+_OPS = (
+    (F.FAN_CREATE, "create"),
+    (F.FAN_MODIFY, "modify"),
+    (F.FAN_CLOSE_WRITE, "close_write"),
+    (F.FAN_RENAME | F.FAN_MOVED_TO, "rename"),
+    (F.FAN_MOVED_FROM, "moved_away"),
+    (F.FAN_DELETE, "delete"),
+)
+
+
+class _Burst:
+    __slots__ = ("path", "start_ns", "end_ns", "mask", "writers", "pids", "is_dir", "renamed_from", "n")
+
+    def __init__(self, path: str, t_ns: int, is_dir: bool):
+        self.path, self.start_ns, self.end_ns, self.is_dir = path, t_ns, t_ns, is_dir
+        self.mask, self.writers, self.pids, self.renamed_from, self.n = 0, set(), set(), None, 0
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r if r.endswith(os.sep) else r + os.sep) for r in roots)
+
+
+class FileActivity:
+    """The `file_activity` source of one recording. `start()`, `set_root(pid)`, `stop()` → meta."""
+
+    def __init__(self, writer, clock, paths: list[str], exclude: list[str] | None = None):
+        self.writer, self.clock = writer, clock
+        self.roots = tuple(sorted({os.path.realpath(p) for p in paths}))
+        self.exclude = tuple(os.path.realpath(p) for p in exclude or ())
+        self.source = "fanotify"
+        self.group: F.Group | None = None
+        self.tree: ProcTree | None = None
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)
+        self._bursts: dict[tuple[bytes, bytes], _Burst] = {}
+        self._dirs: dict[bytes, str | None] = {}
+        self._procs: set[int] = set()
+        self.events_read = self.events_kept = self.files = self.overflows = 0
+        self.cpu_s = 0.0
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self) -> FileActivity:
+        if os.environ.get(ENV, "").lower() in ("off", "0", "no"):
+            self.source = f"none: turned off ({ENV}=off)"
+        else:
+            try:
+                self.group = F.Group()
+                for r in self.roots:
+                    self.group.mark_filesystem(r if os.path.isdir(r) else os.path.dirname(r))
+            except (F.Unavailable, OSError) as e:
+                self.source = f"none: {e}"
+                if self.group is not None:
+                    self.group.close()
+                self.group = None
+        ev = {"t_ns": self.clock.now_ns(), "event": "file_activity_source", "source": "recorder"}
+        ev["file_activity_source"] = self.source
+        ev["paths"] = list(self.roots)
+        if self.group is not None:
+            self.tree = ProcTree()
+            ev["process_tree"] = self.tree.basis
+            ev["paired_renames"] = self.group.paired_renames
+            self._thread = threading.Thread(target=self._run, name="ckprof-fileactivity", daemon=True)
+            self._thread.start()
+        else:
+            ev["fallback"] = "checkpoint windows from the patch's markers, else device write bursts"
+        self.writer.event(ev)
+        return self
+
+    def set_root(self, pid: int) -> None:
+        if self.tree is not None:
+            self.tree.set_root(pid)  # the GIL orders this against the reader's drain
+
+    def stop(self) -> dict:
+        """Read what is queued, write every open burst, and say what was seen (meta.json)."""
+        if self._thread is not None:
+            os.write(self._wake_w, b"x")
+            self._thread.join(timeout=30)
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        if self.group is not None:
+            self.group.close()
+        if self.tree is not None:
+            self.tree.close()
+        meta = {"source": self.source, "paths": list(self.roots)}
+        if self.group is not None:
+            meta.update(
+                process_tree=self.tree.basis if self.tree else None,
+                events_read=self.events_read,
+                events_in_tree=self.events_kept,
+                files=self.files,
+                queue_overflows=self.overflows,
+                cpu_s=round(self.cpu_s, 4),
+            )
+        return meta
+
+    # -- the reader -------------------------------------------------------------------------
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        stopping = False
+        while not stopping:
+            fds = [self.group.fd, self._wake_r] + ([self.tree.fileno()] if self.tree.fileno() is not None else [])
+            timeout = None
+            if self._bursts:
+                first_quiet = min(b.end_ns for b in self._bursts.values()) + QUIET_S * 1e9
+                timeout = max(0.0, (first_quiet - self.clock.now_ns()) / 1e9)
+            ready = select.select(fds, [], [], timeout)[0]
+            stopping = self._wake_r in ready
+            if self._read_all() and not stopping:
+                stopping = self._merge_pause()
+            self._emit(self.clock.now_ns(), everything=False)
+        self._read_all()
+        self._emit(self.clock.now_ns(), everything=True)
+        self.cpu_s = time.thread_time() - cpu0
+
+    def _merge_pause(self) -> bool:
+        """Let the kernel merge the next writes for MERGE_S, taking fork and exec events meanwhile
+        (a writer that runs for less than that is named while it runs); True on stop."""
+        until = time.monotonic() + MERGE_S
+        while (left := until - time.monotonic()) > 0:
+            nl = self.tree.fileno()
+            ready = select.select([self._wake_r] + ([nl] if nl is not None else []), [], [], left)[0]
+            if self._wake_r in ready:
+                return True
+            self.tree.drain()
+        return False
+
+    def _read_all(self) -> int:
+        n = 0
+        while True:
+            self.tree.drain()  # forks before these file events are known before they are judged
+            t_ns = self.clock.now_ns()
+            buf = self.group.read()
+            if not buf:
+                return n
+            n += self._take(buf, t_ns)
+
+    def _dir(self, handle: bytes) -> str | None:
+        try:
+            return self._dirs[handle]
+        except KeyError:
+            p = self._dirs[handle] = self.group.path_of(handle)
+            return p
+
+    def _keep(self, path: str | None) -> bool:
+        return path is not None and _under(path, self.roots) and not _under(path, self.exclude)
+
+    def _take(self, buf: bytes, t_ns: int) -> int:
+        contains, n = self.tree.contains, 0
+        for mask, pid, recs in F.parse(buf):
+            n += 1
+            if mask & F.FAN_Q_OVERFLOW:
+                self.overflows += 1
+                self.writer.event(
+                    {
+                        "t_ns": t_ns,
+                        "event": "file_activity_lost",
+                        "source": "fanotify",
+                        "why": "the kernel's event queue overflowed",
+                    }
+                )
+                continue
+            if not recs or not contains(pid):
+                continue
+            if mask & F.FAN_RENAME:
+                old = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_OLD_DFID_NAME), None)
+                new = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME), None)
+                if old and new:
+                    self._rename(old, new, pid, t_ns, bool(mask & F.FAN_ONDIR))
+                continue
+            _t, handle, name = recs[0]
+            d = self._dir(handle)
+            if d is None:
+                continue
+            path = d if name in (b"", b".") else os.path.join(d, os.fsdecode(name))
+            if not self._keep(path):
+                continue
+            self.events_kept += 1
+            key = (handle, name)
+            b = self._bursts.get(key)
+            if b is None:
+                b = self._bursts[key] = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
+            self._note(b, mask, pid, t_ns)
+            if mask & (F.FAN_DELETE | F.FAN_MOVED_FROM):
+                self._write(self._bursts.pop(key), deleted=bool(mask & F.FAN_DELETE))
+        self.events_read += n
+        return n
+
+    def _note(self, b: _Burst, mask: int, pid: int, t_ns: int) -> None:
+        b.mask |= mask
+        b.end_ns = t_ns
+        b.n += 1
+        b.pids.add(pid)
+        if mask & _WRITE:
+            b.writers.add(pid)
+        if pid not in self._procs:
+            self._procs.add(pid)
+            who = describe(pid)
+            if who["comm"] is None:  # exited already: what it exec'd, if the proc connector saw it
+                who = self.tree.execs.get(pid) or {
+                    **who,
+                    "ppid": self.tree.parents.get(pid),
+                    "why_unknown": "it had exited when its first file event was read",
+                }
+            self.writer.event({"t_ns": t_ns, "event": "file_activity_process", "source": "fanotify", **who})
+
+    def _rename(self, old, new, pid: int, t_ns: int, is_dir: bool) -> None:
+        od, nd = self._dir(old[1]), self._dir(new[1])
+        if od is None or nd is None:
+            return
+        old_path = os.path.join(od, os.fsdecode(old[2]))
+        new_path = os.path.join(nd, os.fsdecode(new[2]))
+        if is_dir:  # paths under it changed: forget the cached directories, move the open bursts
+            self._dirs.clear()
+            for b in self._bursts.values():
+                if b.path.startswith(old_path + os.sep):
+                    b.path = new_path + b.path[len(old_path) :]
+        if not (self._keep(old_path) or self._keep(new_path)):
+            return
+        self.events_kept += 1
+        b = self._bursts.pop((old[1], old[2]), None)
+        if b is None:
+            b = _Burst(new_path, t_ns, is_dir)
+        b.renamed_from, b.path = b.renamed_from or old_path, new_path
+        self._bursts[(new[1], new[2])] = b
+        self._note(b, F.FAN_RENAME, pid, t_ns)
+
+    def _emit(self, now_ns: int, everything: bool) -> None:
+        quiet = [k for k, b in self._bursts.items() if everything or now_ns - b.end_ns >= QUIET_S * 1e9]
+        for k in quiet:
+            self._write(self._bursts.pop(k), deleted=False)
+
+    def _write(self, b: _Burst, deleted: bool) -> None:
+        size, why = None, None
+        if deleted:
+            why = "deleted"
+        elif not b.is_dir:
+            try:
+                size = os.stat(b.path, follow_symlinks=False).st_size
+            except OSError as e:
+                why = f"stat after the burst: {e.strerror}"
+        self.files += 1
+        ev = {
+            "t_ns": b.end_ns,
+            "event": "file_activity",
+            "source": "fanotify",
+            "path": b.path,
+            "start_ns": b.start_ns,
+            "end_ns": b.end_ns,
+            "ops": [name for bit, name in _OPS if b.mask & bit],
+            "dir": b.is_dir,
+            "writers": sorted(b.writers),
+            "pids": sorted(b.pids),
+            "size_bytes": size,
+            "kernel_events": b.n,
+        }
+        if why and not b.is_dir:
+            ev["size_unknown"] = why
+        if b.renamed_from:
+            ev["renamed_from"] = b.renamed_from
+        self.writer.event(ev)

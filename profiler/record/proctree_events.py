@@ -1,0 +1,163 @@
+"""Which processes belong to the recorded tree, from the kernel's fork events (the proc connector).
+
+A writer that forks a child per file, or spawns `dd`, may write and exit before anyone reads
+/proc/<pid>: its ancestry is gone by the time its file events are read. The proc connector
+(drivers/connector/cn_proc.c, <linux/cn_proc.h>; CAP_NET_ADMIN) sends a PROC_EVENT_FORK for every
+fork and clone with the parent's and the child's tgid, so membership is decided at fork time:
+a process is in the tree when it is the root or was forked by a member. Since Linux 6.6 a listener
+may ask for fork events only (`struct proc_input`); older kernels take the 4-byte op and send all.
+
+Where the connector cannot be opened, or lost events (ENOBUFS: its socket buffer overflowed), a
+pid is looked up by walking /proc/<pid>/stat's ppid up to the root, which sees only processes still
+alive; `basis` says which rule is in use and why.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+NETLINK_CONNECTOR = 11
+CN_IDX_PROC = 1
+CN_VAL_PROC = 1
+PROC_CN_MCAST_LISTEN = 1
+PROC_EVENT_FORK = 0x1
+PROC_EVENT_EXEC = 0x2
+NLMSG_DONE = 3
+_NLMSG = struct.Struct("=IHHII")  # struct nlmsghdr
+_CN_MSG = struct.Struct("=IIIIHH")  # struct cn_msg: id.idx, id.val, seq, ack, len, flags
+_EVENT = struct.Struct("=IIQiiii")  # struct proc_event: what, cpu, timestamp_ns, fork's four pids
+RCVBUF_BYTES = 8 << 20
+
+
+def ppid_of(pid: int, proc: str = "/proc") -> int | None:
+    """The parent of a live process (the 4th field of /proc/<pid>/stat, after the comm's ')')."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            s = f.read()
+        return int(s[s.rindex(b")") + 2 :].split(None, 2)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def describe(pid: int, proc: str = "/proc") -> dict:
+    """A process's parent, comm and command line, read now (it may be gone later)."""
+    out: dict = {"pid": pid, "ppid": ppid_of(pid, proc)}
+    try:
+        with open(f"{proc}/{pid}/comm", "rb") as f:
+            out["comm"] = f.read().decode(errors="replace").strip()
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            out["cmdline"] = [a.decode(errors="replace") for a in f.read().split(b"\0") if a][:16]
+    except OSError:
+        out["comm"] = None
+    return out
+
+
+class ProcTree:
+    """Membership of the recorded process tree; `root` is set once the command is spawned."""
+
+    def __init__(self, proc: str = "/proc"):
+        self.root: int | None = None
+        self.members: set[int] = set()
+        self._pending: list[tuple[int, int]] = []  # forks seen before the root was known
+        self._proc = proc
+        self._cache: dict[int, bool] = {}  # pid → in the tree, for /proc lookups
+        self.parents: dict[int, int] = {}  # a member → the member that forked it
+        self.execs: dict[int, dict] = {}  # a member → what it ran, read as it exec'd
+        self.sock: socket.socket | None = None
+        self.basis = "proc connector"
+        try:
+            self.sock = self._open()
+        except OSError as e:
+            self.basis = f"/proc ancestry (proc connector: {e.strerror or e}): short-lived writers may be missed"
+
+    @staticmethod
+    def _open() -> socket.socket:
+        s = socket.socket(
+            socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, NETLINK_CONNECTOR
+        )
+        try:
+            try:
+                s.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE (root)
+            except OSError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+            s.bind((os.getpid(), CN_IDX_PROC))
+            # struct proc_input (6.6+): forks, and execs (to name a short-lived writer while it runs)
+            body = struct.pack("=II", PROC_CN_MCAST_LISTEN, PROC_EVENT_FORK | PROC_EVENT_EXEC)
+            cn = _CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
+            s.send(_NLMSG.pack(_NLMSG.size + len(cn), NLMSG_DONE, 0, 0, os.getpid()) + cn)
+        except OSError:
+            s.close()
+            raise
+        return s
+
+    def fileno(self) -> int | None:
+        return None if self.sock is None else self.sock.fileno()
+
+    def set_root(self, pid: int) -> None:
+        self.root = pid
+        self.members.add(pid)
+        for parent, child in self._pending:
+            if parent in self.members:
+                self.members.add(child)
+                self.parents[child] = parent
+        self._pending = []
+
+    def drain(self) -> None:
+        """Take the fork events queued now (call before judging the pids of file events read after)."""
+        while self.sock is not None:
+            try:
+                buf = self.sock.recv(1 << 16)
+            except BlockingIOError:
+                return
+            except OSError as e:  # ENOBUFS: events were dropped; ancestry from /proc from now on
+                self.basis = (
+                    f"/proc ancestry (proc connector lost events: {e.strerror}): short-lived writers may be missed"
+                )
+                self.sock.close()
+                self.sock = None
+                return
+            off = 0
+            while off + _NLMSG.size <= len(buf):
+                nl_len = _NLMSG.unpack_from(buf, off)[0]
+                ev = off + _NLMSG.size + _CN_MSG.size
+                if ev + _EVENT.size <= len(buf):
+                    what, _cpu, _ts, _ppid, ptgid, cpid, ctgid = _EVENT.unpack_from(buf, ev)
+                    if what == PROC_EVENT_FORK and cpid == ctgid:  # a new process, not a thread
+                        self._fork(ptgid, ctgid)
+                    elif what == PROC_EVENT_EXEC and _ppid == ptgid and ptgid in self.members:
+                        self.execs[ptgid] = describe(ptgid, self._proc)  # exec's pid, tgid: the fork's first two
+                off += max(nl_len + 3 & ~3, _NLMSG.size)
+
+    def _fork(self, parent: int, child: int) -> None:
+        if self.root is None:
+            self._pending.append((parent, child))
+        elif parent in self.members:
+            self.members.add(child)
+            self.parents[child] = parent
+        elif child != self.root:  # the root's own fork may be read after set_root
+            self.members.discard(child)  # a pid reused outside the tree
+
+    def contains(self, pid: int) -> bool:
+        if pid in self.members:
+            return True
+        if self.sock is not None or self.root is None:
+            return False
+        hit = self._cache.get(pid)
+        if hit is None:
+            hit, p, seen = False, pid, 0
+            while p and p > 1 and seen < 64:
+                if p in self.members:
+                    hit = True
+                    break
+                p, seen = ppid_of(p, self._proc), seen + 1
+            if hit:
+                self.members.add(pid)
+            self._cache[pid] = hit
+        return hit
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
