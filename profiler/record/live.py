@@ -11,8 +11,11 @@ Nothing is computed at sample time: a scrape reads the recorder's latest rows.
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import threading
+import time
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
@@ -202,19 +205,83 @@ def _family(addr: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in addr else socket.AF_INET
 
 
+# A scrape is one short request; Prometheus and a dashboard or two need a handful at once. Beyond
+# this many open connections a new one is answered 503 and closed at once, so clients can never
+# hold more than this many descriptors and threads of the recording process.
+MAX_CONNECTIONS = 8
+# Seconds one read or write of a connection may wait (socket.settimeout): a client that connects
+# and sends nothing, or stops reading, gives its slot back after this.
+CONNECTION_TIMEOUT_S = 5.0
+# accept(2) failing for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM: accept(2))
+# leaves the connection in the backlog, so the listening socket stays readable: without a pause
+# serve_forever would retry at once, forever, at 100 % of a core.
+ACCEPT_BACKOFF_S = 0.5
+_ACCEPT_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# The exporter's threads run this much nicer than the recorder, so a scrape storm yields the CPU
+# to sampling (setpriority(2): on Linux a thread id names one thread).
+EXPORTER_NICE = 10
+_BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def _nicer_thread() -> None:
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + EXPORTER_NICE))
+    except OSError:  # not permitted (a seccomp profile): the bounds above still hold
+        pass
+
+
 class _Server(ThreadingMixIn, WSGIServer):
-    """One thread per scrape, a listen backlog of SOMAXCONN (socketserver's default is 5: a burst
-    of scrapers would be refused), IPv4 or IPv6 by the address."""
+    """One thread per scrape, at most MAX_CONNECTIONS at once (the rest answered 503 and closed),
+    each read and write bounded by CONNECTION_TIMEOUT_S; a listen backlog of SOMAXCONN
+    (socketserver's default is 5: a burst of scrapers would be refused); IPv4 or IPv6 by the
+    address. Whatever its clients do, the exporter holds a bounded number of descriptors and
+    threads, never spins, and never writes to stderr."""
 
     daemon_threads = True
     request_queue_size = socket.SOMAXCONN
 
     def __init__(self, address, handler, family=socket.AF_INET):
         self.address_family = family
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(address, handler)
+
+    def get_request(self):
+        try:
+            return super().get_request()
+        except OSError as e:
+            if e.errno in _ACCEPT_SHORTAGE:
+                time.sleep(ACCEPT_BACKOFF_S)
+            raise
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            try:  # tell a scraper why, without ever waiting on it
+                request.send(_BUSY, socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the connection's thread
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        _nicer_thread()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address):
+        """A client that timed out or hung up is not ckprof's error: no traceback on stderr."""
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = CONNECTION_TIMEOUT_S  # StreamRequestHandler.setup: settimeout on the connection
+
     def log_message(self, *args):  # no line on stderr per scrape
         pass
 
@@ -223,6 +290,11 @@ def url(addr: str, port: int) -> str:
     """http://HOST:PORT/metrics with an IPv6 address in brackets (RFC 3986 3.2.2)."""
     host = f"[{addr}]" if ":" in addr else addr
     return f"http://{host}:{port}/metrics"
+
+
+def _serve_forever(server: _Server) -> None:
+    _nicer_thread()
+    server.serve_forever()
 
 
 def serve(events_path: str, port: int, addr: str = "127.0.0.1") -> tuple[LiveCollector, int]:
@@ -236,7 +308,7 @@ def serve(events_path: str, port: int, addr: str = "127.0.0.1") -> tuple[LiveCol
     try:
         server = _Server((addr, port), _QuietHandler, family=_family(addr))
         server.set_app(make_wsgi_app(registry))
-        threading.Thread(target=server.serve_forever, name="ckprof-prometheus", daemon=True).start()
+        threading.Thread(target=_serve_forever, args=(server,), name="ckprof-prometheus", daemon=True).start()
         return live, server.server_port
     except OSError as e:
         raise UsageError(
