@@ -134,11 +134,15 @@ def analyze(
     base_bps, thr_bps = W.baseline_and_threshold(tl.total, burst or W.BurstParams())
 
     marked = W.marker_windows(rec) if windows_from in ("auto", "markers") else []
-    if marked:
+    seen = W.file_windows(rec) if windows_from == "auto" else []  # files the tree wrote (fanotify)
+    if seen:
+        wins, wsource = W.join_file_windows(marked, seen), "markers+files" if marked else "files"
+    elif marked:
         wins, wsource = marked, "markers"
     elif windows_from in ("auto", "inferred"):
         wins, wsource = W.infer_windows(tl.total, tl.res_s, burst), "inferred"
         if wins:
+            notes.extend(W.file_activity_note(rec))
             notes.append(
                 "no checkpoint markers in this recording: windows were inferred from device write "
                 f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "

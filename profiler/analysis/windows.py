@@ -1,4 +1,5 @@
-"""Checkpoint windows: from markers, or inferred from device write bursts; a hint at durability.
+"""Checkpoint windows: from markers and the files the recorded tree wrote (filesaves.py), or
+inferred from device write bursts where neither is recorded; a hint at durability.
 
 A window has a start, an application end (the save call returned) and a durable end, which comes
 from the checkpoint's own files (ckprof.analysis.durability). What the devices' write totals and
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from . import filesaves
 from .grouping import group_saves
 
 MIB = 1024 * 1024
@@ -107,6 +109,25 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
     for k, w in enumerate(out, 1):
         w["id"] = f"inferred:{k}"
     return out
+
+
+def file_windows(rec) -> list[dict]:
+    """Saves seen at the file level (the `file_activity` events of any writer of the recorded
+    tree): analysis/filesaves.py's rule. Empty where the recording has none."""
+    return filesaves.file_saves(rec)
+
+
+def join_file_windows(marked: list[dict], saves: list[dict]) -> list[dict]:
+    """Marker checkpoints and file saves of one save become one checkpoint (filesaves.join)."""
+    return filesaves.join(marked, saves)
+
+
+def file_activity_note(rec) -> list[str]:
+    """Why windows fell back to device bursts though file activity might have told: [] or one note."""
+    src = filesaves.source_of(rec)
+    if src is None or src["source"] == "fanotify":
+        return []
+    return [f"file activity not recorded ({src['source'].removeprefix('none: ')})"]
 
 
 def _num(v) -> float | None:

@@ -1,0 +1,291 @@
+"""Saves seen at the file level: the recording's `file_activity` events (record/fileactivity.py,
+fanotify) split into saves, and joined with the framework call where the patch or a marker knows it.
+
+A checkpoint is the set of files the recorded tree created or wrote under one entry of the
+recorded path (the checkpoint root, `--path`), whoever wrote them (forked writers, spawned tools,
+native threads). The rule (docs/analysis.md, "Saves from file activity"):
+
+- the save's key is the first path component under the root: a directory there (`step_100/`,
+  `checkpoint-500/`, `iter_0000010/`) is one checkpoint with everything under it; files directly
+  in the root are one stream (`model.pt`, `optim.pt` of one step belong together);
+- within one key, a quiet gap of SAVE_GAP_S or more between the end of one file's burst and the
+  start of the next starts a new save (a loop overwriting `latest.pt` every few seconds);
+- a directory renamed after its files were written (HF's `tmp-checkpoint-N` → `checkpoint-N`)
+  gives its files their final paths first;
+- deletions alone (retention removing an old checkpoint) are no save.
+
+The window runs from the first file (or directory) creation or first write to the last write,
+close or rename of its files, as the kernel reported them (each stamped when ckprof read it:
+within the reader's wake-up at the start, up to its merge pause, 10 ms, late at the end). Its bytes
+are the files' sizes after the save, each file once; a file several processes wrote counts to none
+of them alone (`bytes_shared`).
+
+Joined with marker windows (ckprof.checkpoint, the patch, the workload): a file save and a marker
+window are one checkpoint when their times overlap (within JOIN_SLACK_S) and the marker's path is
+the save's directory or file, lies inside it, or holds it, or the marker names no path and the
+file save lies inside its time. The checkpoint keeps the call's id, step, blocking time and path,
+spans both (the call's start to the later of its return and the last file write), and takes the
+bytes from the files when every size is known.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from .grouping import _merge, step_in_path
+
+SAVE_GAP_S = 1.0  # a quiet gap this long within one key starts a new save
+JOIN_SLACK_S = 0.05  # a marker window and a file save this close in time may be one checkpoint
+_WRITES = {"create", "modify", "close_write", "rename"}
+
+
+def source_of(rec) -> dict | None:
+    """The recording's `file_activity_source` event (what ran, or why none), or None (older recordings)."""
+    ev = rec.events
+    if ev.empty or "event" not in ev:
+        return None
+    rows = ev[ev["event"] == "file_activity_source"]
+    if rows.empty:
+        return None
+    r = rows.iloc[0]
+    return {
+        "source": str(r.get("file_activity_source")),
+        "paths": list(r.get("paths")) if isinstance(r.get("paths"), list) else [],
+    }
+
+
+def _clean(v):
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
+
+
+def bursts_of(rec) -> tuple[list[dict], dict[int, dict]]:
+    """(the file_activity bursts, {pid: file_activity_process fields})."""
+    ev = rec.events
+    if ev.empty or "event" not in ev:
+        return [], {}
+    procs = {}
+    for _, r in ev[ev["event"] == "file_activity_process"].iterrows():
+        procs[int(r["pid"])] = {
+            "pid": int(r["pid"]),
+            "ppid": None if pd.isna(r.get("ppid")) else int(r["ppid"]),
+            "comm": _clean(r.get("comm")),
+            "cmdline": r.get("cmdline") if isinstance(r.get("cmdline"), list) else None,
+        }
+    out = []
+    for _, r in ev[ev["event"] == "file_activity"].iterrows():
+        out.append(
+            {
+                "path": str(r["path"]),
+                "start_ns": float(r["start_ns"]),
+                "end_ns": float(r["end_ns"]),
+                "ops": list(r["ops"]) if isinstance(r.get("ops"), list) else [],
+                "dir": bool(r.get("dir")) if not pd.isna(r.get("dir")) else False,
+                "writers": [int(p) for p in r["writers"]] if isinstance(r.get("writers"), list) else [],
+                "size_bytes": None if pd.isna(r.get("size_bytes")) else float(r["size_bytes"]),
+                "size_unknown": _clean(r.get("size_unknown")),
+                "renamed_from": _clean(r.get("renamed_from")),
+            }
+        )
+    return out, procs
+
+
+def _apply_dir_renames(bursts: list[dict]) -> None:
+    """Files written under a directory that was renamed later take their final path."""
+    renames = sorted(
+        (b for b in bursts if b["dir"] and b["renamed_from"] and "rename" in b["ops"]), key=lambda b: b["end_ns"]
+    )
+    for rn in renames:
+        old = rn["renamed_from"] + os.sep
+        for b in bursts:
+            if b is not rn and b["end_ns"] <= rn["end_ns"] and b["path"].startswith(old):
+                b["path"] = rn["path"] + os.sep + b["path"][len(old) :]
+
+
+def _key(path: str, roots: list[str], is_dir: bool = False) -> tuple[str, str] | None:
+    """(kind, path) of the save a file belongs to under the deepest root holding it, or None."""
+    root = max((r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), key=len, default=None)
+    if root is None or path == root:
+        return None
+    rel = os.path.relpath(path, root).split(os.sep)
+    if len(rel) == 1 and not is_dir:
+        return ("root", root)
+    return ("dir", os.path.join(root, rel[0]))
+
+
+def file_saves(rec) -> list[dict]:
+    """The saves the recording's file activity shows (windows of source `files`), by start."""
+    src = source_of(rec)
+    if src is None or src["source"] != "fanotify":
+        return []
+    bursts, procs = bursts_of(rec)
+    _apply_dir_renames(bursts)
+    roots = [os.path.normpath(p) for p in src["paths"]]
+    groups: list[tuple[tuple, list[dict]]] = []
+    open_by_key: dict = {}
+    for b in sorted(bursts, key=lambda b: b["start_ns"]):
+        if not _WRITES & set(b["ops"]):
+            continue  # deletions alone are no save
+        key = _key(b["path"], roots, b["dir"])
+        if key is None:
+            continue
+        g = open_by_key.get(key)
+        if g is not None and b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9:
+            groups[g][1].append(b)
+            continue
+        open_by_key[key] = len(groups)
+        groups.append((key, [b]))
+    return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]
+
+
+def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
+    files: dict[str, dict] = {}  # the latest burst of each file: its size after the save
+    for b in sorted(bursts, key=lambda b: b["end_ns"]):
+        if b["dir"]:
+            continue
+        f = files.setdefault(b["path"], {"path": b["path"], "writers": set(), "start_ns": b["start_ns"]})
+        f["writers"].update(b["writers"])
+        f["end_ns"] = b["end_ns"]
+        f["bytes"] = 0.0 if "delete" in b["ops"] else b["size_bytes"]
+        f["size_unknown"] = b["size_unknown"]
+    sizes = [f["bytes"] for f in files.values()]
+    writers: dict[int, dict] = {}
+    shared = 0.0
+    for f in files.values():
+        who = sorted(f["writers"])
+        f["writers"] = who
+        for pid in who:
+            w = writers.setdefault(pid, {**procs.get(pid, {"pid": pid, "comm": None}), "files": 0, "bytes": 0.0})
+            w["files"] += 1
+            if len(who) == 1:  # a file several processes wrote counts to none of them alone
+                w["bytes"] = None if w["bytes"] is None or f["bytes"] is None else w["bytes"] + f["bytes"]
+        if len(who) > 1 and f["bytes"] is not None:
+            shared += f["bytes"]
+    for b in bursts:  # a directory's creator is a writer of the save too
+        for pid in b["writers"]:
+            writers.setdefault(pid, {**procs.get(pid, {"pid": pid, "comm": None}), "files": 0, "bytes": 0.0})
+    kind, path = key
+    if kind == "root" and len(files) == 1:
+        path = next(iter(files))
+    pids = sorted(writers)
+    return {
+        "id": f"files:{n}",
+        "source": "files",
+        "kind": "save",
+        "start_ns": min(b["start_ns"] for b in bursts),
+        "app_end_ns": max(b["end_ns"] for b in bursts),
+        "bytes_app": None if (not sizes or any(s is None for s in sizes)) else float(sum(sizes)),
+        "path": path,
+        "step": step_in_path(path),
+        "rank": None,
+        "name": None,
+        "ok": None,
+        "blocking_s": None,
+        "error": None,
+        "pid": pids[0] if len(pids) == 1 else None,
+        "files": sorted(files.values(), key=lambda f: f["path"]),
+        "writers": [writers[p] for p in pids],
+        "bytes_shared": shared,
+        "file_window": (min(b["start_ns"] for b in bursts), max(b["end_ns"] for b in bursts)),
+    }
+
+
+def _related(m: dict, s: dict) -> bool:
+    """A marker window and a file save are one checkpoint (module docstring)."""
+    slack = JOIN_SLACK_S * 1e9
+    m_end = m["app_end_ns"] if m["app_end_ns"] is not None else float("inf")
+    if m["kind"] != "save" or m["start_ns"] > s["app_end_ns"] + slack or s["start_ns"] > m_end + slack:
+        return False
+    mp = m.get("path")
+    if not mp:
+        return m["start_ns"] - slack <= s["start_ns"] and s["app_end_ns"] <= m_end + slack
+    mp = os.path.normpath(os.path.abspath(mp))
+    sp = os.path.normpath(s["path"])
+    if mp == sp or mp.startswith(sp + os.sep) or sp.startswith(mp + os.sep):
+        return True
+    return any(f["path"] == mp or f["path"].startswith(mp + os.sep) for f in s["files"])
+
+
+def join(marked: list[dict], saves: list[dict]) -> list[dict]:
+    """Marker checkpoints and file saves → checkpoints: related ones (module docstring) become one,
+    whatever many of each; the rest stay as they are. Ordered by start."""
+    parent = list(range(len(marked) + len(saves)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, m in enumerate(marked):
+        for j, s in enumerate(saves):
+            if _related(m, s):
+                parent[find(i)] = find(len(marked) + j)
+    comps: dict[int, tuple[list, list]] = {}
+    for i in range(len(marked) + len(saves)):
+        ms, ss = comps.setdefault(find(i), ([], []))
+        (ms.append(marked[i]) if i < len(marked) else ss.append(saves[i - len(marked)]))
+    out = [_one(ms, ss) for ms, ss in comps.values()]
+    return sorted(out, key=lambda w: w["start_ns"])
+
+
+def _one(ms: list[dict], ss: list[dict]) -> dict:
+    if not ss:
+        return ms[0] if len(ms) == 1 else _merged_markers(ms)
+    s = ss[0] if len(ss) == 1 else _merged_saves(ss)
+    if not ms:
+        return s
+    m = ms[0] if len(ms) == 1 else _merged_markers(ms)
+    ends = [m["app_end_ns"], s["app_end_ns"]]
+    out = {
+        **m,
+        "start_ns": min(m["start_ns"], s["start_ns"]),
+        "app_end_ns": None
+        if m["app_end_ns"] is None and m.get("ok") is not False
+        else max(e for e in ends if e is not None),
+        "bytes_app": s["bytes_app"] if s["bytes_app"] is not None else m["bytes_app"],
+        "files": s["files"],
+        "writers": s["writers"],
+        "bytes_shared": s["bytes_shared"],
+        "file_window": s["file_window"],
+        "seen_by": sorted({"files", str(m["source"])}),
+    }
+    if not m.get("path"):
+        out["path"] = s["path"]
+    if out["step"] is None:
+        out["step"] = s["step"]
+    return out
+
+
+def _merged_markers(ms: list[dict]) -> dict:
+    """Several marker checkpoints of one save (a forked writer's torch.save per tensor): one, by
+    grouping's own merge of their parts."""
+    parts = [p for m in ms for p in (m.get("parts") or [m])]
+    return _merge(parts)
+
+
+def _merged_saves(ss: list[dict]) -> dict:
+    """File saves under one marker's call (its files in the root and in a folder): one."""
+    files = [f for s in ss for f in s["files"]]
+    writers: dict[int, dict] = {}
+    for s in ss:
+        for w in s["writers"]:
+            cur = writers.get(w["pid"])
+            if cur is None:
+                writers[w["pid"]] = dict(w)
+            else:
+                cur["files"] += w["files"]
+                cur["bytes"] = None if cur["bytes"] is None or w["bytes"] is None else cur["bytes"] + w["bytes"]
+    known = [s["bytes_app"] for s in ss]
+    return {
+        **ss[0],
+        "start_ns": min(s["start_ns"] for s in ss),
+        "app_end_ns": max(s["app_end_ns"] for s in ss),
+        "bytes_app": None if any(b is None for b in known) else float(sum(known)),
+        "path": os.path.commonpath([s["path"] for s in ss]),
+        "files": files,
+        "writers": [writers[p] for p in sorted(writers)],
+        "bytes_shared": sum(s["bytes_shared"] for s in ss),
+        "file_window": (min(s["start_ns"] for s in ss), max(s["app_end_ns"] for s in ss)),
+    }
