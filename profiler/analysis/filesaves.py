@@ -11,8 +11,9 @@ native threads). The rule (docs/analysis.md, "Saves from file activity"):
 - within one key, a quiet gap of SAVE_GAP_S or more between the end of one file's burst and the
   start of the next starts a new save (a loop overwriting `latest.pt` every few seconds);
 - a directory renamed after its files were written (HF's `tmp-checkpoint-N` → `checkpoint-N`)
-  gives its files their final paths first;
-- deletions alone (retention removing an old checkpoint) are no save.
+  gives its files their final paths first, and a rename joins the save of its key however long
+  after (the fsyncs before a publishing rename make no file event);
+- deletions alone (retention removing an old checkpoint), and renames alone, are no save.
 
 The window runs from the first file (or directory) creation or first write to the last write,
 close or rename of its files, as the kernel reported them (each stamped when ckprof read it:
@@ -99,7 +100,11 @@ def _apply_dir_renames(bursts: list[dict]) -> None:
     for rn in renames:
         old = rn["renamed_from"] + os.sep
         for b in bursts:
-            if b is not rn and b["end_ns"] <= rn["end_ns"] and b["path"].startswith(old):
+            if b is rn or b["end_ns"] > rn["end_ns"]:
+                continue
+            if b["path"] == rn["renamed_from"]:
+                b["path"] = rn["path"]
+            elif b["path"].startswith(old):
                 b["path"] = rn["path"] + os.sep + b["path"][len(old) :]
 
 
@@ -131,9 +136,14 @@ def file_saves(rec) -> list[dict]:
         if key is None:
             continue
         g = open_by_key.get(key)
-        if g is not None and b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9:
-            groups[g][1].append(b)
+        renamed_only = not {"create", "modify", "close_write"} & set(b["ops"])
+        if g is not None and (
+            renamed_only or b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9
+        ):
+            groups[g][1].append(b)  # a rename publishes what the save wrote, however long its fsyncs took
             continue
+        if renamed_only:
+            continue  # a rename alone (a rotation) is no save
         open_by_key[key] = len(groups)
         groups.append((key, [b]))
     return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]

@@ -1,0 +1,141 @@
+"""Saves from file activity (analysis/filesaves.py): the split rule and the join with framework calls,
+on synthetic `file_activity` events with known answers (tests/recbuild.py)."""
+
+from __future__ import annotations
+
+from recbuild import RecordingBuilder
+
+import ckprof
+from ckprof.analysis import windows as W
+from ckprof.analysis.analyze import analyze
+
+MiB = 2**20
+ROOT = "/ck"
+
+
+def _rb(tmp_path, source="fanotify"):
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=20)
+    rb.event("file_activity_source", 0.0, file_activity_source=source, paths=[ROOT], source="recorder")
+    return rb
+
+
+def _file(rb, path, a, b, size, writers=(100,), ops=("create", "modify", "close_write"), **kw):
+    rb.event(
+        "file_activity",
+        b,
+        source="fanotify",
+        path=path,
+        start_ns=rb.ns(a),
+        end_ns=rb.ns(b),
+        ops=list(ops),
+        dir=kw.pop("dir", False),
+        writers=list(writers),
+        pids=list(writers),
+        size_bytes=size,
+        kernel_events=3,
+        **kw,
+    )
+
+
+def _proc(rb, pid, comm, t=0.5):
+    rb.event("file_activity_process", t, source="fanotify", pid=pid, ppid=1, comm=comm, cmdline=[comm])
+
+
+def test_a_directory_per_save_and_a_quiet_gap_split_saves_and_deletions_are_none(tmp_path):
+    rb = _rb(tmp_path)
+    _proc(rb, 100, "writer")
+    _proc(rb, 101, "dd")
+    for k, t0 in enumerate((1.0, 5.0)):
+        _file(rb, f"{ROOT}/step_{k}", t0, t0, None, dir=True, ops=["create"])
+        _file(rb, f"{ROOT}/step_{k}/a.bin", t0 + 0.1, t0 + 1.0, 3 * MiB, writers=[100])
+        _file(rb, f"{ROOT}/step_{k}/b.bin", t0 + 0.2, t0 + 1.5, 5 * MiB, writers=[101])
+    # files directly in the root: one stream, split where it is quiet for 1 s or more
+    _file(rb, f"{ROOT}/latest.pt", 10.0, 10.5, 1 * MiB)
+    _file(rb, f"{ROOT}/optim.pt", 10.6, 11.0, 2 * MiB)
+    _file(rb, f"{ROOT}/latest.pt", 13.0, 13.5, 1 * MiB)
+    # retention: a deletion alone is no save; a file outside the root is not ours
+    _file(rb, f"{ROOT}/step_0/a.bin", 15.0, 15.0, None, ops=["delete"], size_unknown="deleted")
+    _file(rb, "/elsewhere/x.bin", 16.0, 16.5, MiB)
+    rec = ckprof.load(rb.finish())
+    saves = W.file_windows(rec)
+    assert [(s["path"], round((s["start_ns"] - rb.ns(0)) / 1e9, 3)) for s in saves] == [
+        (f"{ROOT}/step_0", 1.0),
+        (f"{ROOT}/step_1", 5.0),
+        (ROOT, 10.0),
+        (f"{ROOT}/latest.pt", 13.0),
+    ]
+    first = saves[0]
+    assert first["app_end_ns"] == rb.ns(2.5)
+    assert first["bytes_app"] == 8 * MiB and first["step"] == 0
+    by_pid = {w["pid"]: (w["comm"], w["files"], w["bytes"]) for w in first["writers"]}
+    assert by_pid == {100: ("writer", 1, 3 * MiB), 101: ("dd", 1, 5 * MiB)}
+    assert saves[2]["bytes_app"] == 3 * MiB
+    an = analyze(rec)
+    assert an.report["run"]["windows_from"] == "files"
+    assert an.report["run"]["checkpoints"] == 4
+
+
+def test_a_file_two_processes_wrote_counts_to_neither_alone_and_unknown_sizes_stay_unknown(tmp_path):
+    rb = _rb(tmp_path)
+    _file(rb, f"{ROOT}/d/shared.bin", 1.0, 2.0, 4 * MiB, writers=[100, 101])
+    _file(rb, f"{ROOT}/d/own.bin", 1.0, 2.0, 1 * MiB, writers=[100])
+    _file(rb, f"{ROOT}/e/gone.bin", 5.0, 6.0, None, writers=[100], size_unknown="stat after the burst: No such file")
+    rec = ckprof.load(rb.finish())
+    d, e = W.file_windows(rec)
+    assert d["bytes_app"] == 5 * MiB and d["bytes_shared"] == 4 * MiB
+    assert {w["pid"]: w["bytes"] for w in d["writers"]} == {100: 1 * MiB, 101: 0.0}
+    assert e["bytes_app"] is None  # unknown, never 0
+    assert e["writers"][0]["bytes"] is None
+
+
+def test_files_written_before_their_directory_was_renamed_take_the_final_path(tmp_path):
+    rb = _rb(tmp_path)
+    _file(rb, f"{ROOT}/tmp-checkpoint-500", 1.0, 1.0, None, dir=True, ops=["create"])
+    _file(rb, f"{ROOT}/tmp-checkpoint-500/model.safetensors", 1.1, 2.0, 6 * MiB)
+    _file(
+        rb,
+        f"{ROOT}/checkpoint-500",
+        3.5,
+        3.5,
+        None,
+        dir=True,
+        ops=["rename"],
+        renamed_from=f"{ROOT}/tmp-checkpoint-500",
+    )
+    rec = ckprof.load(rb.finish())
+    (s,) = W.file_windows(rec)
+    assert s["path"] == f"{ROOT}/checkpoint-500" and s["step"] == 500
+    assert s["app_end_ns"] == rb.ns(3.5) and s["bytes_app"] == 6 * MiB
+
+
+def test_many_patch_windows_of_forked_writers_and_their_files_are_one_checkpoint(tmp_path):
+    """Megatron-like: each forked writer's torch.save per tensor is a patch window; the files say
+    they are one save, which keeps the call's step and starts with the call."""
+    rb = _rb(tmp_path)
+    rb.checkpoint(0.9, 2.4, None, step=10, path=f"{ROOT}/iter_0000010", source="api")
+    for i in range(6):
+        p = f"{ROOT}/iter_0000010/__{i % 2}_{i}.distcp"
+        mark = {"id": f"patch:{i}", "kind": "save", "source": "patch", "pid": 200 + i % 2, "path": p, "bytes": MiB}
+        rb.event("checkpoint_start", 1.0 + 0.3 * i, **mark, name="torch.save")
+        rb.event("checkpoint_end", 1.2 + 0.3 * i, **mark, name="torch.save", ok=True)
+        _file(rb, p, 1.0 + 0.3 * i, 1.25 + 0.3 * i, MiB, writers=[200 + i % 2])
+    rec = ckprof.load(rb.finish())
+    marked = W.marker_windows(rec)
+    wins = W.join_file_windows(marked, W.file_windows(rec))
+    (c,) = wins
+    assert c["step"] == 10 and c["source"] == "api"
+    assert c["start_ns"] == rb.ns(0.9)
+    assert c["app_end_ns"] == rb.ns(2.75)  # the last file's close, after the call's return
+    assert c["bytes_app"] == 6 * MiB
+    assert sorted(w["pid"] for w in c["writers"]) == [200, 201]
+
+
+def test_a_marker_elsewhere_stays_and_without_fanotify_nothing_changes(tmp_path):
+    rb = _rb(tmp_path, source="none: fanotify_init: Operation not permitted (needs root (CAP_SYS_ADMIN))")
+    rb.checkpoint(1.0, 2.0, MiB, path="/other/model.pt", source="patch")
+    _file(rb, f"{ROOT}/x.bin", 1.0, 2.0, MiB)  # not read: the source says none ran
+    rec = ckprof.load(rb.finish())
+    assert W.file_windows(rec) == []
+    assert W.file_activity_note(rec) == [
+        "file activity not recorded (fanotify_init: Operation not permitted (needs root (CAP_SYS_ADMIN)))"
+    ]
