@@ -6,32 +6,54 @@ sampling period while files wait for their pages; else it sleeps until events.js
 ckprof.record.filewatch, or where inotify is not to be had at most 10 times a second), and only
 looks closely at `checkpoint_end` lines (a save's files are complete then).
 For each file under the path (a directory is walked: DCP, Hugging Face; or the `files` the
-patch listed as written by the save) it opens an fd and keeps
-it, then asks cachestat(2) (ckprof.record.pagecache) each tick until the file has no dirty and no
-writeback pages. Events written (docs/recording-format.md):
+patch listed as written by the save) it looks (ckprof.record.pagecache.look: open, cachestat(2),
+close) until the file has no dirty and no writeback pages.
 
-- `file_durable`: the tick that saw the file clean (its pages reached the device at or before it);
-- `file_deleted_before_durable`: the file was unlinked (fstat(2) st_nlink == 0 on the kept fd)
-  while pages were still dirty or under writeback;
+Measuring must not change what is measured: no descriptor is held on a user's file between looks.
+One held open keeps an unlinked inode alive, and a retention script's unlink + sync(2) then writes
+the deleted checkpoint too (144 MiB instead of 96 MiB, issue 21). So the tracker knows a file by
+what it was at its first look (st_dev, st_ino and the inode's generation, pagecache.Identity) and
+by its path; a later look that finds the path gone, or naming another file, means the file was
+deleted or replaced — or renamed, which the save's `checkpoint_extend` event with `renamed_to`
+says: the file is then followed under its new name. That event may be written just after the
+rename(2), so a file found gone is decided one tick later, after events.jsonl was read again.
+
+Bounds, whatever the checkpoint: at most one descriptor open at any moment (during a look), about
+200 bytes plus the path per waiting file, and at most LOOKS_PER_S looks a second at waiting files
+(a look is ~10 µs of CPU here: ~1 % of a core at most). Waiting files are looked at in turn, so
+each is looked at least every max(period_s, waiting files / LOOKS_PER_S) seconds: 0.1 s for up to
+100 waiting files at the default period, 1.5 s for a 1,500-file checkpoint. A file's durable time is
+the look that saw it clean, at most that long after its last page reached the device. Each new
+file is looked at once when its save ends (a look per file written, which the save's own writes
+dwarf), whatever the budget.
+
+Events written (docs/recording-format.md):
+
+- `file_durable`: the look that saw the file clean (its pages reached the device at or before it);
+- `file_deleted_before_durable`: the path was gone (or named another file) while the file's last
+  look found pages still dirty or under writeback: `pending_bytes` is that last look's,
+  `last_look_ns` its time; `t_ns` is the look that found it gone. (A file clean at its last look
+  had its `file_durable` already.) Without a descriptor nothing can be seen of a file after its
+  unlink: whether pages were written between the last look and the deletion is not known;
 - `file_gone_before_poll`: the path had already gone when first looked at (whether it was dirty
   then is not known here; ckprof.checkpoint() records the pages it left dirty at return);
 - `file_pending_at_end`: the recording ended with the file's pages still dirty;
-- `file_untracked`: the file could not be opened or asked (the reason);
-- a `checkpoint_extend` event with `renamed_to` (the app renamed a save's file) makes the new
-  name one of the checkpoint's files;
+- `file_untracked`: the file could not be asked (the reason);
+- a `checkpoint_extend` event with `renamed_to` (the app renamed a save's file or folder) makes the
+  new name the file's path, or adds the files under it;
 - `file_tracker`: once at start: whether cachestat(2) works here and, if not, why.
 
-Every file event carries the checkpoint's `id`, the `path`, `bytes` (its size) and the first
-poll's pending bytes and time, so the analysis can tell what was dirty when the save returned.
-The fd is closed as soon as the file is settled: holding it open keeps an unlinked inode alive.
-The soft RLIMIT_NOFILE is left as it is (the child inherits the recorder's limits): past it, a
-file is a `file_untracked` event ("Too many open files") and its checkpoint's durability unknown.
+Every file event carries the checkpoint's `id`, the `path`, `bytes` (its size at the first look) and
+the first look's pending bytes and time, so the analysis can tell what was dirty when the save
+returned. With no descriptor held, a checkpoint of any number of files fits under any RLIMIT_NOFILE.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 
 from . import fskind, pagecache
@@ -40,18 +62,23 @@ from .eventtail import EventTail
 from .filewatch import FileWatch
 
 
-@dataclass
+@dataclass(slots=True)
 class _File:
-    fd: int
+    """A waiting file: what it was at its first look, and what its last look saw."""
+
     path: str
     cid: str
     size: int
-    first_ns: int | None = None
-    first_pending: int | None = None
-    last_pending: int | None = None
+    identity: pagecache.Identity
+    first_ns: int
+    first_pending: int
+    last_ns: int
+    last_pending: int
+    gone_ns: int | None = None  # the look that found the path gone or naming another file
 
 
 IDLE_PERIOD_S = 0.1
+LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring: the bounds)
 
 
 def _yield_on_wake() -> None:
@@ -72,13 +99,16 @@ class FileTracker:
         self.events_path = writer.events_path
         self.reason = pagecache.unavailable()
         self._events = EventTail(self.events_path)
-        self._pending: list[_File] = []
+        self._pending: deque[_File] = deque()  # looked at in turn, oldest look first
+        self._gone: list[_File] = []  # found gone at their last look: decided at the next tick
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.files_seen = 0
         self.cpu_s = 0.0
         self._watch: FileWatch | None = None
         self.idle_wake = "timer"  # how an idle tracker learns of new events: "inotify", or a timer and why
+        self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
+        self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
 
     def _emit(self, event: str, t_ns: int | None = None, **fields) -> None:
         if "path" in fields and event.startswith("file_"):  # what is behind the file (statfs(2) f_type)
@@ -97,19 +127,23 @@ class FileTracker:
         self._thread.start()
 
     def stop(self) -> None:
-        """One last pass (events not yet read, every pending file), then the leftovers are said."""
+        """One last pass (events not yet read, every waiting file), then the leftovers are said."""
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             try:
-                self.tick()
+                self.tick(every_file=True)
+                self.tick(every_file=False)  # a rename said just now: the last chance to hear of it
             except Exception as e:  # noqa: BLE001 - finishing the recording comes first
                 self._emit("collector_error", collector=self.name, error=f"{type(e).__name__}: {e}")
+            for f in self._gone:
+                self._deleted(f)
             for f in self._pending:
-                self._settle(f, "file_pending_at_end", pending_bytes=f.last_pending)
-            self._pending = []
+                self._settle(f, "file_pending_at_end", pending_bytes=f.last_pending, last_look_ns=f.last_ns)
+            self._pending.clear()
+            self._gone = []
         self._events.close()
         if self._watch is not None:
             self._watch.close()
@@ -118,15 +152,14 @@ class FileTracker:
     def _sleep(self) -> bool:
         """Until the next look; True when the recording stops. Files waiting for their pages are
         asked each period; with none, a write to events.jsonl is the only reason to look."""
+        waiting = self._pending or self._gone
         if self._watch is not None:
-            return self._watch.wait(self.period_s if self._pending else None) or self._stop.is_set()
+            return self._watch.wait(self.period_s if waiting else None) or self._stop.is_set()
         # no inotify: look for new events at most IDLE_PERIOD_S apart (at 100 Hz sampling, waking
         # every 10 ms for nothing cost 0.8 % of a core here)
-        return nap(self.period_s if self._pending else max(self.period_s, IDLE_PERIOD_S), self._stop)
+        return nap(self.period_s if waiting else max(self.period_s, IDLE_PERIOD_S), self._stop)
 
     def _run(self) -> None:
-        import time
-
         self.cpu_s -= time.thread_time()
         _yield_on_wake()
         while not self._sleep():
@@ -137,63 +170,99 @@ class FileTracker:
                 break
         self.cpu_s += time.thread_time()
 
-    def tick(self) -> None:
+    def _budget(self) -> int:
+        """How many waiting files this tick may look at (LOOKS_PER_S, however often it is woken)."""
+        now = time.monotonic()
+        self._looks = min(self._burst, self._looks + (now - self._looks_at) * LOOKS_PER_S)
+        self._looks_at = now
+        return int(self._looks)
+
+    def tick(self, every_file: bool = False) -> None:
         for ev in self._events.new_events(containing=(b'"checkpoint_end"', b'"renamed_to"')):
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 self._add(ev)
-            elif ev.get("event") == "checkpoint_extend" and ev.get("renamed_to"):
-                # the save's file moved to its final name (write to a temporary name, then rename)
-                self._add({"path": ev["renamed_to"], "id": ev.get("id")})
-        if self._pending:
-            self._pending = [f for f in self._pending if not self._poll(f)]
+            elif ev.get("event") == "checkpoint_extend" and ev.get("renamed_to") and ev.get("path"):
+                # the save's file (or folder) moved to its final name (write to a temporary name, then rename)
+                self._renamed(str(ev["path"]), str(ev["renamed_to"]), str(ev.get("id")))
+        # found gone at the last tick, and no rename heard of since: deleted (or replaced)
+        gone, self._gone = self._gone, []
+        for f in gone:
+            if not self._poll(f):
+                self._pending.append(f)
+        n = len(self._pending) if every_file else min(len(self._pending), self._budget())
+        self._looks -= n
+        for _ in range(n):
+            f = self._pending.popleft()
+            if not self._poll(f):
+                (self._gone if f.gone_ns is not None else self._pending).append(f)
 
-    def _add(self, ev: dict) -> None:
+    def _renamed(self, old: str, new: str, cid: str) -> None:
+        """Follow waiting files to their new name; a file not waiting (or not seen yet) is added."""
+        moved = set()
+        for f in (*self._pending, *self._gone):
+            if f.path == old or f.path.startswith(old.rstrip(os.sep) + os.sep):
+                f.path = new + f.path[len(old) :]
+                moved.add(f.path)
+        self._add({"path": new, "id": cid}, already=moved)
+
+    def _add(self, ev: dict, already: set[str] = frozenset()) -> None:
         path, cid = str(ev["path"]), str(ev.get("id"))
         listed = ev.get("files")  # the files the save wrote, when the patch listed them (a folder save)
         files = [str(f) for f in listed if os.path.exists(f)] if isinstance(listed, list) else None
         if not files:
             files = pagecache.files_under(path)
-        if not files:
+        if not files and not already:
             self._emit(
                 "file_gone_before_poll", id=cid, path=path, reason="no such file or directory when first looked at"
             )
             return
         for p in files:
-            try:
-                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                self._emit("file_gone_before_poll", id=cid, path=p, reason="removed before it could be opened")
+            if p in already:
                 continue
+            now = self.clock.now_ns()
+            try:
+                got = pagecache.look(p)
             except OSError as e:
-                self._emit("file_untracked", id=cid, path=p, reason=f"open: {e.strerror}")
+                self._emit("file_untracked", id=cid, path=p, reason=f"cachestat: {e.strerror}")
+                continue
+            if got is None:
+                self._emit("file_gone_before_poll", id=cid, path=p, reason="removed before it could be looked at")
                 continue
             self.files_seen += 1
-            f = _File(fd, p, cid, os.fstat(fd).st_size)
-            if not self._poll(f):
+            pending = got.state.pending_bytes
+            f = _File(p, cid, got.size_bytes, got.identity, now, pending, now, pending)
+            if got.state.clean:
+                self._settle(f, "file_durable", now)
+            else:
                 self._pending.append(f)
 
     def _poll(self, f: _File) -> bool:
-        """Ask once; True when the file is settled (event written, fd closed)."""
+        """Look once; True when the file is settled (its event written)."""
         now = self.clock.now_ns()
         try:
-            st = pagecache.cachestat(f.fd)
-            nlink = os.fstat(f.fd).st_nlink
+            got = pagecache.look(f.path)
         except OSError as e:
             self._settle(f, "file_untracked", reason=f"cachestat: {e.strerror}")
             return True
-        f.last_pending = st.pending_bytes
-        if f.first_ns is None:
-            f.first_ns, f.first_pending = now, st.pending_bytes
-        if nlink == 0 and not st.clean:  # unlink(2)ed: the inode lives on only through our fd
-            self._settle(f, "file_deleted_before_durable", now, pending_bytes=st.pending_bytes)
-            return True
-        if st.clean:
+        if got is None or got.identity != f.identity:  # unlinked, or another file put in its place
+            if f.gone_ns is not None:  # gone at two looks a tick apart, no rename heard of
+                self._deleted(f)
+                return True
+            f.gone_ns = now
+            return False
+        f.gone_ns = None  # renamed, and found under its new name
+        f.last_ns, f.last_pending = now, got.state.pending_bytes
+        if got.state.clean:
             self._settle(f, "file_durable", now)
             return True
         return False
 
+    def _deleted(self, f: _File) -> None:
+        """Gone while its last look saw dirty pages: they were dropped with the inode, or written in
+        the time between — nothing can be asked of a file with no name and no descriptor."""
+        self._settle(f, "file_deleted_before_durable", f.gone_ns, pending_bytes=f.last_pending, last_look_ns=f.last_ns)
+
     def _settle(self, f: _File, event: str, t_ns: int | None = None, **fields) -> None:
-        os.close(f.fd)
         self._emit(
             event,
             t_ns,

@@ -8,14 +8,22 @@ and arch/x86/entry/syscalls/syscall_64.tbl. It needs only an fd the process coul
 
 A file whose pages are neither dirty nor under writeback has its data on the device (the device's
 volatile cache and the file system's journal are beyond what cachestat sees).
+
+cachestat needs a real descriptor: an O_PATH one is refused (EBADF; the kernel's fdget() skips
+FMODE_PATH files). A descriptor keeps its inode alive after unlink(2), and sync(2) then writes a
+deleted file's dirty pages that would otherwise be dropped with it, so `look` opens, asks and closes
+at once: nothing here holds a descriptor on a user's file between calls.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import platform
+import stat
+import sys
 from dataclasses import dataclass
 
 # the kernel's number for cachestat, per architecture: asm-generic (aarch64, riscv64, loongarch64)
@@ -54,6 +62,60 @@ class PageState:
     @property
     def clean(self) -> bool:
         return self.dirty_pages == 0 and self.writeback_pages == 0
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which file a path names: (st_dev, st_ino) and the inode's generation. Inode numbers are
+    reused once a file is gone (ext4 hands a freed one to the next file created); the generation
+    (FS_IOC_GETVERSION, ioctl_iflags(2)'s companion in linux/fs.h) changes with each reuse. None
+    where the file system does not keep one: then (st_dev, st_ino) alone tell."""
+
+    dev: int
+    ino: int
+    generation: int | None
+
+
+@dataclass
+class Look:
+    identity: Identity
+    size_bytes: int
+    state: PageState
+
+
+# _IOR('v', 1, long) (include/uapi/linux/fs.h); ext4 and btrfs write an int there
+FS_IOC_GETVERSION = 0x80087601
+# O_NONBLOCK: a FIFO put at the path must not block the look; O_NOCTTY: nor a terminal become ours.
+# No O_NOATIME: open(2) updates no timestamp, and nothing here reads (atime is a read's).
+LOOK_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+
+def _generation(fd: int) -> int | None:
+    buf = bytearray(8)
+    try:
+        fcntl.ioctl(fd, FS_IOC_GETVERSION, buf)
+    except OSError:  # ENOTTY: the file system keeps no generation
+        return None
+    return int.from_bytes(buf[:4], sys.byteorder, signed=True)
+
+
+def look(path: str) -> Look | None:
+    """The regular file at `path` now: which one, its size, its pages. None when the path names
+    nothing (or no regular file) now; OSError when it cannot be asked. The descriptor is closed
+    before this returns."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # never open(2) a device or FIFO put there
+            return None
+        fd = os.open(path, LOOK_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between stat and open
+            return None
+        return Look(Identity(st.st_dev, st.st_ino, _generation(fd)), st.st_size, cachestat(fd))
+    finally:
+        os.close(fd)
 
 
 _libc = None
