@@ -14,7 +14,14 @@ from . import durability as D
 from . import gpu_idle, scale, timeline
 from . import thermal as T
 from . import windows as W
-from .checkpoints import DEVICE_READ_WARN_SHARE, _f, attribute_device_bytes, checkpoint_row
+from .checkpoints import (
+    DEVICE_READ_WARN_SHARE,
+    _f,
+    attribute_device_bytes,
+    checkpoint_row,
+    device_sampling,
+    window_device_unknown,
+)
 from .fields import FIELDS
 
 REPORT_SCHEMA = "ckprof-report"
@@ -118,6 +125,41 @@ def _mean(vals):
     return float(np.mean(vals)) if vals else None
 
 
+def device_left_out(saves: list[dict]) -> dict:
+    """The saves the run's device figures leave out, and why: `bytes_device_total` sums the saves
+    whose device bytes are known, `mean_device_gib_per_s` averages the finished saves whose
+    bandwidth is known. Per figure: `of` (the saves), `counted`, `left_out` [{id, code, reason}]."""
+
+    def unknown(r):
+        u = r["device_unknown"]
+        return (u[0]["code"], "; ".join(x["reason"] for x in u)) if u else None
+
+    def why_bandwidth(r):
+        if unknown(r):
+            return unknown(r)
+        if r["app_end_s"] is None:
+            return "unfinished", "the save did not finish: a rate over part of it is not the device's"
+        if r["sampling_gap_s"] is not None:
+            return "sampling_gap", f"a sampling gap of {r['sampling_gap_s']:.2f} s inside it"
+        return "no_block_samples", "no block-device samples"
+
+    def why_bytes(r):
+        return unknown(r) or ("no_block_samples", "no block-device samples")
+
+    out = {}
+    for name, known, why in (
+        ("bytes_device_total", lambda r: r["bytes_device"] is not None, why_bytes),
+        (
+            "mean_device_gib_per_s",
+            lambda r: r["device_gib_per_s"] is not None and r["app_end_s"] is not None,
+            why_bandwidth,
+        ),
+    ):
+        left = [dict(zip(("id", "code", "reason"), (r["id"], *why(r)))) for r in saves if not known(r)]
+        out[name] = {"of": len(saves), "counted": len(saves) - len(left), "left_out": left}
+    return out
+
+
 def analyze(
     rec,
     mtbf_s: float | None = None,
@@ -196,8 +238,18 @@ def analyze(
         (w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
         for w, d in zip(wins, durs)
     ]
-    shares = attribute_device_bytes(tl, spans)
-    rows = [checkpoint_row(w, d, tl, ctx, sh) for w, d, sh in zip(wins, durs, shares)]
+    # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
+    sampling = device_sampling(tl, rec.events, finished=rec.meta.get("status") == "complete")
+    unknown = [window_device_unknown(sampling, a, b, tl) for a, b, _, _ in spans]
+    shares = attribute_device_bytes(tl, spans, unknown)
+    rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
+    for dev, s in sorted(sampling.items()):
+        if s.gone is not None:
+            t, why = s.gone
+            notes.append(
+                f"{dev} went away at {(t - tl.start_ns) / 1e9:.2f} s ({why}): its figures from then on are "
+                "unknown, not 0"
+            )
     workload_note = add_workload_seconds(rows, rec.meta)
     if workload_note:
         notes.append(workload_note)
@@ -210,6 +262,12 @@ def analyze(
             notes.append(
                 f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
                 "(a sampling gap): its device bytes are exact, its device bandwidth is not measured"
+            )
+        if r["device_unknown"]:
+            notes.append(
+                f"checkpoint {r['id']}: device figures unknown: "
+                + "; ".join(u["reason"] for u in r["device_unknown"])
+                + (": left out of the run's device total and mean bandwidth" if r["kind"] == "save" else "")
             )
         if any(v is None for v in r["gpu_idle_s_by_gpu"].values()):  # a GPU unknown: the basis says why
             notes.append(f"checkpoint {r['id']}: GPU idle seconds {r['gpu_idle_basis']}")
@@ -273,6 +331,7 @@ def analyze(
         "bytes_device_total": _sum_known(r["bytes_device"] for r in saves),
         # an unfinished save's rate is over part of it: not a sample of the device's speed
         "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves if r["app_end_s"] is not None),
+        "device_left_out": device_left_out(saves),
         "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
         "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
         "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ckprof.power.energy import total_basis, total_j, window_energy
@@ -28,16 +30,184 @@ def _s(tl, t_ns):
     return None if t_ns is None else (t_ns - tl.start_ns) / 1e9
 
 
-def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict, float | None, float | None]:
+# -- whether a checkpoint's figure on a device is known: the one rule ----------------------------------
+#
+# A device figure ckprof cannot stand behind is unknown (null) with the reason, never 0. Each
+# (checkpoint, device) gets None (known) or {"code", "reason", "since_s"} from
+# `device_figure_unknown`; `unknown_entry` makes the same for a reason found elsewhere (issue 21: a
+# checkpoint with no block device behind it at all). A row carries them in `device_unknown`, and
+# everything downstream (the device total and bandwidth, the run's sums and means, the tables)
+# keys on that list alone.
+
+# the uevents that say a device went away: the kernel removed it (ACTION=remove), or its medium
+# went away or changed (block/disk-events.c: disk_force_media_change() sends DISK_MEDIA_CHANGE=1;
+# drivers/block/loop.c calls it when a loop device is detached, which leaves the empty device in
+# /proc/diskstats counting nothing)
+GONE_REMOVED = "kernel uevent: the device was removed"
+GONE_MEDIA = "kernel uevent DISK_MEDIA_CHANGE=1: its medium went away or changed, as when a loop device is detached"
+
+
+def unknown_entry(code: str, reason: str, since_s: float | None = None, device: str | None = None) -> dict:
+    """One unknown device figure: `code` (device_gone, no_sample, sampling_gap; issue 21 adds its
+    own), the reason in words, since when (s since the recording's start, or None), the device
+    (None: the checkpoint as a whole)."""
+    return {"device": device, "code": code, "reason": reason, "since_s": since_s}
+
+
+def devices_gone(events, devices) -> dict[str, tuple[int, str]]:
+    """device → (t_ns, why) of the first uevent saying a recorded device went away."""
+    out: dict[str, tuple[int, str]] = {}
+    if events is None or events.empty or "event" not in events or "device" not in events:
+        return out
+    ev = events[events["event"].isin(["device_remove", "device_change"]) & events["device"].isin(list(devices))]
+    uevents = ev["uevent"] if "uevent" in ev else [None] * len(ev)
+    for t_ns, event, dev, props in zip(ev["t_ns"], ev["event"], ev["device"], uevents):
+        props = props if isinstance(props, dict) else {}
+        if event == "device_remove":
+            why = GONE_REMOVED
+        elif str(props.get("DISK_MEDIA_CHANGE")) == "1":
+            why = GONE_MEDIA
+        else:
+            continue
+        if dev not in out or int(t_ns) < out[dev][0]:
+            out[dev] = (int(t_ns), why)
+    return out
+
+
+@dataclass(frozen=True)
+class DeviceSampling:
+    """What a recording says of one device's samples: its sampling intervals (t0, t1], the span
+    they cover, and when and why it went away."""
+
+    t0_ns: np.ndarray
+    t1_ns: np.ndarray
+    first_ns: float  # the first interval's start
+    last_ns: float  # the last interval's end (a finished recording's end when its final sample was)
+    gone: tuple[int, str] | None
+
+
+def device_sampling(tl, events, finished: bool) -> dict[str, DeviceSampling]:
+    """Each recorded device's sampling, for `device_figure_unknown`. `finished`: the recording is
+    complete (not killed, not truncated by a full disk): the recorder took a final sample as it
+    stopped (record/recorder.py `stop`), so a device sampled then is covered to the recording's
+    end, which is written just after."""
+    gone = devices_gone(events, tl.devices)
+    slack_ns = GAP_FACTOR * tl.res_s * 1e9
+    ends = [float(df["t_ns"].iloc[-1]) for df in tl.devices.values() if not df.empty]
+    final = max(ends, default=None)
+    out = {}
+    for dev, df in tl.devices.items():
+        if df.empty:
+            continue
+        t1 = df["t_ns"].to_numpy(dtype=float)
+        t0 = t1 - df["dt_s"].to_numpy() * 1e9
+        last = float(t1[-1])
+        if finished and last >= final - slack_ns:
+            last = max(last, float(tl.end_ns))
+        out[dev] = DeviceSampling(t0, t1, float(t0[0]), last, gone.get(dev))
+    return out
+
+
+def device_figure_unknown(s: DeviceSampling, dev: str, a_ns: float, b_ns: float, tl) -> dict | None:
+    """Whether a checkpoint's figures on `dev` over [a, b] are unknown, and why; None: known.
+
+    Unknown when the device went away before the window's end (from then on nothing it reports is
+    about what the program wrote); when no block sample covers part of the window longer than a
+    sampling gap (GAP_FACTOR × the analysis resolution: the recorder stopped or was killed, or had
+    not sampled the device yet); and when the whole window lies inside one interval that is a gap
+    (no sample taken in it: its bytes cannot be told from the rest of the gap's). A gap inside a
+    longer window keeps its bytes (cumulative counters) and loses only its bandwidth
+    (`sampling_gap_s`)."""
+
+    def at(t_ns):
+        return (t_ns - tl.start_ns) / 1e9
+
+    if s.gone is not None and s.gone[0] < b_ns:
+        t, why = s.gone
+        return unknown_entry("device_gone", f"{dev} went away at {at(t):.2f} s ({why})", at(t), dev)
+    slack = GAP_FACTOR * tl.res_s * 1e9
+    if a_ns >= s.last_ns or b_ns <= s.first_ns:
+        after = a_ns >= s.last_ns
+        edge = at(s.last_ns if after else s.first_ns)
+        when = (
+            f"its samples end at {edge:.2f} s (the recorder stopped or was killed)"
+            if after
+            else (f"its samples begin at {edge:.2f} s")
+        )
+        return unknown_entry("no_sample", f"no block sample of {dev} covers this checkpoint: {when}", edge, dev)
+    if b_ns - s.last_ns > slack:
+        edge = at(s.last_ns)
+        return unknown_entry(
+            "no_sample",
+            f"the block samples of {dev} end at {edge:.2f} s, {(b_ns - s.last_ns) / 1e9:.2f} s before this "
+            "checkpoint's end (the recorder stopped or was killed): its bytes after that were not counted",
+            edge,
+            dev,
+        )
+    if s.first_ns - a_ns > slack:
+        edge = at(s.first_ns)
+        return unknown_entry(
+            "no_sample",
+            f"the block samples of {dev} begin at {edge:.2f} s, {(s.first_ns - a_ns) / 1e9:.2f} s after this "
+            "checkpoint's start: its bytes before that were not counted",
+            edge,
+            dev,
+        )
+    i, j = _rows_touched(s.t0_ns, s.t1_ns, a_ns, b_ns)
+    if j - i == 1 and s.t1_ns[i] - s.t0_ns[i] > slack:  # one interval holds the whole window: no sample in it
+        t0, t1 = at(s.t0_ns[i]), at(s.t1_ns[i])
+        return unknown_entry(
+            "sampling_gap",
+            f"no block sample of {dev} from {t0:.2f} s to {t1:.2f} s (a sampling gap of {t1 - t0:.2f} s) "
+            "and this checkpoint lies inside it: its bytes cannot be told from the rest of the gap's",
+            t0,
+            dev,
+        )
+    return None
+
+
+def window_device_unknown(sampling: dict[str, DeviceSampling], a_ns: float, b_ns: float, tl) -> dict[str, dict]:
+    """device → its unknown entry, for the devices whose figures over [a, b] are unknown."""
+    out = {}
+    for dev, s in sampling.items():
+        u = device_figure_unknown(s, dev, a_ns, b_ns, tl)
+        if u is not None:
+            out[dev] = u
+    return out
+
+
+FIGURES = (
+    "write_bytes",
+    "read_bytes",
+    "mean_write_gib_per_s",
+    "peak_write_gib_per_s",
+    "mean_read_gib_per_s",
+    "peak_read_gib_per_s",
+    "mean_aqu_sz",
+    "peak_aqu_sz",
+    "peak_in_flight",
+    "span_s",
+    "longest_interval_s",
+)
+
+
+def device_stats(
+    tl, a: float, b: float, direction: str = "write", unknown: dict | None = None
+) -> tuple[dict, float | None, float | None]:
     """Per-device figures over the sampling intervals that [a, b] touches.
 
     The counters are read once per interval, so bytes cannot be placed inside one: a window's
     device bytes are those of every interval it touches, and its bandwidth is over their span.
-    Returns (per device, total bytes in `direction` — write for a save, read for a load — and the
-    longest span in s).
+    `unknown`: device → its unknown entry (window_device_unknown): its figures are null, with
+    the entry as `unknown`, and it is left out of the total. Returns (per device, total bytes in
+    `direction` — write for a save, read for a load — and the longest span in s).
     """
     out, total, longest = {}, None, None
+    unknown = unknown or {}
     for dev, df in tl.devices.items():
+        if dev in unknown:
+            out[dev] = {**dict.fromkeys(FIGURES), "unknown": unknown[dev]}
+            continue
         w = in_window(df, a, b)
         if w.empty:
             continue
@@ -48,7 +218,11 @@ def device_stats(tl, a: float, b: float, direction: str = "write") -> tuple[dict
             inflight = w["in_flight_max"].max()
         elif "in_flight" in w:
             inflight = w["in_flight"].max()
-        d = {"span_s": span_s, "longest_interval_s": float(w["dt_s"].max()) if "dt_s" in w else None}
+        d = {
+            "span_s": span_s,
+            "longest_interval_s": float(w["dt_s"].max()) if "dt_s" in w else None,
+            "unknown": None,
+        }
         for io in ("write", "read"):
             n = float(w[f"{io}_bytes"].sum())
             d[f"{io}_bytes"] = n
@@ -79,7 +253,9 @@ def _rows_touched(t0: np.ndarray, t1: np.ndarray, a: float, b: float) -> tuple[i
     return max(i, 0), j
 
 
-def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None]]) -> list[dict]:
+def attribute_device_bytes(
+    tl, spans: list[tuple[float, float, str, float | None]], unknown: list[dict] | None = None
+) -> list[dict]:
     """Each device's bytes split among the windows, so that every byte counts once.
 
     `spans`: (start ns, end ns, kind, application bytes or None) per window. The counters are
@@ -88,7 +264,9 @@ def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None
     times its application bytes (a window of unknown size counts as the mean known size; none
     known: equally). Written bytes go to the saves touching the interval (to loads only when no
     save does), read bytes to the loads (to saves only when no load does). A window alone in an
-    interval gets all of it. Returns per window {device: {"write_bytes", "read_bytes"}}.
+    interval gets all of it. `unknown`: per window, the devices whose figures are unknown for it
+    (window_device_unknown): such a window takes no share of them, so it cannot take another's
+    bytes. Returns per window {device: {"write_bytes", "read_bytes"}}.
     """
     known = [s[3] for s in spans if s[3]]
     default = float(np.mean(known)) if known else 1.0
@@ -100,14 +278,20 @@ def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None
         t0 = t1 - df["dt_s"].to_numpy() * 1e9
         den = {"save": np.zeros(len(t1)), "load": np.zeros(len(t1))}
         parts = []
-        for a, b, kind, size in spans:
+        for n, (a, b, kind, size) in enumerate(spans):
+            if unknown and dev in unknown[n]:
+                parts.append(None)
+                continue
             i, j = _rows_touched(t0, t1, a, b)
             cover = np.clip(np.minimum(t1[i:j], b) - np.maximum(t0[i:j], a), 1.0, None)  # ≥ 1 ns: touched
             wgt = cover * (size or default)
             k = "load" if kind == "load" else "save"
             den[k][i:j] += wgt
             parts.append((i, j, k, wgt))
-        for n, (i, j, k, wgt) in enumerate(parts):
+        for n, part in enumerate(parts):
+            if part is None:
+                continue
+            i, j, k, wgt = part
             other = "save" if k == "load" else "load"
             d = {}
             for io, first in (("write", "save"), ("read", "load")):
@@ -121,10 +305,13 @@ def attribute_device_bytes(tl, spans: list[tuple[float, float, str, float | None
     return out
 
 
-def _busy_s(tl, a: float, b: float) -> float | None:
-    """Seconds the busiest recorded device was busy (iostat %util × time) over [a, b]'s intervals."""
+def _busy_s(tl, a: float, b: float, unknown: dict) -> float | None:
+    """Seconds the busiest recorded device was busy (iostat %util × time) over [a, b]'s intervals;
+    a device whose figures are unknown there (`unknown`) is left out."""
     best = None
-    for df in tl.devices.values():
+    for dev, df in tl.devices.items():
+        if dev in unknown:
+            continue
         w = in_window(df, a, b)
         if w.empty or "util_pct" not in w:
             continue
@@ -143,7 +330,8 @@ def ssd_efficiency(devs: dict, sources: list, ssd_devices: dict, a: float, b: fl
         if s.component != "ssd":
             continue
         behind = ssd_devices.get(s.device) or []
-        nbytes = sum(devs[d][f"{io}_bytes"] for d in behind if d in devs)
+        got = [devs[d][f"{io}_bytes"] for d in behind if d in devs]
+        nbytes = None if any(x is None for x in got) else sum(got)  # a device's figure unknown: unknown
         j = s.energy_j(a, b)
         if j is None or np.isnan(j) or j <= 0:
             continue
@@ -228,23 +416,31 @@ def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
     return parts, returned_last(parts)
 
 
-def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> dict:
+def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None, unknown: dict | None = None) -> dict:
     """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals.
-    `share`: the window's device bytes from attribute_device_bytes (else every touched interval's)."""
+    `share`: the window's device bytes from attribute_device_bytes (else every touched interval's).
+    `unknown`: device → unknown entry (window_device_unknown; the key None: the checkpoint as a
+    whole, unknown_entry): those devices' figures are null, and with any of them so are the
+    checkpoint's device bytes and bandwidth, the reasons in `device_unknown`."""
     a = w["start_ns"]
     app_end = w["app_end_ns"]
     end_used = dur["durable_end_ns"] or app_end or tl.end_ns
     duration = None if app_end is None else (app_end - a) / 1e9
     io = "read" if w["kind"] == "load" else "write"
-    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, io)
+    unknown = unknown or {}
+    devs, dev_bytes, dev_span = device_stats(tl, a, end_used, io, unknown)
     if share is not None:
         dev_bytes = None if not devs else 0.0
         for dev, d in devs.items():
+            if d["unknown"] is not None:
+                continue
             got = share.get(dev, {"write_bytes": 0.0, "read_bytes": 0.0})
             for x in ("write", "read"):
                 d[f"{x}_bytes"] = got[f"{x}_bytes"]
                 d[f"mean_{x}_gib_per_s"] = got[f"{x}_bytes"] / d["span_s"] / GIB
             dev_bytes += got[f"{io}_bytes"]
+    if unknown:  # a device's share unknown: the sum over the devices is not known either
+        dev_bytes = None
     span_s = dev_span if dev_span else (end_used - a) / 1e9
     gap_s = max((d["longest_interval_s"] or 0 for d in devs.values()), default=0.0)
     sampling_gap = gap_s > GAP_FACTOR * tl.res_s
@@ -294,6 +490,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
         if (dev_bytes is not None and span_s > 0 and not sampling_gap)
         else None,
         "sampling_gap_s": _f(gap_s) if sampling_gap else None,
+        "device_unknown": list(unknown.values()),
         "device_span_s": span_s,
         "devices": devs,
         "energy": energy,
@@ -309,7 +506,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None) -> di
         "gpu_idle_basis": gpu_idle_basis,
         "own_finish_s": _f(w.get("own_finish_s")),
         "finished_by": w.get("finished_by"),
-        "device_busy_s": _f(_busy_s(tl, a, app_end or end_used)),
+        "device_busy_s": _f(_busy_s(tl, a, app_end or end_used, unknown)),
         "parts": parts,
         "slowest_part": slowest,
         "ssd_efficiency": ssd_eff,

@@ -56,7 +56,8 @@ def checkpoints_frame(an) -> pd.DataFrame:
             flat[f"energy.{comp}.provenance"] = e["provenance"]
         for dev, d in r["devices"].items():
             for k, v in d.items():
-                flat[f"{dev}.{k}"] = v
+                flat[f"{dev}.{k}"] = v["reason"] if k == "unknown" and v else v  # the reason, one cell
+        flat["device_unknown"] = "; ".join(u["reason"] for u in r.get("device_unknown") or []) or None
         rows.append(flat)
     return pd.DataFrame(rows)
 

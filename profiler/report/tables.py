@@ -27,9 +27,35 @@ def b(v) -> str:
     return "—" if v is None else fmt_bytes(v)
 
 
+# a run figure's left-out saves, in a few words (run.device_left_out's codes; a new code shows as itself)
+LEFT_OUT_WHY = {
+    "device_gone": "a device went away",
+    "no_sample": "no block sample covers it",
+    "sampling_gap": "a sampling gap",
+    "unfinished": "did not finish",
+    "no_block_samples": "no block samples",
+}
+
+
+def left_out(text: str, lo: dict | None) -> str:
+    """A run figure with what it leaves out: "1.2 GiB/s (over 1 of 2 saves; 1 left out: a device
+    went away)"; "unknown (...)" when none counted. The notes give each save's reason."""
+    if not lo or not lo["left_out"]:
+        return text
+    whys: dict[str, int] = {}
+    for x in lo["left_out"]:
+        w = LEFT_OUT_WHY.get(x["code"], x["code"])
+        whys[w] = whys.get(w, 0) + 1
+    why = ", ".join(f"{n} {w}" for w, n in whys.items())
+    if not lo["counted"]:
+        return f"unknown (all {lo['of']} saves left out: {why}; see the notes)"
+    return f"{text} (over {lo['counted']} of {lo['of']} saves; {len(lo['left_out'])} left out: {why}; see the notes)"
+
+
 def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
     """(what, value with unit, provenance) rows."""
     run, rec = rep["run"], rep["recording"]
+    lo = run.get("device_left_out") or {}
     rows = [
         ("command", " ".join(map(str, rec.get("command") or [])) or "—", "recorded"),
         ("host", str(rec.get("hostname") or "—"), "recorded"),
@@ -48,10 +74,14 @@ def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
         ("mean checkpoint (blocking)", num(run["mean_checkpoint_s"], "{:.3f} s"), "derived"),
         (
             "bytes saved (application / devices)",
-            f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}",
+            f"{b(run['bytes_app_total'])} / " + left_out(b(run["bytes_device_total"]), lo.get("bytes_device_total")),
             "measured",
         ),
-        ("mean device bandwidth", num(run["mean_device_gib_per_s"], "{:.3f} GiB/s"), "derived"),
+        (
+            "mean device bandwidth",
+            left_out(num(run["mean_device_gib_per_s"], "{:.3f} GiB/s"), lo.get("mean_device_gib_per_s")),
+            "derived",
+        ),
         ("mean energy per checkpoint", num(run["mean_energy_j"], "{:.1f} J"), "see table"),
         ("peak temperature", num(run["peak_temp_c"], "{:.1f} °C"), "measured"),
         ("not durable when the save returned", str(run["not_durable_at_return"]), "derived"),
@@ -117,10 +147,17 @@ def jpg_cell(r: dict) -> str:
     return "; ".join(parts) or "—"
 
 
+def unknown_cell(unknown: list[dict]) -> str:
+    """A device figure the report cannot stand behind: "unknown: " and each reason."""
+    return "unknown: " + "; ".join(u["reason"] for u in unknown)
+
+
 def checkpoint_rows(rep: dict) -> list[list[str]]:
     out = []
     for i, r in enumerate(rep["checkpoints"], 1):
-        qd = [d for d in r["devices"].values()]
+        unknown = r.get("device_unknown") or []
+        gone = "unknown" if unknown else "—"  # a figure the unknown rule took: say so, not a dash
+        qd = [d for d in r["devices"].values() if d.get("unknown") is None]
         mean_qd = max((d["mean_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         peak_qd = max((d["peak_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         inflight = max((d["peak_in_flight"] or 0 for d in qd), default=None) if qd else None
@@ -150,12 +187,12 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
                 num(dur_after, "+{:.3f}"),
                 durable,
                 b(r["bytes_app"]),
-                b(r["bytes_device"]),
-                num(r["device_to_app_ratio"], "{:.2f}"),
+                unknown_cell(unknown) if unknown else b(r["bytes_device"]),
+                num(r["device_to_app_ratio"], "{:.2f}", none=gone),
                 num(r["app_gib_per_s"], "{:.3f}"),
-                num(r["device_gib_per_s"], "{:.3f}"),
-                f"{num(mean_qd, '{:.1f}')} / {num(peak_qd, '{:.1f}')}",
-                num(inflight, "{:.0f}"),
+                num(r["device_gib_per_s"], "{:.3f}", none=gone),
+                f"{num(mean_qd, '{:.1f}', none=gone)} / {num(peak_qd, '{:.1f}', none=gone)}",
+                num(inflight, "{:.0f}", none=gone),
                 energy_cell(r),
                 jpg_cell(r),
                 num(r["peak_temp_c"], "{:.1f}"),
@@ -285,6 +322,9 @@ def device_rows(rep: dict) -> list[list[str]]:
     for i, r in enumerate(rep["checkpoints"], 1):
         io = "read" if r["kind"] == "load" else "write"
         for dev, d in sorted(r["devices"].items()):
+            if d.get("unknown") is not None:
+                out.append([str(i), f"{r['kind']} ({io}s)", dev, unknown_cell([d["unknown"]])] + ["unknown"] * 6)
+                continue
             out.append(
                 [
                     str(i),
