@@ -15,6 +15,15 @@ Python (issue 14); a batch appended costs ~0.05 ms. Parquet parts are merged as 
 a merged part names the range it covers, and a reader ignores any part (or stream) whose range
 lies inside another's, so a crash between writing a part and removing its inputs loses and
 duplicates nothing.
+
+What stops the writer and what does not: a full disk (ENOSPC, EDQUOT) or any other write error
+stops sample writing for good, with one warning; the recording ends `truncated` with the reason.
+Running out of file descriptors (EMFILE: this process's RLIMIT_NOFILE, which the command shares
+only as the limit it inherits; ENFILE: the whole system's) is not a dead end: each flush's rows and
+each event that could not be written wait in memory, in order, and are written at the next flush
+once a descriptor can be had again (at most HELD_BYTES_MAX of rows wait; beyond that the oldest
+flush is dropped and counted). It is said once on stderr, and once per stall in events.jsonl
+(`recording_writer_stalled`: the reason, since when, the most flushes that waited, rows dropped).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import errno
 import json
 import os
 import threading
+import time
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -45,6 +55,10 @@ from .format import (
 
 RESERVE = ".ckprof-reserve"  # space held back so the final meta.json fits on a full disk
 RESERVE_BYTES = 256 * 1024
+# errors that pass: no descriptor to be had now (open(2): EMFILE per process, ENFILE system-wide)
+TRANSIENT_ERRNOS = (errno.EMFILE, errno.ENFILE)
+HELD_BYTES_MAX = 256 * 2**20  # rows kept in memory while no descriptor can be had
+FINISH_RETRY_S = 2.0  # at the end, how long to wait for descriptors to come back before giving up
 
 
 def write_json_atomic(path: str, obj) -> None:
@@ -115,6 +129,7 @@ class RecordingWriter:
 
     Thread-safe: collector threads call `append`, one flusher thread calls `flush`. A full disk
     (or any write error) stops sample writing with one warning on stderr; the caller goes on.
+    Out of descriptors, rows and events wait and are written when descriptors come back.
     """
 
     def __init__(self, path: str, merge_parts: int = 16, warn=None):
@@ -131,6 +146,11 @@ class RecordingWriter:
         self.failed: str | None = None
         self._warn = warn or (lambda msg: say(f"ckprof: {msg}"))
         self.meta: dict = {}
+        self._held: dict[str, list[pa.Table]] = {}  # collector → flushes not yet written, oldest first
+        self._held_events: list[dict] = []
+        self._events_lock = threading.Lock()
+        self._stall: dict | None = None  # since when and why nothing could be written
+        self._said_stall = False
 
     # -- layout -----------------------------------------------------------------------------
     @property
@@ -196,10 +216,61 @@ class RecordingWriter:
             self._buffers[name].extend(rows)
 
     def event(self, event: dict) -> None:
-        try:
-            append_event(self.events_path, event)
-        except OSError as e:
-            self._fail(e, EVENTS)
+        with self._events_lock:
+            self._held_events.append(event)
+            self._write_held_events()
+
+    def _write_held_events(self) -> bool:
+        """Write the events waiting, in order (under _events_lock); True when none is left."""
+        while self._held_events:
+            try:
+                append_event(self.events_path, self._held_events[0])
+            except OSError as e:
+                if e.errno in TRANSIENT_ERRNOS and not self.failed:
+                    self._stalled(e, EVENTS)
+                    return False
+                self._held_events.clear()
+                self._fail(e, EVENTS)
+                return False
+            self._held_events.pop(0)
+        return True
+
+    def _stalled(self, exc: OSError, what: str) -> None:
+        """No descriptor to be had: what could not be written waits (said once on stderr)."""
+        if self._stall is None:
+            self._stall = {"since_ns": time.monotonic_ns(), "reason": exc.strerror or str(exc), "what": what}
+            self._stall.update(held_flushes_max=0, dropped_rows=0)
+        if not self._said_stall:
+            self._said_stall = True
+            self._warn(
+                f"{exc.strerror or exc} writing {os.path.join(self.path, what)}: samples and events wait in "
+                "memory and are written when descriptors come back; the command goes on"
+            )
+
+    def _recovered(self) -> None:
+        """Everything that waited is written: the stall goes into events.jsonl."""
+        stall, self._stall = self._stall, None
+        if stall is not None:
+            self.event(
+                {
+                    "t_ns": time.monotonic_ns(),
+                    "event": "recording_writer_stalled",
+                    "source": "recorder",
+                    "reason": stall["reason"],
+                    "first_write": stall["what"],
+                    "since_ns": stall["since_ns"],
+                    "held_flushes_max": stall["held_flushes_max"],
+                    "dropped_rows": stall["dropped_rows"],
+                }
+            )
+
+    def _hold(self, name: str, table: pa.Table) -> None:
+        held = self._held.setdefault(name, [])
+        held.append(table)
+        while sum(t.nbytes for t in self._held.get(name, ())) > HELD_BYTES_MAX and len(held) > 1:
+            dropped = held.pop(0)
+            if self._stall is not None:
+                self._stall["dropped_rows"] += dropped.num_rows
 
     def _fail(self, exc: OSError, what: str) -> None:
         if self.failed:
@@ -212,7 +283,8 @@ class RecordingWriter:
         )
 
     def flush(self) -> None:
-        """Write every collector's buffered rows as one new part each; merge when parts pile up."""
+        """Write every collector's buffered rows as one new part each (and any that waited for a
+        descriptor, first); merge when parts pile up."""
         with self._flush_lock:
             with self._lock:
                 pending = {n: rows for n, rows in self._buffers.items() if rows}
@@ -226,14 +298,30 @@ class RecordingWriter:
             if self.failed:
                 return
             for name in [n for n in self._schemas if n in pending or n in tables]:
+                self._hold(name, self._table(name, pending.get(name, []), tables.get(name)))
+            with self._events_lock:
+                events_done = self._write_held_events()
+            for name in [n for n in self._schemas if self._held.get(n)]:
                 try:
-                    self._write_part(name, pending.get(name, []), tables.get(name))
+                    while self._held[name]:
+                        self._write_part(name, self._held[name][0])
+                        self._held[name].pop(0)
                 except OSError as e:
+                    if e.errno in TRANSIENT_ERRNOS:
+                        self._stalled(e, os.path.join(SAMPLES, name))
+                        continue  # the other collectors may still have a stream open
+                    self._held.clear()
                     self._fail(e, os.path.join(SAMPLES, name))
                     return
+                self._close_full_stream(name)
             for name in sorted(self._new_parts):  # only a new Parquet part can make a merge due
                 self.merge(name)
             self._new_parts.clear()
+            if self._stall is not None:
+                waited = max(map(len, self._held.values()), default=0)
+                self._stall["held_flushes_max"] = max(self._stall["held_flushes_max"], waited)
+                if events_done and not waited:
+                    self._recovered()
 
     def close_streams(self) -> None:
         """Every open stream as a Parquet part (the end of the recording)."""
@@ -246,13 +334,29 @@ class RecordingWriter:
                 except OSError as e:
                     self._fail(e, os.path.join(SAMPLES, name))
 
-    def _write_part(self, name: str, rows: list[dict], taken: pa.Table | None = None) -> None:
-        """One flush's rows: a batch appended to the collector's stream; every `merge_parts`
-        flushes the stream becomes a Parquet part."""
-        n = self._next_part[name]
+    def _table(self, name: str, rows: list[dict], taken: pa.Table | None) -> pa.Table:
+        """One flush's rows (appended, and taken from a collector) as one table."""
         table = pa.Table.from_pylist(rows, schema=self._schemas[name]) if rows else None
         if taken is not None:
             table = taken if table is None else pa.concat_tables([table, taken])
+        return table
+
+    def _close_full_stream(self, name: str) -> None:
+        """Every `merge_parts` flushes the stream becomes a Parquet part; with no descriptor for
+        it now, the stream stays open and takes the next flushes."""
+        stream = self._streams.get(name)
+        if stream is None or len(stream.tables) < self.merge_parts:
+            return
+        try:
+            self._close_stream(name)
+        except OSError as e:
+            if e.errno not in TRANSIENT_ERRNOS:
+                raise
+            self._stalled(e, os.path.join(SAMPLES, name))
+
+    def _write_part(self, name: str, table: pa.Table) -> None:
+        """One flush's table: a batch appended to the collector's stream (OSError: not appended)."""
+        n = self._next_part[name]
         stream = self._streams.get(name)
         if stream is not None and not table.schema.equals(stream.schema):
             self._close_stream(name)  # a stream holds one schema
@@ -263,18 +367,18 @@ class RecordingWriter:
             )
         stream.append(table)
         self._next_part[name] = n + 1
-        if len(stream.tables) >= self.merge_parts:
-            self._close_stream(name)
 
     def _close_stream(self, name: str) -> None:
-        """The open stream's flushes as one Parquet part (part-first-last), then the stream gone."""
-        stream = self._streams.pop(name, None)
+        """The open stream's flushes as one Parquet part (part-first-last), then the stream gone;
+        on OSError the stream stays open, as it was."""
+        stream = self._streams.get(name)
         if stream is None:
             return
         last = stream.first + len(stream.tables) - 1
         self._write_table(
             name, pa.concat_tables(stream.tables, promote_options="default"), part_name(stream.first, last)
         )
+        del self._streams[name]
         stream.remove()
         self._new_parts.add(name)
 
@@ -311,7 +415,8 @@ class RecordingWriter:
             try:
                 parts = self._parts(name)
             except OSError as e:  # the collector's directory gone or replaced under us
-                self._fail(e, os.path.join(SAMPLES, name))
+                if e.errno not in TRANSIENT_ERRNOS:  # (listdir needs a descriptor: later, then)
+                    self._fail(e, os.path.join(SAMPLES, name))
                 return
             if len(parts) < 2:
                 return
@@ -330,6 +435,8 @@ class RecordingWriter:
                 for _, _, fn in tail:
                     os.unlink(os.path.join(self.collector_dir(name), fn))
             except OSError as e:
+                if e.errno in TRANSIENT_ERRNOS:  # the parts stay as they are: merged at a later flush
+                    return
                 self._fail(e, os.path.join(SAMPLES, name))
                 return
             if final:
@@ -337,8 +444,16 @@ class RecordingWriter:
 
     def finish(self, **meta_updates) -> None:
         """Flush, merge, and write the final status: 'complete', or 'truncated' with the reason
-        when samples stopped being written (a full disk) — every exit path of a recording ends here."""
+        when samples stopped being written (a full disk) — every exit path of a recording ends here.
+        Rows still waiting for a descriptor are given FINISH_RETRY_S to be written; past that the
+        recording is `truncated` with the reason."""
         self.flush()
+        deadline = time.monotonic() + FINISH_RETRY_S
+        while self._stall is not None and not self.failed and time.monotonic() < deadline:
+            time.sleep(0.1)
+            self.flush()
+        if self._stall is not None and not self.failed:
+            self.failed = f"{self._stall['reason']} writing {self._stall['what']}"
         self.close_streams()
         for name in list(self._schemas):
             self.merge(name, final=True)

@@ -8,7 +8,6 @@ import json
 import resource
 import sys
 
-import pytest
 from conftest import need_root
 
 import ckprof
