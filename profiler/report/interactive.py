@@ -3,7 +3,7 @@
 It draws what plots.timeline_panels and plots.checkpoint_bands return — the same series, units
 and provenance as the PNG timeline — on one shared, zoomable time axis: one panel per quantity,
 checkpoint windows as bands (dark: the save call; light: until durable), ckprof.mark() events
-as dotted lines. Hovering a line gives its value with unit and provenance (and, where the
+as dotted lines (one glyph per panel; binned past plots.MAX_MARK_LINES, a line above says so). Hovering a line gives its value with unit and provenance (and, where the
 display was thinned, the bucket's min and max); hovering a band names its checkpoint. Clicking
 a band goes to its row in the checkpoint table; a row's "#" link zooms the timeline to it.
 
@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 
+from . import escape as E
 from . import plots as P
 
 MAX_POINTS = 2000
@@ -143,8 +144,8 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
     end = max(tl.duration_s, 1e-3)
     xr = Range1d(0, end, bounds=(0, end), name=X_RANGE)
     band_src, durable_src = _bands_source(an.report["checkpoints"], ColumnDataSource)
-    marks = an.plot.get("marks", [])
-    mark_src = ColumnDataSource({"x": _f32([m[0] for m in marks]), "text": [m[1] for m in marks]})
+    marks = P.mark_lines(an.plot.get("marks", []), tl.duration_s)  # at most P.MAX_MARK_LINES, for every panel
+    mark_src = ColumnDataSource({"x": _f32(marks.x_s), "text": marks.text, "count": marks.count})
     figs = []
     for k, p in enumerate(panels):
         last = k == len(panels) - 1
@@ -224,7 +225,13 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
                 description="until durable",
             )
         )
-        fig.add_tools(HoverTool(renderers=[r_mark], tooltips=[("mark", "@text"), ("time", "@x{0.00} s")]))
+        fig.add_tools(
+            HoverTool(
+                renderers=[r_mark],
+                tooltips=[("mark", "@text"), ("time", "@x{0.00} s")],
+                description="ckprof.mark() events",
+            )
+        )
         fig.add_tools(
             TapTool(renderers=[r_band], mode="replace", callback=CustomJS(args={"src": band_src}, code=TAP_JS))
         )
@@ -251,8 +258,10 @@ def timeline_html(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> str
     item = timeline_item(an, max_devices, max_points)
     if item is None:
         return None
+    note = P.mark_lines(an.plot.get("marks", []), an.timeline.duration_s).note
     return "\n".join(
-        [
+        ([f"<p class='small' id='timeline-marks'>{E.html(note)}</p>"] if note else [])
+        + [
             f"<div id='{DIV_ID}' class='timeline'></div>",
             bokeh_js(),
             f"<script type='application/json' id='{DATA_ID}'>{_safe_json(item)}</script>",

@@ -2,7 +2,7 @@
 
 Every axis names its unit, and every title says whether the figure is measured or derived.
 Which series the timeline shows, their units and provenance, the checkpoint bands and the
-display thinning are decided here once (`timeline_panels`, `checkpoint_bands`, `envelope`): the
+display thinning are decided here once (`timeline_panels`, `checkpoint_bands`, `envelope`, `mark_lines`): the
 PNG timeline and the interactive one (report/interactive.py) both draw what these return.
 """
 
@@ -17,6 +17,10 @@ import numpy as np
 from ckprof.units import GIB
 
 MAX_POINTS = 4000
+# ckprof.mark() lines per timeline: about one per pixel column of its width (more cannot be told
+# apart, and each costs the same to draw whatever the zoom); past it they are binned (mark_lines)
+MAX_MARK_LINES = 1000
+MAX_MARK_TEXT = 80  # characters of a mark's text in a hover
 
 
 def _mpl():
@@ -148,6 +152,54 @@ def checkpoint_bands(rows: list[dict]) -> list[dict]:
     return out
 
 
+@dataclass
+class MarkLines:
+    """What the timelines draw of the recording's ckprof.mark() events: one line per mark, or,
+    past `MAX_MARK_LINES` marks, one line per stretch of the time axis that holds any, drawn at its
+    first mark and standing for all of them."""
+
+    x_s: np.ndarray  # each line's time, seconds since the recording's start
+    text: list[str]  # its hover text: the mark's own (cut to MAX_MARK_TEXT), or how many it stands for
+    count: np.ndarray  # marks each line stands for
+    total: int  # marks in the recording
+    bin_s: float | None = None  # the stretch one line stands for, when binned
+
+    @property
+    def note(self) -> str | None:
+        """Says how many lines were drawn for how many marks; None when every mark has its own."""
+        if self.bin_s is None:
+            return None
+        return (
+            f"{self.total:,} ckprof.mark() events drawn as {len(self.x_s):,} dotted lines, "
+            f"each standing for the marks within {self.bin_s:.3g} s (its hover says how many)"
+        )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_MARK_TEXT else text[: MAX_MARK_TEXT - 1] + "…"
+
+
+def mark_lines(marks: list[tuple[float, str]], end_s: float, max_lines: int = MAX_MARK_LINES) -> MarkLines:
+    """The lines to draw for `marks` ((seconds since the start, text), as analysis gives them) on a
+    timeline from 0 to `end_s`: each mark when there are at most `max_lines`, else one line per
+    non-empty bin of end_s / max_lines seconds."""
+    n = len(marks)
+    x = np.fromiter((m[0] for m in marks), dtype=float, count=n)
+    if n <= max_lines:
+        return MarkLines(x, [_cut(m[1]) for m in marks], np.ones(n, dtype=np.int64), n)
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    bin_s = max(end_s, float(x[-1]), 1e-9) / max_lines
+    bins = np.clip((x // bin_s).astype(np.int64), 0, max_lines - 1)
+    first = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])  # each non-empty bin's first mark
+    count = np.diff(np.r_[first, n])
+    text = []
+    for i, c in zip(first, count):
+        own = marks[order[i]][1]
+        text.append(_cut(own) if c == 1 else f"{c:,} marks, the first: {_cut(own)}")
+    return MarkLines(x[first], text, count, n, bin_s)
+
+
 def _shade(ax, rows):
     for b in checkpoint_bands(rows):
         ax.axvspan(b["start_s"], b["end_s"], color="tab:orange", alpha=0.25, lw=0)
@@ -156,12 +208,14 @@ def _shade(ax, rows):
 
 
 def timeline(an, max_devices: int = 8) -> bytes | None:
-    """Bandwidth, queue depth, temperature, power and GPU idle, windows shaded, marks as lines."""
+    """Bandwidth, queue depth, temperature, power and GPU idle, windows shaded, marks as dotted lines
+    (mark_lines: binned past MAX_MARK_LINES, and the title says so)."""
     panels = timeline_panels(an, max_devices)
     if not panels:
         return None
     plt = _mpl()
     rows = an.report["checkpoints"]
+    marks = mark_lines(an.plot.get("marks", []), an.timeline.duration_s)
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.1 * len(panels) + 0.6), sharex=True, squeeze=False)
     axes = axes[:, 0]
     for ax, p in zip(axes, panels):
@@ -174,15 +228,16 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
             label = tr.label if p.key in ("bw", "qd", "power", "gpu") else f"{tr.label} ({tr.provenance})"
             ax.plot(*_thin(tr.x_s, tr.y), label=label, **kw)
         _shade(ax, rows)
-        for t_s, _text in an.plot.get("marks", []):
-            ax.axvline(t_s, color="0.4", lw=0.7, ls=":")
+        if len(marks.x_s):  # one collection for every mark line: its cost does not grow with the marks
+            ax.vlines(marks.x_s, 0, 1, transform=ax.get_xaxis_transform(), colors="0.4", lw=0.7, linestyles=":")
         ax.set_title(p.title, fontsize=8, loc="left")
         ax.set_ylabel(p.unit, fontsize=8)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right", ncol=2)
     axes[-1].set_xlabel("time since recording start (s)")
-    fig.suptitle("Timeline — checkpoint windows shaded (dark: save running; light: until durable)", fontsize=10)
+    title = "Timeline — checkpoint windows shaded (dark: save running; light: until durable)"
+    fig.suptitle(title + (f"\n{marks.note}" if marks.note else ""), fontsize=10)
     return _png(fig)
 
 
