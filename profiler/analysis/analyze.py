@@ -253,11 +253,14 @@ def analyze(
     workload_note = add_workload_seconds(rows, rec.meta)
     if workload_note:
         notes.append(workload_note)
+    for r, d in zip(rows, durs):  # what is behind its files: where it is durable (durability.py)
+        r["durable_where"], r["file_system"] = d.get("durable_where"), d.get("file_system")
     if wins and fe.tracker is not None and not fe.tracker.get("ok"):
         notes.append(f"durability unknown for every checkpoint: {fe.tracker.get('reason')}")
     for r in rows:
         if r["durable"] is False:
-            notes.append(f"checkpoint {r['id']}: DELETED BEFORE DURABLE: {r['durable_basis'][0]}")
+            what = "DELETED BEFORE DURABLE" if r["durable_basis"][0].startswith("deleted") else "NOT DURABLE"
+            notes.append(f"checkpoint {r['id']}: {what}: {r['durable_basis'][0]}")
         if r.get("sampling_gap_s"):
             notes.append(
                 f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
@@ -300,7 +303,7 @@ def analyze(
                     "page cache's. Measure a cold restore: `ckprof evict PATH` first (no root), or "
                     "`ckprof workload load` (evicts its files), or --drop-caches (root)"
                 )
-        if r["durable_at_return"] is False:
+        if r["durable_at_return"] is False and r["pending_bytes_at_return"] is not None:  # else: no storage
             notes.append(
                 f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
                 f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "

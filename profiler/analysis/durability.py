@@ -1,15 +1,35 @@
-"""A checkpoint's durable end, from its own files' pages — never from the devices' totals.
+"""A checkpoint's durable end, from its own files' pages and what is behind them — never from the
+devices' totals.
 
 The recorder's file tracker (ckprof.record.filetracker) asks cachestat(2) about each file a save
-named until none of its pages is dirty or under writeback, and writes one event per file. Here:
+named until none of its pages is dirty or under writeback, and writes one event per file, with the
+statfs(2) f_type of the file system behind it (`fs_magic`, ckprof.record.fskind). What "no dirty
+page" means depends on that file system, so the verdict is one rule over both (`durable_end`):
 
-- durable end = the latest of its files' `file_durable` times (the save's return when
-  ckprof.checkpoint() saw every page clean as it returned); `durable: true` only when every file
-  has such an event;
-- any file unlinked with pages still dirty (`file_deleted_before_durable`, or gone before the
-  tracker's first look after the save left pages dirty) → `durable: false`, "deleted before durable";
-- otherwise, with no file-level evidence for some file (no path, cachestat unavailable, the file
-  could not be opened, the recording ended first) → `durable: null`, with the reason.
+- block-device file systems (ext4, xfs, btrfs, ...): durable **on the device**; durable end = the
+  latest of its files' `file_durable` times (the end of the window when every page was clean by
+  then); `durable: true` only when every file has such an event;
+- network file systems (NFS, 9p, CIFS/SMB, Lustre, Ceph, ...): the same rule, durable **on the
+  server** (the client holds no dirty or writeback page), never "on the device";
+- tmpfs, ramfs, hugetlbfs (and shm, devtmpfs): never durable, `durable: false`: "no storage behind
+  tmpfs" (their pages are clean because they are never written anywhere);
+- FUSE, overlayfs, ecryptfs, a file system type not in the table: `durable: null`: cachestat sees
+  the upper inode, clean while the file system below may hold the data dirty;
+- an object store (the checkpoint's path is s3://, gs://, az://, ...): durable **in the object
+  store** once an event of its window says the upload's completing call returned without error
+  (`uploaded: true`), else unknown;
+- a recording made before the tracker recorded `fs_magic`: judged as a block device's, and said so.
+
+Within the rule, as before: any file unlinked with pages still dirty (`file_deleted_before_durable`,
+or gone before the tracker's first look after the save left pages dirty) → `durable: false`,
+"deleted before durable"; no file-level evidence for some file (no path, cachestat unavailable,
+the file could not be opened, the recording ended first) → `durable: null`, with the reason.
+
+`durable_at_return` is judged at the END OF THE WINDOW: after the app's own fsync, fdatasync,
+rename or sync of the save's files that the patch tied to it (`checkpoint_extend`,
+windows.py's `app_end_ns`). A file is clean then when its pages were clean as the save call
+returned, or the app fsync'd/fdatasync'd it (or called sync) inside the window (fsync(2): its data
+was handed to the device when the call returned), or the tracker saw it clean by then.
 
 The devices' write totals and the host's Dirty+Writeback (/proc/meminfo, machine-wide) appear only
 as a hint in `durable_basis`, labelled as such (windows.durable_end_hint).
@@ -17,9 +37,13 @@ as a hint in `durable_basis`, labelled as such (windows.durable_end_hint).
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
+
+from ckprof.record.fskind import kind_of
 
 FILE_EVENTS = (
     "file_durable",
@@ -43,6 +67,7 @@ class FileEvidence:
     by_id: dict = field(default_factory=dict)
     ends: dict = field(default_factory=dict)  # checkpoint id → its checkpoint_end event
     renamed: dict = field(default_factory=dict)  # checkpoint id → paths the app renamed away (checkpoint_extend)
+    extends: dict = field(default_factory=dict)  # checkpoint id → its checkpoint_extend events (the app's finishing)
 
     @classmethod
     def of(cls, rec) -> "FileEvidence":
@@ -57,8 +82,10 @@ class FileEvidence:
             out.by_id.setdefault(str(r["id"]), []).append({k: _v(v) for k, v in r.items()})
         for _, r in ev[ev["event"] == "checkpoint_end"].iterrows():
             out.ends[str(r["id"])] = {k: _v(v) for k, v in r.items()}
-        if "renamed_to" in ev:
-            for _, r in ev[(ev["event"] == "checkpoint_extend") & ev["renamed_to"].notna()].iterrows():
+        for _, r in ev[ev["event"] == "checkpoint_extend"].iterrows():
+            e = {k: _v(v) for k, v in r.items()}
+            out.extends.setdefault(str(r["id"]), []).append(e)
+            if e.get("renamed_to"):
                 out.renamed.setdefault(str(r["id"]), set()).add(str(r["path"]))
         return out
 
@@ -68,17 +95,138 @@ def _mib(n) -> str:
     return f"{n / MIB:.2f} MiB" if n >= MIB else f"{n / 1024:.1f} KiB"
 
 
+# where a durable checkpoint's bytes are, by the kind of storage behind its files (record/fskind.py)
+WHERE = {"block": "device", "network": "server", "object": "object store"}
+# fsspec's protocols for object stores: a checkpoint path with one of these is an object, not a file
+OBJECT_SCHEMES = {"s3", "s3a", "s3n", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"}
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+FLUSHING_OPS = {"fsync", "fdatasync"}  # a file's own: its data on the device (or server) as the call returned
+
+
+@dataclass
+class Storage:
+    """What is behind a checkpoint's files: `kind` block | network | memory | fuse | stacked |
+    object | unrecognised, or None (the recording does not say: made before fs_magic was recorded)."""
+
+    kind: str | None
+    file_system: str | None = None
+
+
+def storage_of(w: dict, files: list[dict]) -> Storage:
+    """The kind of storage behind the checkpoint: its path's scheme, else its files' f_type. Files on
+    several kinds take the one that says least (memory, then unknown below, then network)."""
+    m = _SCHEME.match(str(w.get("path") or ""))
+    if m and m.group(1).lower() != "file":
+        scheme = m.group(1).lower()
+        return Storage("object" if scheme in OBJECT_SCHEMES else "unrecognised", f"{scheme}://")
+    magics = [f.get("fs_magic") for f in files if "fs_magic" in f]
+    if not files or len(magics) < len(files) or any(x is None for x in magics):
+        return Storage(None)
+    kinds = {kind_of(x) for x in magics}  # {(kind, name)}
+    for want in ("memory", "fuse", "stacked", None, "network", "block"):
+        got = sorted(name for kind, name in kinds if kind == want)
+        if got:
+            return Storage(want or "unrecognised", ", ".join(sorted({n for _, n in kinds})))
+    return Storage(None)
+
+
+def _flushed_by_app(fe: FileEvidence, ids) -> tuple[bool, set[str]]:
+    """(an os.sync inside the window, the paths the app fsync'd/fdatasync'd inside it — under their
+    names after a rename that followed)."""
+    synced, paths = False, set()
+    evs = sorted((e for i in ids for e in fe.extends.get(i, ())), key=lambda e: e.get("t_ns") or 0)
+    for e in evs:
+        op, path = e.get("op"), e.get("path")
+        if op == "sync":
+            synced = True
+        elif op in FLUSHING_OPS and path:
+            paths.add(os.path.normpath(str(path)))
+        elif e.get("renamed_to") and path and os.path.normpath(str(path)) in paths:
+            paths.add(os.path.normpath(str(e["renamed_to"])))
+    return synced, paths
+
+
+def _at_window_end(w: dict, fe: FileEvidence, ids, files: list[dict], end: dict, basis: list) -> tuple:
+    """(durable_at_return, pending_bytes_at_return), judged at the end of the window: after the app's
+    own fsync/rename/sync of the save's files (windows.py's app_end_ns), not at the save call's return."""
+    t_end = w["app_end_ns"]
+    at_ret, n_ret = end.get("pending_bytes_at_return"), end.get("files_at_return")
+    have_ret = at_ret is not None and n_ret
+    if have_ret and at_ret == 0:
+        return True, 0.0  # pages only get dirtier by new writes: clean at the call's return, clean after
+    extended = any(fe.extends.get(i) for i in ids)  # the app finished the save after the call returned
+    synced, fsynced = _flushed_by_app(fe, ids)
+
+    def flushed(f) -> bool:
+        return synced or os.path.normpath(str(f.get("path"))) in fsynced
+
+    def seen_clean(f) -> bool:
+        return f["event"] == "file_durable" and t_end is not None and f["t_ns"] <= t_end
+
+    left = [f for f in files if not (flushed(f) or seen_clean(f))]
+    if files and t_end is not None and not left:
+        n = sum(1 for f in files if flushed(f))
+        how = "os.sync()" if synced else "fsync/fdatasync"
+        basis.append(
+            f"at the window's end: the app's own {how} of {n} of its {len(files)} file(s) inside the window "
+            "(fsync(2): the data was handed to the storage when the call returned)"
+            + ("; the others were seen clean by then (cachestat)" if n < len(files) else "")
+            if n
+            else "at the window's end: every file seen clean by then (cachestat)"
+        )
+        return True, 0.0
+    if have_ret and not extended:
+        return False, float(at_ret)  # the look at the call's return is the look at the window's end
+    looks = [f.get("first_poll_pending_bytes") for f in left]
+    after = t_end is not None and all(f.get("first_poll_ns") is not None and f["first_poll_ns"] >= t_end for f in left)
+    if left and all(x is not None for x in looks) and (after or not have_ret):
+        # the tracker's first look at the files the app did not flush: pages only get cleaner
+        # without new writes, so dirty then means dirty at the end of the window
+        first = float(sum(looks))
+        lag = max(f["first_poll_ns"] for f in left) - t_end if t_end is not None else None
+        if lag is not None:
+            basis.append(f"at the window's end: the tracker's first look, {lag / 1e6:.0f} ms after it")
+        return first == 0, first
+    if have_ret:
+        basis.append(
+            f"at the window's end: {len(left)} of its {len(files)} file(s) not fsync'd by the app inside the "
+            f"window; {_mib(at_ret)} were dirty when the save call returned"
+        )
+        return False, float(at_ret)
+    return None, None
+
+
+def _object_store(w: dict, fe: FileEvidence, ids, end: dict, out: dict) -> dict:
+    """Durable in the object store once the upload's completing call (the file's close, the
+    multipart completion) returned without error: an event of the window says `uploaded: true`."""
+    evs = [end, *(e for i in ids for e in fe.extends.get(i, ()))]
+    done = [e for e in evs if e.get("uploaded") is True]
+    if w["app_end_ns"] is None or not done:
+        out["durable_basis"].insert(
+            0, "unknown: an object-store path, and no event says its upload completed (the completing call's return)"
+        )
+        return out
+    t = max(float(e["t_ns"]) for e in done)
+    out.update(durable=True, durable_at_return=t <= w["app_end_ns"], durable_end_ns=max(t, float(w["app_end_ns"])))
+    out["durable_where"] = "object store"
+    out["durable_basis"].insert(0, "in the object store: the upload's completing call returned without error")
+    return out
+
+
 def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
-    """{durable, durable_end_ns, durable_at_return, pending_bytes_at_return, durable_basis}."""
+    """{durable, durable_end_ns, durable_at_return, pending_bytes_at_return, durable_where,
+    file_system, durable_basis}: the one durability rule (module docstring)."""
     out = {
         "durable": None,
         "durable_end_ns": None,
         "durable_at_return": None,
         "pending_bytes_at_return": None,
+        "durable_where": None,
+        "file_system": None,
         "durable_basis": [],
     }
     basis = out["durable_basis"]
-    app_end = w["app_end_ns"]
+    app_end = w["app_end_ns"]  # the end of the window: after the app's own fsync/rename (windows.py)
     end = fe.ends.get(w["id"], {})
     at_ret, n_ret = end.get("pending_bytes_at_return"), end.get("files_at_return")
     have_ret = at_ret is not None and n_ret
@@ -95,24 +243,18 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
             if not (f["event"] == "file_gone_before_poll" and f.get("path") in moved)
         }.values()
     )
-    if have_ret:
-        out["pending_bytes_at_return"] = float(at_ret)
-        out["durable_at_return"] = at_ret == 0
-    elif files and all(f.get("first_poll_pending_bytes") is not None for f in files):
-        # no look at the return itself: the tracker's first look, shortly after (pages only get
-        # cleaner without new writes, so dirty then means dirty at the return)
-        first = sum(f["first_poll_pending_bytes"] for f in files)
-        out["pending_bytes_at_return"] = float(first)
-        out["durable_at_return"] = first == 0
-        if app_end is not None:
-            lag = max(f["first_poll_ns"] for f in files) - app_end
-            basis.append(f"at return: the tracker's first look, {lag / 1e6:.0f} ms after it")
+    storage = storage_of(w, files)
+    out["file_system"] = storage.file_system
 
     def unknown(reason: str) -> dict:
         basis.insert(0, f"unknown: {reason}")
         _hint(out, hint)
         return out
 
+    if storage.kind == "object":
+        return _object_store(w, fe, ids, end, out)
+    if storage.kind == "unrecognised" and storage.file_system and storage.file_system.endswith("://"):
+        return unknown(f"a {storage.file_system} path: ckprof cannot see what is behind it")
     if fe.tracker is None:
         return unknown("recorded without the file tracker (no file-level evidence)")
     if not fe.tracker.get("ok"):
@@ -124,6 +266,22 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     if not files:
         return unknown("no file of the checkpoint was seen by the tracker (the recording ended first?)")
 
+    if storage.kind == "memory":
+        # tmpfs pages are never dirty in cachestat's sense: they are never written anywhere (mm/shmem.c)
+        out.update(durable=False, durable_at_return=False)
+        basis.insert(
+            0,
+            f"not durable: no storage behind {storage.file_system} (its pages in memory are the only copy; "
+            "a reboot, a crash or an unmount loses them)",
+        )
+        return out  # no device-total hint: the devices wrote none of it
+    at_end, pending = _at_window_end(w, fe, ids, files, end, basis)
+    known_below = storage.kind in (None, "block", "network")
+    if known_below:
+        out["durable_at_return"], out["pending_bytes_at_return"] = at_end, pending
+    where = WHERE.get(storage.kind, "device")  # None: today's rule, as a block device's
+    on = f"on the {where}" if storage.kind != "object" else "in the object store"
+
     deleted = [f for f in files if f["event"] == "file_deleted_before_durable"]
     gone = [f for f in files if f["event"] == "file_gone_before_poll"]
     if gone and have_ret and at_ret > 0:  # dirty at return, then gone before anyone saw it clean
@@ -131,24 +289,42 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
         gone = []
     if deleted:
         out["durable"] = False
+        out["durable_at_return"] = False if known_below else None
         basis.insert(
             0,
             "deleted before durable: "
             + "; ".join(
                 f"{f['path']} ({_mib(f.get('pending_bytes') if f.get('pending_bytes') is not None else at_ret)}"
-                " not on the device)"
+                f" not {on})"
                 for f in deleted
             ),
         )
         # no device-total hint here: a machine-wide "durable end at …" beside a checkpoint whose
         # files never reached the device read as a contradiction (frameworks tier, retention)
         return out
+    if storage.kind == "fuse":
+        return unknown(
+            "FUSE: the backing file is not visible to ckprof (cachestat of the FUSE file is clean while the "
+            "file system below may hold its data dirty)"
+        )
+    if not known_below:
+        return unknown(
+            f"{storage.file_system}: the file below it is not visible to ckprof (cachestat sees only the "
+            "upper file, clean while the file system below may hold its data dirty)"
+            if storage.kind == "stacked"
+            else f"{storage.file_system}: a file system ckprof does not know; what is behind it is unknown"
+        )
+    if storage.kind is None:
+        basis.append(
+            "the file system behind the files was not recorded (a recording made before ckprof recorded it): "
+            "judged as a block device's"
+        )
     clean_at_return = have_ret and at_ret == 0
     reasons = []
     for f in files:
         if f["event"] == "file_gone_before_poll" and not clean_at_return:
             reasons.append(
-                f"{f['path']} removed before the tracker's first look; whether its pages were on the device is unknown"
+                f"{f['path']} removed before the tracker's first look; whether its pages were {on} is unknown"
             )
         elif f["event"] == "file_pending_at_end":
             reasons.append(
@@ -161,15 +337,20 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     durable = [f for f in files if f["event"] == "file_durable"]
     if clean_at_return:
         t = float(app_end)
-        basis.insert(0, f"every page of its {int(n_ret)} file(s) was clean when the save returned (cachestat)")
+        basis.insert(0, f"{on}: every page of its {int(n_ret)} file(s) was clean when the save returned (cachestat)")
+    elif at_end is True:
+        t = float(app_end)
+        basis.insert(0, f"{on}: every page of its {len(files)} file(s) was clean at the end of its window")
     else:
         t = max(float(app_end), max(float(f["t_ns"]) for f in durable))
         basis.insert(
             0,
-            f"all {len(durable)} file(s) had no dirty or writeback page (cachestat); the last one's is the durable end",
+            f"{on}: all {len(durable)} file(s) had no dirty or writeback page (cachestat); "
+            "the last one's is the durable end",
         )
     out["durable"] = True
     out["durable_end_ns"] = t
+    out["durable_where"] = WHERE.get(storage.kind)
     _hint(out, hint)
     return out
 
