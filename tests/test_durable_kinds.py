@@ -173,3 +173,29 @@ def test_statfs_names_the_file_system_of_a_file_and_of_a_gone_one(tmp_path):
     assert fskind.kind_of(0x01021994) == ("memory", "tmpfs")
     assert fskind.kind_of(0x65735546) == ("fuse", "fuse")
     assert fskind.kind_of(None) == (None, "unknown")
+
+
+def test_report_tables_name_where_it_is_durable(tmp_path):
+    from ckprof.report.render import to_markdown
+
+    s = _rec(tmp_path)
+    a = _save(s, 2, 3, "/nfs/1.bin", pending_bytes_at_return=0, files_at_return=1)
+    _file(s, "file_durable", 3.05, a, "/nfs/1.bin", fs_magic=NFS)
+    b = _save(s, 4, 5, "/dev/shm/2.bin", pending_bytes_at_return=0, files_at_return=1)
+    _file(s, "file_durable", 5.05, b, "/dev/shm/2.bin", fs_magic=0x01021994)
+    rep = _report(s)
+    md = to_markdown(rep)
+    assert "| yes; on the server |" in md
+    assert "| NO (page cache); no storage behind tmpfs |" in md
+    assert any(n.startswith(f"checkpoint {b}: NOT DURABLE: no storage behind tmpfs") for n in rep["notes"])
+    assert not any("DELETED BEFORE DURABLE" in n for n in rep["notes"])
+    assert [c["durable_where"] for c in rep["checkpoints"]] == ["server", None]
+
+
+def test_advice_says_no_storage_behind_tmpfs_not_fsync(tmp_path):
+    s = _rec(tmp_path)
+    a = _save(s, 2, 3, "/dev/shm/1.bin", pending_bytes_at_return=0, files_at_return=1)
+    _file(s, "file_durable", 3.05, a, "/dev/shm/1.bin", fs_magic=0x01021994)
+    ids = {x["id"]: x for x in _report(s)["advice"]}
+    assert ids["no_storage_behind"]["figures"] == {"checkpoints": 1, "file_systems": ["tmpfs"], "ids": [a]}
+    assert "not_durable_at_return" not in ids and "deleted_before_durable" not in ids

@@ -101,7 +101,8 @@ def cached_restores(rep: dict) -> dict | None:
 
 
 def not_durable(rep: dict) -> dict | None:
-    nd = [c for c in _saves(rep) if c["durable_at_return"] is False]
+    # pages in the page cache an fsync would write: not tmpfs's (no storage behind it: no_storage)
+    nd = [c for c in _saves(rep) if c["durable_at_return"] is False and c["pending_bytes_at_return"] is not None]
     if not nd:
         return None
     pending = sum(c["pending_bytes_at_return"] or 0 for c in nd)
@@ -116,7 +117,7 @@ def not_durable(rep: dict) -> dict | None:
 
 
 def deleted_early(rep: dict) -> dict | None:
-    gone = [c for c in _saves(rep) if c["durable"] is False]
+    gone = [c for c in _saves(rep) if c["durable"] is False and (c["durable_basis"] or [""])[0].startswith("deleted")]
     if not gone:
         return None
     return {
@@ -126,6 +127,25 @@ def deleted_early(rep: dict) -> dict | None:
             "writeback): they were never recoverable after a crash; keep more checkpoints or fsync each save"
         ),
         "figures": {"checkpoints": len(gone), "ids": [c["id"] for c in gone]},
+    }
+
+
+def no_storage(rep: dict) -> dict | None:
+    """Saves to a file system with no storage behind it (tmpfs, ramfs): never durable."""
+    mem = [
+        c for c in _saves(rep) if c["durable"] is False and not (c["durable_basis"] or [""])[0].startswith("deleted")
+    ]
+    if not mem:
+        return None
+    fs = sorted({c.get("file_system") or "?" for c in mem})
+    return {
+        "id": "no_storage_behind",
+        "text": (
+            f"{len(mem)} checkpoint(s) were saved to {', '.join(fs)}: no storage behind it, so a crash or reboot "
+            "loses them whatever the program syncs; save to a file system on a device (or copy them there) "
+            "before counting a checkpoint as taken"
+        ),
+        "figures": {"checkpoints": len(mem), "file_systems": fs, "ids": [c["id"] for c in mem]},
     }
 
 
@@ -158,7 +178,7 @@ def slow_part(rep: dict) -> dict | None:
     }
 
 
-RULES = (own_fsync, async_save, throttled, cached_restores, not_durable, deleted_early, slow_part)
+RULES = (own_fsync, async_save, throttled, cached_restores, not_durable, deleted_early, no_storage, slow_part)
 
 
 def advise(rep: dict) -> list[dict]:

@@ -259,8 +259,9 @@ def analyze(
         notes.append(f"durability unknown for every checkpoint: {fe.tracker.get('reason')}")
     for r in rows:
         if r["durable"] is False:
-            what = "DELETED BEFORE DURABLE" if r["durable_basis"][0].startswith("deleted") else "NOT DURABLE"
-            notes.append(f"checkpoint {r['id']}: {what}: {r['durable_basis'][0]}")
+            first = r["durable_basis"][0]  # deleted before durable, or no storage behind the file
+            what = "DELETED BEFORE DURABLE: " if first.startswith("deleted") else "NOT DURABLE: "
+            notes.append(f"checkpoint {r['id']}: {what}{first.removeprefix('not durable: ')}")
         if r.get("sampling_gap_s"):
             notes.append(
                 f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "

@@ -88,6 +88,7 @@ def perfetto(an) -> dict:
                     "energy_total_j",
                     "peak_temp_c",
                     "durable_at_return",
+                    "durable_where",
                 )
             }
         )

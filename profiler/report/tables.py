@@ -152,6 +152,25 @@ def unknown_cell(unknown: list[dict]) -> str:
     return "unknown: " + "; ".join(u["reason"] for u in unknown)
 
 
+def durable_cell(r: dict) -> str:
+    """Durable at the end of the save's window, and where (docs/analysis.md *Durability*)."""
+    if r["kind"] == "load":
+        return "n/a (load)"
+    cell = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
+    first = (r["durable_basis"] or [""])[0]
+    if r["durable"] is False:
+        # "deleted before durable", or what is behind the file keeps no copy ("no storage behind tmpfs")
+        return cell + (
+            "; deleted before durable"
+            if first.startswith("deleted")
+            else "; " + first.removeprefix("not durable: ").split(" (")[0]
+        )
+    if r["durable"] is None:
+        return cell + "; durable end unknown"
+    where = r.get("durable_where")
+    return cell + (f"; {'in the' if where == 'object store' else 'on the'} {where}" if where else "")
+
+
 def checkpoint_rows(rep: dict) -> list[list[str]]:
     out = []
     for i, r in enumerate(rep["checkpoints"], 1):
@@ -164,13 +183,7 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
         dur_after = (
             None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
         )
-        durable = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
-        if r["kind"] == "load":
-            durable = "n/a (load)"
-        elif r["durable"] is False:
-            durable += "; deleted before durable"
-        elif r["durable"] is None:
-            durable += "; durable end unknown"
+        durable = durable_cell(r)
         if r.get("ok") is False:
             durable = f"FAILED: {r.get('error') or 'the save reported an error'}"
         elif r.get("ok") is None and r["app_end_s"] is None:
