@@ -8,11 +8,22 @@ import os
 from ckprof.errors import RecordingError, say, unexpected_as_one_line
 
 
-def load_job(path: str):
-    """The Job at `path`, or None when `path` is one recording."""
+def load_job(path: str, include_foreign_hosts: bool = False):
+    """The Job at `path`, or None when `path` is one recording. A host recorded by another job is
+    said on stderr, one line each (and left out unless `include_foreign_hosts`)."""
     from ckprof.recording.job import Job, is_job_dir
 
-    return Job(path) if is_job_dir(path) else None
+    if not is_job_dir(path):
+        return None
+    job = Job(path, include_foreign_hosts=include_foreign_hosts)
+    for note in job.foreign_notes:
+        say(f"ckprof: warning: {note}")
+    return job
+
+
+def _other_problems(job) -> list[str]:
+    """The job's problems but those load_job said already."""
+    return [p for p in job.problems if p not in job.foreign_notes]
 
 
 def analyse_job(job, **kw):
@@ -37,15 +48,15 @@ def report(job, fmt: str, output: str | None, write, **kw) -> None:
         write(job_render.to_html(ja.report, {k: v for k, v in pngs.items() if v}, host_plots), out)
 
 
-def expand(paths) -> list[str]:
+def expand(paths, include_foreign_hosts: bool = False) -> list[str]:
     """Recordings to compare: a job directory stands for each of its hosts, side by side."""
     out = []
     for p in paths:
-        job = load_job(p)
+        job = load_job(p, include_foreign_hosts)
         if job is None:
             out.append(p)
             continue
-        for problem in job.problems:
+        for problem in _other_problems(job):
             say(f"ckprof: note: {problem}")
         out += [rec.path for rec in job.hosts.values()]
     return out
@@ -65,7 +76,7 @@ def export(job, fmt: str, out: str) -> list[str]:
             say(f"ckprof: note: {an}")
         else:
             hosts[name] = an
-    for problem in job.problems:
+    for problem in _other_problems(job):
         say(f"ckprof: note: {problem}")
     if not hosts:
         raise RecordingError(f"{job.path}: no host of the job could be analysed")

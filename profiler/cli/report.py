@@ -12,6 +12,14 @@ from ckprof.units import click_callback, parse_duration
 
 _mtbf = click_callback(parse_duration)
 
+_include_foreign = click.option(
+    "--include-foreign-hosts",
+    is_flag=True,
+    help="A job directory: keep host recordings made by another job (a different job id in their "
+    "meta.json, or, with no ids, recorded at another time). By default each is named on stderr and "
+    "in the report's notes, and left out.",
+)
+
 
 def analyse_path(path: str, **kw):
     """Load and analyse one recording; anything unexpected becomes a one-line RecordingError."""
@@ -119,7 +127,8 @@ def _write(text: str, out: str | None) -> None:
 @click.option(
     "--serial", is_flag=True, help="A job directory: analyse its hosts one at a time in this process (no pool)."
 )
-def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_address, serial):
+@_include_foreign
+def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_address, serial, include_foreign_hosts):
     """Analyse a recording: checkpoint windows, bytes, bandwidth, energy, temperature, throttling.
 
     The HTML report is one self-contained file; its timeline is interactive (Bokeh, inline):
@@ -136,7 +145,7 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
 
     from . import job_report as job_commands
 
-    job = job_commands.load_job(recording)
+    job = job_commands.load_job(recording, include_foreign_hosts)
     if job is not None:  # host=<name>/ recordings of one job: read as one (PNG timelines)
         engine = dask_address or ("serial" if serial else "pool")
         return job_commands.report(
@@ -162,7 +171,8 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
 @click.argument("recordings", nargs=-1, required=True, type=click.Path())
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @click.option("-o", "--output", metavar="FILE", help="Where to write [default: stdout].")
-def compare(recordings, fmt, output):
+@_include_foreign
+def compare(recordings, fmt, output, include_foreign_hosts):
     """Compare recordings side by side, with ratios to the first one.
 
     \b
@@ -173,7 +183,7 @@ def compare(recordings, fmt, output):
 
     from . import job_report as job_commands
 
-    recordings = job_commands.expand(recordings)  # a job directory: its hosts side by side
+    recordings = job_commands.expand(recordings, include_foreign_hosts)  # a job directory: its hosts side by side
     if len(recordings) < 2:
         raise UsageError("compare needs at least two recordings (or a job directory of two hosts or more)")
     reports = [analyse_path(p).report for p in recordings]
@@ -194,14 +204,15 @@ def compare(recordings, fmt, output):
     metavar="PATH",
     help="A .json file for perfetto, a directory for csv/parquet [default: RECORDING-NAME.trace.json or RECORDING-NAME-export/].",
 )
-def export(recording, fmt, output):
+@_include_foreign
+def export(recording, fmt, output, include_foreign_hosts):
     """Export checkpoint windows and metrics: a Perfetto/Chrome trace (open it in ui.perfetto.dev),
     or checkpoints and timeline tables as CSV or Parquet."""
     from ckprof.report.export import export as do_export
 
     from . import job_report as job_commands
 
-    job = job_commands.load_job(recording)
+    job = job_commands.load_job(recording, include_foreign_hosts)
     name = os.path.basename(os.path.abspath(recording))
     out = output or (f"{name}.trace.json" if fmt == "perfetto" else f"{name}-export")
     try:

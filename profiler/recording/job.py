@@ -75,6 +75,45 @@ def _concat(frames: list) -> "pd.DataFrame":
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+# One job's hosts record at the same time. Without a job id, two hosts' recordings that come
+# within this of each other on the wall clock count as one run's (launch skew, clocks a little
+# apart); further apart they are different runs.
+TOGETHER_SLACK_NS = 60 * 10**9
+
+
+def _job_id(meta: dict) -> tuple[str | None, str | None]:
+    """(meta.json's job.id, where it came from), or (None, None) when the recording has none."""
+    j = _dict(meta.get("job"))
+    if j.get("id") in (None, ""):
+        return None, None
+    return str(j["id"]), j.get("id_source") or "job.id"
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] + TOGETHER_SLACK_NS and b[0] <= a[1] + TOGETHER_SLACK_NS
+
+
+def _together(spans: dict) -> list[list[str]]:
+    """Hosts grouped by overlapping recordings (chains count: a, b and c if a~b and b~c)."""
+    groups: list[list[str]] = []
+    for h in sorted(spans, key=lambda h: spans[h][0]):
+        joined = [g for g in groups if any(_overlap(spans[h], spans[o]) for o in g)]
+        merged = [h] + [o for g in joined for o in g]
+        groups = [g for g in groups if g not in joined] + [sorted(merged)]
+    return groups
+
+
+def _span(span: tuple[int, int]) -> str:
+    from datetime import datetime, timezone
+
+    a, b = (datetime.fromtimestamp(t / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") for t in span)
+    return f"{a} to {b}"
+
+
+def _names(hosts: list[str]) -> str:
+    return ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+
+
 class Job:
     """Every host's recording of one job, read as one; times lined up on the wall clock.
 
@@ -82,7 +121,8 @@ class Job:
     `host` column and `t_wall_ns` (each host's monotonic time moved onto the wall clock through
     its own anchor, ckprof.recording.timebase), `start_wall_ns`/`end_wall_ns` beside `start_ns`/
     `end_ns`. A host directory that cannot be read is named in `problems` and left out; the rest
-    of the job is still read. Per-checkpoint job figures (stall, slowest node) are the analysis'
+    of the job is still read. So is a host recorded by another job (`foreign`: host → why), unless
+    `include_foreign_hosts`; either way `foreign_notes` says so, one line a host. Per-checkpoint job figures (stall, slowest node) are the analysis'
     (ckprof.analysis.jobs), not the reader's.
     """
 
@@ -90,12 +130,15 @@ class Job:
     # gets a note: its timeline may not line up with the others'.
     CLOCK_WARN_US = 100_000
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, include_foreign_hosts: bool = False):
         from .reader import Recording, read_meta
 
         self.path = os.path.abspath(path)
         self.hosts: dict = {}
         self.problems: list[str] = []
+        self.foreign: dict[str, str] = {}  # host → why it belongs to another job (see _sort_out_foreign)
+        self.foreign_notes: list[str] = []  # the problems that say so, one a host
+        self.job_id: str | None = None
         for name in sorted(os.listdir(self.path)):
             if not name.startswith(HOST_PREFIX):
                 continue
@@ -111,6 +154,7 @@ class Job:
                 f"{self.path}: a job directory with no readable host recording",
                 hint="see the problems above; each host=<name>/ needs a meta.json",
             )
+        self._sort_out_foreign(include_foreign_hosts)
         self._check_clocks()
 
     def __repr__(self) -> str:
@@ -120,7 +164,7 @@ class Job:
     def meta(self) -> dict:
         first = next(iter(self.hosts.values())).meta
         return {
-            "job": (first.get("job") or {}).get("id"),
+            "job": self.job_id if self.job_id is not None else (first.get("job") or {}).get("id"),
             "hosts": list(self.hosts),
             "start_wall_ns": self.start_wall_ns,
         }
@@ -138,6 +182,70 @@ class Job:
             if r.units(collector):
                 return r.units(collector)
         return {}
+
+    def _wall_span(self, rec) -> tuple[int, int]:
+        """A host's recording on the wall clock: start to end (its last event if never finished)."""
+        end_ns = rec.end_ns
+        if end_ns is None:
+            ev = rec.events
+            end_ns = int(ev["t_ns"].max()) if not ev.empty else rec.start_ns
+        return rec.start_wall_ns, int(rec.timebase.to_wall_ns(end_ns))
+
+    def _sort_out_foreign(self, include: bool) -> None:
+        """Name each host recorded by another job; leave it out unless `include`.
+
+        What identifies a job is meta.json's `job.id`: --job-id, else the launcher's
+        (JOB_ID_VARS: SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...), written by `ckprof record --job-dir`.
+        The job is the id most hosts carry (as many each: the one started last). A host without
+        an id, or a job where none has one, is judged by time: one job's hosts record together,
+        so a host whose recording does not come within TOGETHER_SLACK_NS of the job's is another
+        run's; where hosts form separate groups in time, the job is the largest (the later on a tie).
+        """
+        spans = {h: self._wall_span(r) for h, r in self.hosts.items()}
+        ids = {h: _job_id(r.meta) for h, r in self.hosts.items()}
+        named = [i for i, _ in ids.values() if i is not None]
+        if named:
+            counts = {i: named.count(i) for i in named}
+            latest = {i: max(spans[h][0] for h in ids if ids[h][0] == i) for i in counts}
+            self.job_id = max(counts, key=lambda i: (counts[i], latest[i]))
+            tie = [i for i in counts if counts[i] == counts[self.job_id]]
+            members = [h for h in ids if ids[h][0] == self.job_id]
+            chosen = f"job {self.job_id} like host(s) {_names(members)}"
+            if len(tie) > 1:
+                chosen += f" (jobs {', '.join(sorted(tie))} have as many hosts here: the one started last is reported)"
+            together = (min(spans[h][0] for h in members), max(spans[h][1] for h in members))
+            for h, (i, source) in ids.items():
+                if i is not None and i != self.job_id:
+                    self.foreign[h] = f"recorded in job {i} ({source}), not {chosen}"
+                elif i is None and not _overlap(spans[h], together):
+                    self.foreign[h] = (
+                        f"no job id in its meta.json, and its recording ({_span(spans[h])}) does not overlap "
+                        f"job {self.job_id}'s ({_span(together)})"
+                    )
+                elif i is None:
+                    self.problems.append(
+                        f"host={h}: no job id in its meta.json (job.id): kept with job {self.job_id}, "
+                        "whose recordings it overlaps in time"
+                    )
+        else:
+            groups = _together(spans)
+            if len(groups) > 1:
+                job = max(groups, key=lambda g: (len(g), max(spans[h][0] for h in g)))
+                together = (min(spans[h][0] for h in job), max(spans[h][1] for h in job))
+                for h in (h for g in groups if g is not job for h in g):
+                    self.foreign[h] = (
+                        f"no job id in any host's meta.json (no launcher's job id, no --job-id), and its "
+                        f"recording ({_span(spans[h])}) does not overlap those of host(s) {_names(job)} "
+                        f"({_span(together)}): another run's"
+                    )
+        for h, why in self.foreign.items():
+            if include:
+                note = f"host={h}: from another job ({why}): kept, as asked (--include-foreign-hosts)"
+            else:
+                note = f"host={h}: left out: {why} (--include-foreign-hosts keeps it)"
+                del self.hosts[h]
+            self.foreign_notes.append(note)
+            self.problems.append(note)
 
     def _check_clocks(self) -> None:
         starts = {h: r.start_wall_ns for h, r in self.hosts.items()}
