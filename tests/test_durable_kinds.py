@@ -199,3 +199,16 @@ def test_advice_says_no_storage_behind_tmpfs_not_fsync(tmp_path):
     ids = {x["id"]: x for x in _report(s)["advice"]}
     assert ids["no_storage_behind"]["figures"] == {"checkpoints": 1, "file_systems": ["tmpfs"], "ids": [a]}
     assert "not_durable_at_return" not in ids and "deleted_before_durable" not in ids
+
+
+def test_files_on_several_kinds_take_the_one_that_says_least(tmp_path):
+    s = _rec(tmp_path)
+    a = _save(s, 2, 3, "/ck/1", pending_bytes_at_return=0, files_at_return=2)
+    _file(s, "file_durable", 3.05, a, "/ck/1/a", fs_magic=EXT4)
+    _file(s, "file_durable", 3.05, a, "/ck/1/b", fs_magic=0x01021994)
+    b = _save(s, 4, 5, "/ck/2", pending_bytes_at_return=0, files_at_return=2)
+    _file(s, "file_durable", 5.05, b, "/ck/2/a", fs_magic=EXT4)
+    _file(s, "file_durable", 5.05, b, "/ck/2/b", fs_magic=NFS)
+    c1, c2 = _report(s)["checkpoints"]
+    assert (c1["durable"], c1["file_system"], c1["durable_where"]) == (False, "ext4, tmpfs", None)
+    assert (c2["durable"], c2["file_system"], c2["durable_where"]) == (True, "ext4, nfs", "server")

@@ -123,11 +123,9 @@ def storage_of(w: dict, files: list[dict]) -> Storage:
     if not files or len(magics) < len(files) or any(x is None for x in magics):
         return Storage(None)
     kinds = {kind_of(x) for x in magics}  # {(kind, name)}
-    for want in ("memory", "fuse", "stacked", None, "network", "block"):
-        got = sorted(name for kind, name in kinds if kind == want)
-        if got:
-            return Storage(want or "unrecognised", ", ".join(sorted({n for _, n in kinds})))
-    return Storage(None)
+    names = ", ".join(sorted({name for _, name in kinds}))
+    weakest = next(want for want in ("memory", "fuse", "stacked", None, "network", "block") if want in dict(kinds))
+    return Storage(weakest or "unrecognised", names)
 
 
 def _flushed_by_app(fe: FileEvidence, ids) -> tuple[bool, set[str]]:
@@ -316,8 +314,8 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
         )
     if storage.kind is None:
         basis.append(
-            "the file system behind the files was not recorded (a recording made before ckprof recorded it): "
-            "judged as a block device's"
+            "the file system behind the files was not recorded (a recording made before ckprof recorded it, "
+            "or statfs(2) failed): judged as a block device's"
         )
     clean_at_return = have_ret and at_ret == 0
     reasons = []
