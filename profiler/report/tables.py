@@ -38,17 +38,18 @@ LEFT_OUT_WHY = {
 
 
 def left_out(text: str, lo: dict | None) -> str:
-    """A run figure with what it leaves out: "1.2 GiB/s (over 1 of 2 saves; 1 left out: a device
-    went away)"; "unknown (...)" when none counted. The notes give each save's reason."""
+    """A run figure with what it leaves out: "1.2 GiB/s (over 1 of 3 saves; 2 left out: a device
+    went away; see the notes)", with each reason's count when there are several; "unknown (...)"
+    when none counted. The notes give each save's reason."""
     if not lo or not lo["left_out"]:
         return text
     whys: dict[str, int] = {}
     for x in lo["left_out"]:
         w = LEFT_OUT_WHY.get(x["code"], x["code"])
         whys[w] = whys.get(w, 0) + 1
-    why = ", ".join(f"{n} {w}" for w, n in whys.items())
+    why = next(iter(whys)) if len(whys) == 1 else ", ".join(f"{w} ({n})" for w, n in whys.items())
     if not lo["counted"]:
-        return f"unknown (all {lo['of']} saves left out: {why}; see the notes)"
+        return f"unknown (every save left out: {why}; see the notes)"
     return f"{text} (over {lo['counted']} of {lo['of']} saves; {len(lo['left_out'])} left out: {why}; see the notes)"
 
 
