@@ -198,11 +198,14 @@ class FileTracker:
 
     def _renamed(self, old: str, new: str, cid: str) -> None:
         """Follow waiting files to their new name; a file not waiting (or not seen yet) is added."""
-        moved = set()
+        moved, under = set(), old.rstrip(os.sep) + os.sep
         for f in (*self._pending, *self._gone):
-            if f.path == old or f.path.startswith(old.rstrip(os.sep) + os.sep):
-                f.path = new + f.path[len(old) :]
-                moved.add(f.path)
+            # the patch names the source by its realpath(3); the file may have been named otherwise
+            for named in (f.path, os.path.realpath(f.path)):
+                if named == old or named.startswith(under):
+                    f.path = new + named[len(old) :]
+                    moved.add(f.path)
+                    break
         self._add({"path": new, "id": cid}, already=moved)
 
     def _add(self, ev: dict, already: set[str] = frozenset()) -> None:
