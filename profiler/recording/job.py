@@ -103,6 +103,14 @@ def _together(spans: dict) -> list[list[str]]:
     return groups
 
 
+def _clock_caveat(rec) -> str:
+    """What to add when a host judged by time has a clock its kernel does not call synchronised."""
+    kernel = _dict(_dict(_dict(rec.meta.get("job")).get("clock_sync")).get("kernel"))
+    if kernel.get("synchronised") is False:
+        return "; its clock is not known to be synchronised, which may be why"
+    return ""
+
+
 def _span(span: tuple[int, int]) -> str:
     from datetime import datetime, timezone
 
@@ -220,7 +228,7 @@ class Job:
                 elif i is None and not _overlap(spans[h], together):
                     self.foreign[h] = (
                         f"no job id in its meta.json, and its recording ({_span(spans[h])}) does not overlap "
-                        f"job {self.job_id}'s ({_span(together)})"
+                        f"job {self.job_id}'s ({_span(together)}){_clock_caveat(self.hosts[h])}"
                     )
                 elif i is None:
                     self.problems.append(
@@ -236,7 +244,7 @@ class Job:
                     self.foreign[h] = (
                         f"no job id in any host's meta.json (no launcher's job id, no --job-id), and its "
                         f"recording ({_span(spans[h])}) does not overlap those of host(s) {_names(job)} "
-                        f"({_span(together)}): another run's"
+                        f"({_span(together)}): another run's{_clock_caveat(self.hosts[h])}"
                     )
         for h, why in self.foreign.items():
             if include:
