@@ -20,21 +20,9 @@ def _rb(tmp_path, source="fanotify"):
 
 
 def _file(rb, path, a, b, size, writers=(100,), ops=("create", "modify", "close_write"), **kw):
-    rb.event(
-        "file_activity",
-        b,
-        source="fanotify",
-        path=path,
-        start_ns=rb.ns(a),
-        end_ns=rb.ns(b),
-        ops=list(ops),
-        dir=kw.pop("dir", False),
-        writers=list(writers),
-        pids=list(writers),
-        size_bytes=size,
-        kernel_events=3,
-        **kw,
-    )
+    """One file's burst, as record/fileactivity.py writes it: an entry of a `file_activity` event."""
+    entry = {"path": path, "start_ns": rb.ns(a), "end_ns": rb.ns(b), "ops": list(ops), "writers": list(writers)}
+    rb.event("file_activity", b, source="fanotify", files=[{**entry, "size_bytes": size, "kernel_events": 3, **kw}])
 
 
 def _proc(rb, pid, comm, t=0.5):

@@ -75,20 +75,21 @@ def bursts_of(rec) -> tuple[list[dict], dict[int, dict]]:
             "cmdline": r.get("cmdline") if isinstance(r.get("cmdline"), list) else None,
         }
     out = []
-    for _, r in ev[ev["event"] == "file_activity"].iterrows():
-        out.append(
-            {
-                "path": str(r["path"]),
-                "start_ns": float(r["start_ns"]),
-                "end_ns": float(r["end_ns"]),
-                "ops": list(r["ops"]) if isinstance(r.get("ops"), list) else [],
-                "dir": bool(r.get("dir")) if not pd.isna(r.get("dir")) else False,
-                "writers": [int(p) for p in r["writers"]] if isinstance(r.get("writers"), list) else [],
-                "size_bytes": None if pd.isna(r.get("size_bytes")) else float(r["size_bytes"]),
-                "size_unknown": _clean(r.get("size_unknown")),
-                "renamed_from": _clean(r.get("renamed_from")),
-            }
-        )
+    for files in ev.loc[ev["event"] == "file_activity", "files"]:
+        for f in files if isinstance(files, list) else ():
+            out.append(
+                {
+                    "path": str(f["path"]),
+                    "start_ns": float(f["start_ns"]),
+                    "end_ns": float(f["end_ns"]),
+                    "ops": list(f.get("ops") or ()),
+                    "dir": bool(f.get("dir", False)),
+                    "writers": [int(p) for p in f.get("writers") or ()],
+                    "size_bytes": None if f.get("size_bytes") is None else float(f["size_bytes"]),
+                    "size_unknown": f.get("size_unknown"),
+                    "renamed_from": f.get("renamed_from"),
+                }
+            )
     return out, procs
 
 

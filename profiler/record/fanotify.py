@@ -46,6 +46,9 @@ FAN_EVENT_INFO_TYPE_NEW_DFID_NAME = 12
 
 FAN_METADATA_VERSION = 3
 AT_FDCWD = -100
+AT_SYMLINK_NOFOLLOW = 0x100
+STATX_SIZE = 0x200  # <linux/stat.h>
+STATX_BTIME = 0x800
 
 # what a save does to its files; FAN_RENAME (5.17) pairs a rename's two names, older kernels get
 # FAN_MOVED_FROM / FAN_MOVED_TO apart
@@ -64,13 +67,14 @@ class Unavailable(Exception):
 def _libc():
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        for name in ("fanotify_init", "fanotify_mark", "open_by_handle_at"):
+        for name in ("fanotify_init", "fanotify_mark", "open_by_handle_at", "statx"):
             getattr(libc, name)
     except (OSError, AttributeError) as e:
         raise Unavailable(f"no fanotify in libc ({e})") from None
     libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
     libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
     libc.open_by_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    libc.statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
     return libc
 
 
@@ -96,7 +100,8 @@ class Group:
             raise Unavailable(_why("fanotify_init", ctypes.get_errno()))
         self.fd = fd
         self.paired_renames = True
-        self._mounts: list[int] = []  # a descriptor on each marked file system's path: for open_by_handle_at
+        self._mounts: list[int] = []
+        self._statx = self._libc.statx  # a descriptor on each marked file system's path: for open_by_handle_at
 
     def mark_filesystem(self, path: str) -> None:
         """Watch the whole file system holding `path` (FAN_MARK_FILESYSTEM: every mount of it)."""
@@ -129,6 +134,19 @@ class Group:
                 finally:
                     os.close(fd)
         return None
+
+    def statx(self, path: str) -> tuple[int, int | None] | None:
+        """(size in bytes, birth time in CLOCK_REALTIME ns or None) of `path`, not following a
+        symbolic link; None when it cannot be looked at (gone). statx(2): STATX_BTIME is the
+        inode's creation time where the file system keeps one (ext4, xfs, btrfs, tmpfs)."""
+        buf = ctypes.create_string_buffer(256)  # struct statx
+        if self._statx(AT_FDCWD, os.fsencode(path), AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_BTIME, buf) != 0:
+            return None
+        mask, size = struct.unpack_from("=I", buf, 0)[0], struct.unpack_from("=Q", buf, 40)[0]
+        if not mask & STATX_BTIME:
+            return size, None
+        sec, nsec = struct.unpack_from("=qI", buf, 80)  # stx_btime: struct statx_timestamp
+        return size, sec * 1_000_000_000 + nsec
 
     def close(self) -> None:
         for fd in (*self._mounts, self.fd):

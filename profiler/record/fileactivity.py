@@ -4,17 +4,20 @@ The patch (record/instrument) sees the saves of the frameworks it knows, in the 
 them. A writer it does not know — a forked child, a native thread, `dd` — is seen here: one
 fanotify(7) group marks the file system of each recorded --path (record/fanotify.py), the proc
 connector says which pids are the recorded tree's (record/proctree_events.py), and each file's
-burst of activity becomes one `file_activity` event in events.jsonl when the file has been quiet
-for QUIET_S (docs/recording-format.md): its first and last event, what was done (create, modify,
-close_write, rename, delete), which processes did it, and its size after.
+burst of activity becomes one entry of a `file_activity` event in events.jsonl when the file has
+been quiet for QUIET_S (docs/recording-format.md): its first and last event, what was done (create,
+modify, close_write, rename, delete), which processes did it, and its size after. The entries that
+go quiet together are one event (one line, one write): a save of thousands of small files is not
+thousands of lines for the recorder, and the file tracker that tails events.jsonl, to handle.
 
 Time: fanotify events carry no timestamp; each is stamped when it is read. The thread sleeps in
 select(2) until the kernel queues an event, so the first event after a quiet time is stamped
 within the wake-up's latency; after each read it waits MERGE_S before reading again, so that the
 kernel merges a writer's repeated writes to one file into one event (fanotify merges identical
 unread events on the same object from the same process), which bounds its work to ~1/MERGE_S reads
-a second whatever the write rate, and stamps later events up to MERGE_S late. Idle, it never wakes
-on a timer; with files waiting to go quiet it wakes once QUIET_S after the last.
+a second whatever the write rate, and stamps later events up to MERGE_S late. Idle, it wakes only to
+take the proc connector's queue every DRAIN_S; with files waiting to go quiet, once QUIET_S after
+the last. (On this VM a wake-up costs ~100 µs of CPU: at 10 ms pauses they were half its cost.)
 
 Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
 start event says why (`file_activity_source: "none: ..."`) and windows come from the patch and
@@ -27,11 +30,17 @@ import os
 import select
 import threading
 import time
+from collections import OrderedDict
 
 from . import fanotify as F
 from .proctree_events import ProcTree, describe
 
-MERGE_S = 0.01  # after a read, let the kernel merge this long before the next
+MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
+# after a read that held only other processes' events (the file system is shared): at most ~5
+# wake-ups a second for them; a save's files created meanwhile keep their birth time as their start
+OTHERS_PAUSE_S = 0.2
+MAX_BIRTH_LEAD_S = 5.0  # a birth time further before its create event was read is not this burst's
+DRAIN_S = 5.0  # idle, the proc connector's queue is taken this often (8 MiB holds ~100,000 forks)
 QUIET_S = 1.0  # a file with no event for this long has finished its burst: its event is written
 ENV = "CKPROF_FILE_ACTIVITY"
 
@@ -70,9 +79,11 @@ class FileActivity:
         self.tree: ProcTree | None = None
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)
-        self._bursts: dict[tuple[bytes, bytes], _Burst] = {}
+        # (directory handle, name) → its open burst, the longest quiet first (moved to the end on each event)
+        self._bursts: OrderedDict[tuple[bytes, bytes], _Burst] = OrderedDict()
         self._dirs: dict[bytes, str | None] = {}
         self._procs: set[int] = set()
+        self._out: list[dict] = []  # file entries waiting for the next `file_activity` event
         self.events_read = self.events_kept = self.files = self.overflows = 0
         self.cpu_s = 0.0
 
@@ -136,26 +147,35 @@ class FileActivity:
         cpu0 = time.thread_time()
         stopping = False
         while not stopping:
-            fds = [self.group.fd, self._wake_r] + ([self.tree.fileno()] if self.tree.fileno() is not None else [])
-            timeout = None
+            # fork events are taken before each read of file events, and every DRAIN_S: the
+            # machine's other forks do not wake this thread
+            timeout = DRAIN_S
             if self._bursts:
-                first_quiet = min(b.end_ns for b in self._bursts.values()) + QUIET_S * 1e9
-                timeout = max(0.0, (first_quiet - self.clock.now_ns()) / 1e9)
-            ready = select.select(fds, [], [], timeout)[0]
+                first_quiet = next(iter(self._bursts.values())).end_ns + QUIET_S * 1e9
+                timeout = min(DRAIN_S, max(0.0, (first_quiet - self.clock.now_ns()) / 1e9))
+            ready = select.select([self.group.fd, self._wake_r], [], [], timeout)[0]
+            if not ready:
+                self.tree.drain()
             stopping = self._wake_r in ready
+            kept = self.events_kept
             if self._read_all() and not stopping:
-                stopping = self._merge_pause()
+                # the tree's files: merge for MERGE_S, naming short-lived writers meanwhile; only
+                # other processes' (a shared file system): wait longer, they are not ours to time
+                mine = self.events_kept > kept
+                stopping = self._merge_pause(MERGE_S if mine else OTHERS_PAUSE_S, forks=mine)
             self._emit(self.clock.now_ns(), everything=False)
+            self._flush()
         self._read_all()
         self._emit(self.clock.now_ns(), everything=True)
+        self._flush()
         self.cpu_s = time.thread_time() - cpu0
 
-    def _merge_pause(self) -> bool:
-        """Let the kernel merge the next writes for MERGE_S, taking fork and exec events meanwhile
-        (a writer that runs for less than that is named while it runs); True on stop."""
-        until = time.monotonic() + MERGE_S
+    def _merge_pause(self, seconds: float, forks: bool) -> bool:
+        """Let the kernel merge the next events for `seconds`, with `forks` taking fork and exec
+        events meanwhile (a writer that runs for less than that is named while it runs); True on stop."""
+        until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
-            nl = self.tree.fileno()
+            nl = self.tree.fileno() if forks else None
             ready = select.select([self._wake_r] + ([nl] if nl is not None else []), [], [], left)[0]
             if self._wake_r in ready:
                 return True
@@ -183,7 +203,7 @@ class FileActivity:
         return path is not None and _under(path, self.roots) and not _under(path, self.exclude)
 
     def _take(self, buf: bytes, t_ns: int) -> int:
-        contains, n = self.tree.contains, 0
+        contains, bursts, n = self.tree.contains, self._bursts, 0
         for mask, pid, recs in F.parse(buf):
             n += 1
             if mask & F.FAN_Q_OVERFLOW:
@@ -206,17 +226,19 @@ class FileActivity:
                     self._rename(old, new, pid, t_ns, bool(mask & F.FAN_ONDIR))
                 continue
             _t, handle, name = recs[0]
-            d = self._dir(handle)
-            if d is None:
-                continue
-            path = d if name in (b"", b".") else os.path.join(d, os.fsdecode(name))
-            if not self._keep(path):
-                continue
-            self.events_kept += 1
             key = (handle, name)
-            b = self._bursts.get(key)
-            if b is None:
-                b = self._bursts[key] = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
+            b = bursts.get(key)
+            if b is None:  # a new burst: is it under the recorded paths?
+                d = self._dir(handle)
+                if d is None:
+                    continue
+                path = d if name in (b"", b".") else os.path.join(d, os.fsdecode(name))
+                if not self._keep(path):
+                    continue
+                b = bursts[key] = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
+            else:
+                bursts.move_to_end(key)
+            self.events_kept += 1
             self._note(b, mask, pid, t_ns)
             if mask & (F.FAN_DELETE | F.FAN_MOVED_FROM):
                 self._write(self._bursts.pop(key), deleted=bool(mask & F.FAN_DELETE))
@@ -260,39 +282,55 @@ class FileActivity:
             b = _Burst(new_path, t_ns, is_dir)
         b.renamed_from, b.path = b.renamed_from or old_path, new_path
         self._bursts[(new[1], new[2])] = b
+        self._bursts.move_to_end((new[1], new[2]))
         self._note(b, F.FAN_RENAME, pid, t_ns)
 
     def _emit(self, now_ns: int, everything: bool) -> None:
-        quiet = [k for k, b in self._bursts.items() if everything or now_ns - b.end_ns >= QUIET_S * 1e9]
-        for k in quiet:
-            self._write(self._bursts.pop(k), deleted=False)
+        """Write the bursts quiet for QUIET_S (all of them at the end), the longest quiet first."""
+        bursts, quiet_ns = self._bursts, QUIET_S * 1e9
+        while bursts and (everything or now_ns - next(iter(bursts.values())).end_ns >= quiet_ns):
+            self._write(bursts.popitem(last=False)[1], deleted=False)
 
     def _write(self, b: _Burst, deleted: bool) -> None:
-        size, why = None, None
+        """One file's burst as an entry of the next `file_activity` event (written by _flush)."""
+        size, why, start_ns, basis = None, None, b.start_ns, "read"
+        look = None if deleted else self.group.statx(b.path)
         if deleted:
             why = "deleted"
-        elif not b.is_dir:
-            try:
-                size = os.stat(b.path, follow_symlinks=False).st_size
-            except OSError as e:
-                why = f"stat after the burst: {e.strerror}"
+        elif look is None:
+            why = "gone when its burst ended"
+        else:
+            size = None if b.is_dir else look[0]
+            if look[1] is not None and b.mask & F.FAN_CREATE:
+                # created in this burst: its birth time, on CLOCK_MONOTONIC, is when the save began
+                # with it (the read stamp is later by the reader's latency); a coarse clock floors it
+                born_ns = look[1] - (time.clock_gettime_ns(time.CLOCK_REALTIME) - self.clock.now_ns())
+                if born_ns < start_ns and start_ns - born_ns < MAX_BIRTH_LEAD_S * 1e9:
+                    start_ns, basis = born_ns, "btime"
         self.files += 1
-        ev = {
-            "t_ns": b.end_ns,
-            "event": "file_activity",
-            "source": "fanotify",
+        f = {
             "path": b.path,
-            "start_ns": b.start_ns,
+            "start_ns": start_ns,
+            "start_from": basis,
             "end_ns": b.end_ns,
             "ops": [name for bit, name in _OPS if b.mask & bit],
-            "dir": b.is_dir,
             "writers": sorted(b.writers),
-            "pids": sorted(b.pids),
             "size_bytes": size,
             "kernel_events": b.n,
         }
-        if why and not b.is_dir:
-            ev["size_unknown"] = why
+        if b.pids != b.writers:
+            f["pids"] = sorted(b.pids)
+        if b.is_dir:
+            f["dir"] = True
+        elif why:
+            f["size_unknown"] = why
         if b.renamed_from:
-            ev["renamed_from"] = b.renamed_from
-        self.writer.event(ev)
+            f["renamed_from"] = b.renamed_from
+        self._out.append(f)
+
+    def _flush(self) -> None:
+        """The entries written since the last flush as one event: one line, one write(2)."""
+        if self._out:
+            ev = {"t_ns": max(f["end_ns"] for f in self._out), "event": "file_activity", "source": "fanotify"}
+            self.writer.event({**ev, "files": self._out})
+            self._out = []

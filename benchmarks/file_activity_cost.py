@@ -1,0 +1,144 @@
+"""What the file-activity source (record/fileactivity.py: fanotify + the proc connector) costs the
+recorder, printed for a person to read (never asserted).
+
+`ckprof record --path DIR -- CMD` is run with the source on and off (CKPROF_FILE_ACTIVITY=off),
+alternately, for two commands:
+
+  * idle: `sleep D`;
+  * files: a Python loop creating, writing and closing small files under DIR at a steady rate
+    (each file is three kernel events: FAN_CREATE, FAN_MODIFY, FAN_CLOSE_WRITE), ~10,000 events/s
+    by default, in a new directory every second: the worst case, nothing for the kernel to merge;
+  * writes: ~10,000 write(2) calls a second spread over 8 open files (a save streaming its shards):
+    each a FAN_MODIFY, merged by the kernel while unread.
+
+The generators say the rate they reached (a loaded machine may not reach the one asked for).
+
+The recorder's CPU is meta.json's `recorder_cpu_s.process` (time.process_time() of the ckprof
+process at the recording's end: all its threads, not the command's); the extra CPU is on − off,
+per second of recording, in % of one core. The source's own thread (meta.json
+`file_activity.cpu_s`) is printed too, with how many kernel events it read (after the kernel's
+merging) and how many were the recorded tree's. Needs root (fanotify, CAP_SYS_ADMIN).
+
+    sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+GEN = r"""
+import os, sys, time
+root, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+files_per_s = rate / 3  # create + modify + close_write per file
+t0 = time.monotonic()
+n = 0
+payload = b"x" * 512
+while (now := time.monotonic()) - t0 < seconds:
+    d = os.path.join(root, f"step_{int(now - t0)}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{n}"), "wb") as f:
+        f.write(payload)
+    n += 1
+    ahead = t0 + n / files_per_s - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+print(f"{3 * n / (time.monotonic() - t0):.0f}", flush=True)
+"""
+
+# a save streaming into a few large files: write(2) calls, each a FAN_MODIFY the kernel may merge
+WRITES = r"""
+import os, sys, time
+root, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+fds = [os.open(os.path.join(root, f"shard_{i}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for i in range(8)]
+t0 = time.monotonic()
+n = 0
+payload = b"x" * 4096
+while time.monotonic() - t0 < seconds:
+    os.write(fds[n % 8], payload)
+    n += 1
+    if n % 8 == 0 and os.fstat(fds[0]).st_size > 64 << 20:
+        for fd in fds:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, 0)
+    ahead = t0 + n / rate - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+print(f"{n / (time.monotonic() - t0):.0f}", flush=True)
+"""
+
+
+def record(root: str, out: str, cmd: list[str], on: bool) -> tuple[dict, str]:
+    env = dict(os.environ)
+    if not on:
+        env["CKPROF_FILE_ACTIVITY"] = "off"
+    r = subprocess.run(
+        [sys.executable, "-m", "ckprof", "record", "-q", "--force", "-o", out, "--path", root, "--", *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if r.returncode != 0:
+        sys.exit(f"ckprof record failed ({r.returncode}): {r.stderr[-2000:]}")
+    with open(os.path.join(out, "meta.json")) as f:
+        return json.load(f), r.stdout.strip()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--rate", type=float, default=10000.0, help="kernel file events per second offered")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cases", nargs="+", default=["idle", "files", "writes"], choices=["idle", "files", "writes"])
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root: fanotify needs CAP_SYS_ADMIN")
+    tmp = tempfile.mkdtemp(prefix="ckprof-fa-bench-")
+    try:
+        gen, writes = os.path.join(tmp, "gen.py"), os.path.join(tmp, "writes.py")
+        for path, text in ((gen, GEN), (writes, WRITES)):
+            with open(path, "w") as f:
+                f.write(text)
+        cases = {
+            "idle": lambda root: ["sleep", str(a.seconds)],
+            "files": lambda root: [sys.executable, gen, root, str(a.rate), str(a.seconds)],
+            "writes": lambda root: [sys.executable, writes, root, str(a.rate), str(a.seconds)],
+        }
+        for case in a.cases:
+            cmd = cases[case]
+            cpu = {True: [], False: []}
+            for k in range(a.rounds):
+                for on in (True, False) if k % 2 == 0 else (False, True):
+                    root = os.path.join(tmp, "ckpt")
+                    os.makedirs(root, exist_ok=True)
+                    meta, said = record(root, os.path.join(tmp, "rec"), cmd(root), on)
+                    shutil.rmtree(root)
+                    span = (meta["end"]["monotonic_ns"] - meta["start"]["monotonic_ns"]) / 1e9
+                    cpu[on].append(meta["recorder_cpu_s"]["process"] / span)
+                    fa = meta.get("file_activity") or {}
+                    extra = f", generator offered {said} events/s" if said else ""
+                    if on:
+                        print(
+                            f"{case} round {k + 1} on : process {100 * cpu[on][-1]:.3f} % of a core; "
+                            f"source thread {100 * fa.get('cpu_s', 0) / span:.3f} %; read {fa.get('events_read')} "
+                            f"kernel events, {fa.get('events_in_tree')} the tree's, {fa.get('files')} file bursts{extra}"
+                        )
+                    else:
+                        print(f"{case} round {k + 1} off: process {100 * cpu[on][-1]:.3f} % of a core{extra}")
+            on_m, off_m = statistics.median(cpu[True]), statistics.median(cpu[False])
+            print(
+                f"== {case}: extra CPU with the source {100 * (on_m - off_m):+.3f} % of a core "
+                f"(medians: on {100 * on_m:.3f} %, off {100 * off_m:.3f} %; ratio {on_m / off_m:.2f}×)\n"
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
