@@ -147,3 +147,25 @@ def test_looks_per_tick_are_bounded_and_every_file_gets_its_turn(tracker, tmp_pa
     still = len(tracker._pending) + len(tracker._gone)
     tracker.tick(every_file=True)  # the last pass, as the recording stops, looks at every one
     assert len(looked) == still
+
+
+def test_a_file_on_a_served_file_system_is_looked_at_once_a_second(tracker, tmp_path, monkeypatch):
+    """On NFS (which this machine cannot serve) each open(2) revalidates with the server: such a
+    file is looked at at most once a second. The file system's kind is what is faked here."""
+    f = tmp_path / "ckpt.bin"
+    f.write_bytes(os.urandom(1 << 20))
+    tracker._served[os.stat(f).st_dev] = True
+    _end(tracker, "c1", f)
+    tracker.tick()
+    if not tracker._pending:
+        pytest.skip("something synced the file before the first look")
+    looked = []
+    real = pagecache.look
+    monkeypatch.setattr(pagecache, "look", lambda p: (looked.append(p), real(p))[1])
+    for _ in range(5):
+        tracker._looks = tracker._burst
+        tracker.tick()
+    assert looked == []  # within the second after the first look
+    tracker._pending[0].last_ns -= int(filetracker.SERVED_LOOK_S * 1e9)
+    tracker.tick()
+    assert looked == [str(f)]

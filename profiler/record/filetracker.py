@@ -22,8 +22,10 @@ Bounds, whatever the checkpoint: at most one descriptor open at any moment (duri
 200 bytes plus the path per waiting file, and at most LOOKS_PER_S looks a second at waiting files
 (a look is ~10 µs of CPU here: ~1 % of a core at most). Waiting files are looked at in turn, so
 each is looked at least every max(period_s, waiting files / LOOKS_PER_S) seconds: 0.1 s for up to
-100 waiting files at the default period, 1.5 s for a 1,500-file checkpoint. A file's durable time is
-the look that saw it clean, at most that long after its last page reached the device. Each new
+100 waiting files at the default period, 1.5 s for a 1,500-file checkpoint; on FUSE and network
+file systems, where each open(2) is a request to a daemon or a server, at most once a second
+(SERVED_LOOK_S). A file's durable time is the look that saw it clean, at most that long after its
+last page reached the device. Each new
 file is looked at once when its save ends (a look per file written, which the save's own writes
 dwarf), whatever the budget.
 
@@ -74,11 +76,17 @@ class _File:
     first_pending: int
     last_ns: int
     last_pending: int
+    every_ns: int = 0  # looked at no more often than this (a served file system), else each turn
     gone_ns: int | None = None  # the look that found the path gone or naming another file
 
 
 IDLE_PERIOD_S = 0.1
 LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring: the bounds)
+# a file on FUSE or a network file system is looked at at most once a second: there each open(2)
+# and close(2) is a request to the FUSE daemon (FUSE_OPEN, FUSE_FLUSH, FUSE_RELEASE) or to the
+# server (NFS close-to-open consistency revalidates with a GETATTR on every open, nfs(5))
+SERVED_KINDS = ("fuse", "network")
+SERVED_LOOK_S = 1.0
 
 
 def _yield_on_wake() -> None:
@@ -107,6 +115,7 @@ class FileTracker:
         self.cpu_s = 0.0
         self._watch: FileWatch | None = None
         self.idle_wake = "timer"  # how an idle tracker learns of new events: "inotify", or a timer and why
+        self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
         self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
 
@@ -189,10 +198,17 @@ class FileTracker:
         for f in gone:
             if not self._poll(f):
                 self._pending.append(f)
-        n = len(self._pending) if every_file else min(len(self._pending), self._budget())
-        self._looks -= n
-        for _ in range(n):
+        budget = len(self._pending) if every_file else min(len(self._pending), self._budget())
+        now = self.clock.now_ns()
+        for _ in range(len(self._pending)):
+            if budget <= 0:
+                break
             f = self._pending.popleft()
+            if f.every_ns and not every_file and now - f.last_ns < f.every_ns:
+                self._pending.append(f)  # its turn, not its time: no look
+                continue
+            budget -= 1
+            self._looks -= 1
             if not self._poll(f):
                 (self._gone if f.gone_ns is not None else self._pending).append(f)
 
@@ -233,11 +249,19 @@ class FileTracker:
                 continue
             self.files_seen += 1
             pending = got.state.pending_bytes
-            f = _File(p, cid, got.size_bytes, got.identity, now, pending, now, pending)
+            f = _File(p, cid, got.size_bytes, got.identity, now, pending, now, pending, self._every_ns(got, p))
             if got.state.clean:
                 self._settle(f, "file_durable", now)
             else:
                 self._pending.append(f)
+
+    def _every_ns(self, got: pagecache.Look, path: str) -> int:
+        """How seldom a file may be looked at: once a second where a look is a request to a daemon
+        or a server (statfs(2) once per file system), else at each turn."""
+        dev = got.identity.dev
+        if dev not in self._served:
+            self._served[dev] = fskind.kind_of(fskind.magic_of(path))[0] in SERVED_KINDS
+        return int(SERVED_LOOK_S * 1e9) if self._served[dev] else 0
 
     def _poll(self, f: _File) -> bool:
         """Look once; True when the file is settled (its event written)."""
