@@ -64,7 +64,7 @@ class PageState:
         return self.dirty_pages == 0 and self.writeback_pages == 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Identity:
     """Which file a path names: (st_dev, st_ino) and the inode's generation. Inode numbers are
     reused once a file is gone (ext4 hands a freed one to the next file created); the generation
