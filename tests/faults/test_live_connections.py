@@ -111,3 +111,50 @@ def test_idle_connections_cost_the_recording_nothing(tmp_path):
     assert meta["status"] == "complete", (meta.get("truncated"), err)
     r = ckprof.load(str(rec))
     assert len(r.samples("host")) > 20, err  # 0.1 s samples across the whole run
+
+
+SERVER_OUT_OF_DESCRIPTORS = """
+import os, sys
+from ckprof.record import live
+_, port = live.serve(os.path.join(sys.argv[1], "events.jsonl"), 0)
+held = []
+try:
+    while True:  # every descriptor left, as a recorder that needs them all would hold them
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+print(port, flush=True)
+sys.stdin.readline()
+for fd in held:
+    os.close(fd)
+print("freed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_no_descriptor_left_for_accept_is_no_spin(tmp_path):
+    """accept(2) failing with EMFILE leaves the client in the backlog and the socket readable:
+    the exporter waits instead of retrying at 100 % of a core, and answers once descriptors return."""
+    p = Popen(
+        [sys.executable, "-c", SERVER_OUT_OF_DESCRIPTORS, str(tmp_path)],
+        stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True, preexec_fn=_ckprof_limit,
+    )  # fmt: skip
+    try:
+        port = int(p.stdout.readline())
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)  # waits in the backlog
+        client.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        time.sleep(0.5)
+        cpu0, t0 = _cpu_s(p.pid), time.monotonic()
+        time.sleep(2.0)
+        cpu_share = (_cpu_s(p.pid) - cpu0) / (time.monotonic() - t0)
+        assert cpu_share < 0.1, f"the exporter used {cpu_share:.0%} of a core retrying accept(2)"
+        p.stdin.write("free\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "freed"
+        client.settimeout(10)
+        reply = client.recv(4096)
+        assert reply.startswith(b"HTTP/1.0 200"), reply[:100]
+        client.close()
+    finally:
+        p.stdin.close()  # end of input: the server frees what it holds and exits
+        p.wait(timeout=20)
