@@ -4,7 +4,9 @@ The rules are perf record's and a shell's:
   - no shell: argv is executed as given, PATH searched; 127 when not found, 126 when not executable;
   - the command runs in a process group of its own (docs/faults.md, "Signals"), so a signal meant
     for ckprof's group — a launcher's or job control's `kill -INT -PGID` — reaches it once: from
-    ckprof, which forwards SIGINT, SIGTERM and SIGHUP to the command's group. When ckprof runs in
+    ckprof, which forwards to the command's group every signal a wrapper passes on (FORWARDED
+    below: SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT, SIGWINCH, SIGCONT, SIGTSTP, ...);
+    a signal ignored when ckprof started stays ignored, in ckprof and in the command. When ckprof runs in
     a terminal's foreground, the command's group is made the foreground one (tcsetpgrp(3)), so
     Ctrl-C and Ctrl-Z reach it straight from the terminal, once, and ckprof follows a Ctrl-Z
     (it stops too, and on `fg` hands the terminal back and continues the command);
@@ -15,8 +17,9 @@ The rules are perf record's and a shell's:
 
 The signals are blocked in every ckprof thread (block_signals() runs before any thread starts)
 and taken synchronously with sigtimedwait(2) in the main thread, so nothing interrupts the
-recorder. The child is started with posix_spawn(3), whose setsigmask clears that block in the
-child alone and whose setpgroup gives it its own process group.
+recorder and ckprof never dies of a signal meant for its command. The child is started with
+posix_spawn(3), whose setsigmask clears that block in the child alone and whose setpgroup gives
+it its own process group.
 """
 
 from __future__ import annotations
@@ -30,14 +33,38 @@ from dataclasses import dataclass
 
 from ckprof.errors import CLOSED_STD_FDS, say
 
-TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_WAIT_SET = {*TERMINATING, signal.SIGCHLD}
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # forwarded, and start --kill-after
+# Every signal is forwarded but those that are ckprof's own, as tini does (src/tini.c,
+# configure_signals: every signal but the faults and SIGTTIN/SIGTTOU, and SIGCHLD it reaps on):
+# SIGKILL/SIGSTOP cannot be caught; SIGCHLD says the command changed state; the faults
+# (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) come from ckprof's own code;
+# SIGTTIN/SIGTTOU are the terminal's job control of ckprof's own I/O; SIGPIPE/SIGXFSZ come from
+# ckprof's own writes (Python ignores both; a write fails with EPIPE/EFBIG instead). Realtime
+# signals are passed on too. (GNU time and perf leave the command in their own process group, so
+# a group's signal reaches it without them; a wrapper that gives it a group of its own must pass
+# them on: tini -g, dumb-init.)
+OWN = {
+    signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD,
+    signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGTRAP, signal.SIGSYS, signal.SIGABRT,
+    signal.SIGTTIN, signal.SIGTTOU, signal.SIGPIPE, signal.SIGXFSZ,
+}  # fmt: skip
+SI_KERNEL = 0x80  # si_code of a signal the kernel raised (include/uapi/asm-generic/siginfo.h)
+_forwarded: frozenset = frozenset()  # what block_signals() chose, for run()
+
+
+def forwardable() -> frozenset:
+    """The signals ckprof passes on to the command: all but its OWN and those ignored when it
+    started (`nohup` ignores SIGHUP, a shell's `&` without job control SIGINT and SIGQUIT): the
+    command inherits those ignored (execve(2) keeps SIG_IGN), as it would without ckprof."""
+    return frozenset(s for s in signal.valid_signals() if s not in OWN and signal.getsignal(s) != signal.SIG_IGN)
 
 
 def block_signals() -> None:
-    """Block the terminating signals and SIGCHLD in this thread and every thread it starts, and
+    """Block the signals to forward and SIGCHLD in this thread and every thread it starts, and
     SIGTTOU, so that ckprof may take the terminal back from the background (tcsetpgrp(3))."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {*_WAIT_SET, signal.SIGTTOU})
+    global _forwarded
+    _forwarded = forwardable()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {*_forwarded, signal.SIGCHLD, signal.SIGTTOU})
 
 
 class Terminal:
@@ -81,25 +108,45 @@ class ChildResult:
     killed: bool = False  # escalated to SIGKILL
 
 
-def spawn(argv: list[str], env: dict) -> int:
+def spawn(argv: list[str], env: dict, pass_fds: tuple = ()) -> int:
     """Start argv with posix_spawnp: inherited stdio (a descriptor that was closed when ckprof
-    started is closed in the child too), default signal mask and dispositions."""
-    return os.posix_spawnp(
-        argv[0],
-        argv,
-        env,
-        file_actions=[(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(CLOSED_STD_FDS)],
-        setpgroup=0,  # a process group of its own, led by the command
-        setsigmask=(),  # unblock everything block_signals() blocked (SIGTTOU included)
-        setsigdef=(*TERMINATING, signal.SIGPIPE, signal.SIGXFSZ),  # Python ignores SIGPIPE/SIGXFSZ
-    )
+    started is closed in the child too) and `pass_fds`, an empty signal mask, the dispositions
+    ckprof inherited (signals ignored then stay ignored; Python's own SIGPIPE/SIGXFSZ ignores are
+    undone)."""
+    for fd in pass_fds:  # inheritable for this exec only (subprocess closes it in any other child)
+        os.set_inheritable(fd, True)
+    try:
+        return os.posix_spawnp(
+            argv[0],
+            argv,
+            env,
+            file_actions=[(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(CLOSED_STD_FDS)],
+            setpgroup=0,  # a process group of its own, led by the command
+            setsigmask=(),  # unblock everything block_signals() blocked (SIGTTOU included)
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # Python ignores SIGPIPE/SIGXFSZ
+        )
+    finally:
+        for fd in pass_fds:
+            os.set_inheritable(fd, False)
 
 
-def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, warn=None) -> ChildResult:
+def _meant_for_command(info) -> bool:
+    """A signal to pass on: one of the forwarded set, unless it is the kernel's about ckprof
+    itself (SIGXCPU: ckprof's own RLIMIT_CPU, setrlimit(2)); a batch system's `kill -XCPU` is
+    passed on."""
+    if info is None or info.si_signo not in _forwarded:
+        return False
+    return not (info.si_signo == signal.SIGXCPU and info.si_code == SI_KERNEL)
+
+
+def run(
+    argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, warn=None, pass_fds: tuple = ()
+) -> ChildResult:
     """Run argv to completion; returns its ChildResult. block_signals() must have run first."""
     warn = warn or (lambda m: say(f"ckprof: {m}"))
+    wait_set = {*_forwarded, signal.SIGCHLD}
     try:
-        pid = spawn(argv, env)
+        pid = spawn(argv, env, pass_fds)
     except FileNotFoundError:
         return ChildResult(None, 127, error=f"{argv[0]}: command not found")
     except PermissionError:
@@ -117,16 +164,20 @@ def run(argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, w
         while True:
             # SIGCHLD (in the set) wakes this at the command's exit or stop: the timeout only paces the
             # kill-after grace period once a signal was forwarded (each idle wake-up is CPU the user pays)
-            info = signal.sigtimedwait(_WAIT_SET, 0.25 if first_signal_at else 5.0)
+            info = signal.sigtimedwait(wait_set, 0.25 if first_signal_at else 5.0)
             done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
             if done and os.WIFSTOPPED(status):
+                if _meant_for_command(info):  # e.g. the SIGCONT that is to resume it
+                    _signal_group(pid, info.si_signo)
+                    forwarded.append(info.si_signo)
                 _follow_stop(pid, tty)
                 continue
             if done:
                 break
-            if info is not None and info.si_signo in TERMINATING:
+            if _meant_for_command(info):
                 _signal_group(pid, info.si_signo)
                 forwarded.append(info.si_signo)
+            if info is not None and info.si_signo in TERMINATING and info.si_signo in _forwarded:
                 # the grace period counts from a signal ckprof itself sent: a terminal's Ctrl-C
                 # went to the command directly, and its graceful shutdown is its own to take
                 first_signal_at = first_signal_at or time.monotonic()
@@ -159,11 +210,13 @@ def _follow_stop(pid: int, tty: Terminal) -> None:
     too, so the shell sees its job stopped; when continued (`fg` or `bg`), continue the command,
     giving it the terminal again when ckprof has it."""
     if tty.fd is None:
-        return  # no job control here: whoever stopped the command will continue it
+        return  # no job control here: whoever stopped the command will continue it (through ckprof)
     tty.take_back()
     os.kill(os.getpid(), signal.SIGSTOP)
     tty.give(pid)
     _signal_group(pid, signal.SIGCONT)
+    # the shell's SIGCONT that woke ckprof is pending (blocked): taken here, not passed on twice
+    signal.sigtimedwait({signal.SIGCONT}, 0)
 
 
 def exit_like(result: ChildResult) -> None:

@@ -91,6 +91,30 @@ def child_env(out_dir: str, host: str | None = None, patch: bool = True) -> dict
     return env
 
 
+def _pass_events_on(out_dir: str, env: dict) -> int | None:
+    """events.jsonl opened for the command, named in env (markers.ENV_EVENTS_FD): its marks reach
+    the recording even when it runs as another user. None when it cannot be opened (the command's
+    processes then open the file themselves)."""
+    try:
+        fd, env[markers.ENV_EVENTS_FD] = markers.eventfile.pass_on(os.path.join(out_dir, EVENTS))
+    except OSError:
+        return None
+    return fd
+
+
+def working_directory() -> str:
+    """The working directory, or one line when it was deleted or moved away (getcwd(3): ENOENT,
+    "the current working directory has been unlinked"), which otherwise surfaces later as a
+    misleading error (a recording that 'cannot be created')."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UsageError(
+            "the working directory no longer exists (it was deleted)",
+            hint="cd to an existing directory and run again",
+        ) from None
+
+
 def summary_line(out_dir: str, duration_s: float, recorder: Recorder, n_checkpoints: int) -> str:
     parts = []
     st = recorder.stats.get("block")
@@ -240,6 +264,7 @@ def record(
 ) -> child.ChildResult:
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
+    working_directory()
     job_meta = job_clock = None
     if job_dir:
         if output:
@@ -299,15 +324,20 @@ def record(
         )
 
     result = None
+    env = child_env(out_dir, job_meta and job_meta["host_name"], patch=patch)
+    events_fd = _pass_events_on(out_dir, env)
     try:
         result = child.run(
             list(argv),
-            child_env(out_dir, job_meta and job_meta["host_name"], patch=patch),
+            env,
             kill_after_s=kill_after_s,
             on_start=on_start,
             warn=warn,
+            pass_fds=() if events_fd is None else (events_fd,),
         )
     finally:
+        if events_fd is not None:
+            os.close(events_fd)
         if result is not None:
             writer.event(
                 {

@@ -2,6 +2,7 @@
 
 `ckprof record` prepends `site_dir()` to the child's PYTHONPATH. Python's site module imports
 the first `sitecustomize` on sys.path (docs.python.org/3/library/site.html), which is ours: it
+takes its folder off sys.path again (the command's sys.path is what it would be without ckprof),
 runs the sitecustomize that would otherwise have run (chaining), then puts an import hook on
 sys.meta_path that wraps torch.save, torch.distributed.checkpoint.save / async_save / load,
 safetensors.torch.save_file, Hugging Face Trainer._save_checkpoint / save_model and Lightning
@@ -21,6 +22,15 @@ def site_dir() -> str:
 
 
 def pythonpath_with_site(existing: str | None) -> str:
-    """PYTHONPATH with ckprof's site directory first (once)."""
-    parts = [p for p in (existing or "").split(os.pathsep) if p and p != site_dir()]
-    return os.pathsep.join([site_dir(), *parts])
+    """PYTHONPATH with ckprof's site directory first (once), the user's value after it unchanged.
+
+    Every entry is kept as it is, an empty one included: Python reads an empty entry as the working
+    directory (`export PYTHONPATH=$PYTHONPATH:/x` with PYTHONPATH unset gives ":/x"). Unset and
+    set-but-empty both name no directory, so neither gains an entry ("site:" would add the working
+    directory)."""
+    site = site_dir()
+    if not existing:
+        return site
+    if existing == site or existing.startswith(site + os.pathsep):  # ckprof under ckprof
+        return existing
+    return site + os.pathsep + existing

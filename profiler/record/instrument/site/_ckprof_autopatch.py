@@ -36,13 +36,14 @@ import sys
 import threading
 import time
 
-_ENV = "CKPROF_EVENTS"
+import _ckprof_events  # the one writer; the sitecustomize loaded it from this folder
+
+_ENV = _ckprof_events.ENV_EVENTS
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _HOST = socket.gethostname()
 _ids = itertools.count(1)
 _lock = threading.Lock()
 _busy = 0  # wrapped calls running in this process
-_fd = {}
 _recent = []  # (id, {path: True}, dir or None, end monotonic ns) of the latest saves, newest last
 RECENT_MAX = 16
 # An fsync/rename of a recent save's own file finishes that save when the process calls it right
@@ -71,16 +72,8 @@ def _line(event, fields):
 
 def _write(line):
     path = os.environ.get(_ENV)
-    if not path:
-        return
-    try:
-        fd = _fd.get(os.getpid())
-        if fd is None:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            _fd[os.getpid()] = fd
-        os.write(fd, line.encode())
-    except OSError:
-        pass  # the training run goes on; the recorder reports a full disk
+    if path:
+        _ckprof_events.append_or_say(path, line.encode())  # never raises: the training run goes on
 
 
 def _emit(event, t_ns=None, ckprof_since_ns=None, **fields):

@@ -1,12 +1,22 @@
 """ckprof's injected sitecustomize (ckprof/instrument/__init__.py says why and how).
 
-1. Chain: find and run the sitecustomize that would have run without this one (the next on
+1. Leave sys.path as it would be without ckprof: this folder is on PYTHONPATH only so that Python's
+   site module finds this file (docs.python.org/3/library/site.html); it is taken off sys.path
+   before anything else runs, so the command imports every module from where it would have.
+2. Chain: find and run the sitecustomize that would have run without this one (the next on
    sys.path), so a user's or distribution's sitecustomize still works.
-2. Under `ckprof record` (CKPROF_EVENTS set), install the import hook that marks saves.
+3. Under `ckprof record` (CKPROF_EVENTS set), install the import hook that marks saves.
 """
 
 import os
 import sys
+
+
+def _leave_sys_path(here):
+    for i, p in enumerate(sys.path):
+        if os.path.abspath(p or os.curdir) == here:
+            del sys.path[i]
+            return
 
 
 def _chain(here):
@@ -28,20 +38,23 @@ def _chain(here):
         traceback.print_exc()
 
 
-def _install(here):
+def _load(here, name):
+    """A module of this folder, by its path (the folder is no longer on sys.path)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_ckprof_autopatch", os.path.join(here, "_ckprof_autopatch.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(here, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["_ckprof_autopatch"] = mod
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    mod.install()
+    return mod
 
 
 _here = os.path.dirname(os.path.abspath(__file__))
+_leave_sys_path(_here)
 _chain(_here)
 if os.environ.get("CKPROF_EVENTS") and os.environ.get("CKPROF_PATCH", "1") != "0":
     try:
-        _install(_here)
+        _load(_here, "_ckprof_events")  # the one writer, which the patches and ckprof.mark() share
+        _load(_here, "_ckprof_autopatch").install()
     except Exception as e:  # instrumentation must never stop the user's program
         print(f"ckprof: automatic checkpoint marking disabled: {type(e).__name__}: {e}", file=sys.stderr)
