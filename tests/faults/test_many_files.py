@@ -27,7 +27,7 @@ with ckprof.checkpoint(step=1, path=d, bytes=n * 4096):   # a folder of shards, 
     for i in range(n):
         with open(os.path.join(d, f"shard{i:05d}.bin"), "wb") as f:
             f.write(b"x" * 4096)
-time.sleep(1.5)   # dirty all along: a tracker that holds each file open holds them all now
+time.sleep(3.0)   # dirty all along: a tracker that holds each file open holds them all now
 os.sync()
 time.sleep(1.0)   # the tracker sees every file clean
 """
@@ -46,7 +46,7 @@ def test_a_checkpoint_of_more_files_than_the_fd_limit_is_recorded_whole(make_loo
     script.write_text(CHILD)
     out = tmp_path / "rec"
     r = ck(
-        *("record", "-q", "--interval", "0.1s", "--flush-interval", "0.3s", "--path", str(mnt), "-o", str(out)),
+        *("record", "-q", "--interval", "0.1s", "--flush-interval", "0.1s", "--path", str(mnt), "-o", str(out)),
         *("--", sys.executable, str(script), str(mnt / "ckpt"), str(N_FILES)),
         preexec_fn=_limit_nofile,  # ckprof and its command both under `ulimit -n 1024`
         timeout=120,
