@@ -67,7 +67,7 @@ for s in range(3):
     subprocess.run(["sh", "-c", f"{feed} | dd of={model} bs=64k iflag=fullblock status=none"], check=True)
     subprocess.run(["cp", model, optim], check=True)
     t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    saves.append({"start_ns": t0, "end_ns": t1, "files": [model, optim]})
+    saves.append({"start_ns": t0, "end_ns": t1, "files": [model, optim], "script": os.getpid()})
     time.sleep(1.5)
 json.dump(saves, open(out, "w"))
 """
@@ -147,8 +147,12 @@ def test_native_programs_spawned_by_the_script_are_seen(root_only, tmp_path):
     rows = _check_one_per_save(rec, rep, saves)
     for row, writers, save in zip(rows, _writers(rec), saves):
         assert row["bytes_app"] == sum(_size(f) for f in save["files"]) == 2 * 12 * 262144
-        named = {w["comm"]: w["bytes"] for w in writers}
-        assert named == {"dd": 12 * 262144, "cp": 12 * 262144}, writers
+        # dd runs as long as its feed: named; cp copies 3 MiB in a few ms and may be gone before the
+        # reader wakes (then its name is unknown, with the reason, and its parent still known)
+        assert sorted(w["bytes"] for w in writers) == [12 * 262144, 12 * 262144], writers
+        assert [w["comm"] for w in writers].count("dd") == 1, writers
+        cp = next(w for w in writers if w["comm"] != "dd")
+        assert cp["comm"] == "cp" or (cp["comm"] is None and cp["ppid"] == save["script"]), cp
 
 
 def test_without_the_capability_the_recording_says_why_and_falls_back(root_only, tmp_path):

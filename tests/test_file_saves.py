@@ -127,3 +127,48 @@ def test_a_marker_elsewhere_stays_and_without_fanotify_nothing_changes(tmp_path)
     assert W.file_activity_note(rec) == [
         "file activity not recorded (fanotify_init: Operation not permitted (needs root (CAP_SYS_ADMIN)))"
     ]
+
+
+def test_a_root_above_the_checkpoints_folder_still_gives_one_save_per_step(tmp_path):
+    """`--path` is the mount (or the working directory): saves 0.3 s apart into one folder are told
+    apart by the step their names carry, and one step's two files are one save."""
+    rb = _rb(tmp_path)
+    for k in range(3):
+        t0 = 1.0 + 0.3 * k
+        p = f"{ROOT}/run/ckpt-{k:05d}.pt"
+        mark = {"id": f"patch:{k}", "kind": "save", "source": "patch", "pid": 100, "path": p, "bytes": MiB}
+        rb.event("checkpoint_start", t0, **mark, name="torch.save")
+        rb.event("checkpoint_end", t0 + 0.1, **mark, name="torch.save", ok=True)
+        _file(rb, p, t0, t0 + 0.15, MiB)  # its fsync and close after the call returned
+    _file(rb, f"{ROOT}/run/model_step_10.pt", 5.0, 5.2, MiB)
+    _file(rb, f"{ROOT}/run/optim_step_10.pt", 5.2, 5.5, 2 * MiB)
+    rec = ckprof.load(rb.finish())
+    saves = W.file_windows(rec)
+    assert [(s["path"], s["step"], s["bytes_app"]) for s in saves] == [
+        (f"{ROOT}/run/ckpt-00000.pt", 0, MiB),
+        (f"{ROOT}/run/ckpt-00001.pt", 1, MiB),
+        (f"{ROOT}/run/ckpt-00002.pt", 2, MiB),
+        (f"{ROOT}/run", 10, 3 * MiB),
+    ]
+    wins = W.join_file_windows(W.marker_windows(rec), saves)
+    assert [w["id"] for w in wins] == ["patch:0", "patch:1", "patch:2", "files:4"]
+    assert wins[0]["app_end_ns"] == rb.ns(1.15)  # the file's last event, after the call returned
+
+
+def test_calls_rewriting_one_file_in_a_shared_folder_stay_one_checkpoint_each(tmp_path):
+    """A loop saving `latest.pt` every 0.4 s: the file's bursts are one stream (no step, no folder of
+    its own), and the calls tell the saves apart; each keeps the bytes and end of its own burst."""
+    rb = _rb(tmp_path)
+    p = f"{ROOT}/latest.pt"
+    for k in range(3):
+        t0 = 1.0 + 0.4 * k
+        mark = {"id": f"patch:{k}", "kind": "save", "source": "patch", "pid": 100, "path": p, "bytes": MiB}
+        rb.event("checkpoint_start", t0, **mark, name="torch.save")
+        rb.event("checkpoint_end", t0 + 0.2, **mark, name="torch.save", ok=True)
+        _file(rb, p, t0 + 0.01, t0 + 0.25, (k + 1) * MiB, ops=["modify", "close_write"])
+    rec = ckprof.load(rb.finish())
+    (stream,) = W.file_windows(rec)  # one stream of bursts less than 1 s apart
+    wins = W.join_file_windows(W.marker_windows(rec), [stream])
+    assert [w["id"] for w in wins] == ["patch:0", "patch:1", "patch:2"]
+    assert [w["app_end_ns"] for w in wins] == [rb.ns(1.25), rb.ns(1.65), rb.ns(2.05)]
+    assert [w["bytes_app"] for w in wins] == [MiB, 2 * MiB, 3 * MiB]

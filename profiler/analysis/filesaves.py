@@ -5,9 +5,12 @@ A checkpoint is the set of files the recorded tree created or wrote under one en
 recorded path (the checkpoint root, `--path`), whoever wrote them (forked writers, spawned tools,
 native threads). The rule (docs/analysis.md, "Saves from file activity"):
 
-- the save's key is the first path component under the root: a directory there (`step_100/`,
-  `checkpoint-500/`, `iter_0000010/`) is one checkpoint with everything under it; files directly
-  in the root are one stream (`model.pt`, `optim.pt` of one step belong together);
+- the first component of the file's path under the root that names a step (`step_100/`,
+  `checkpoint-500/`, `iter_0000010/`, `ckpt-00003.pt`, `epoch=0-step=50.ckpt`, `100/`) names its
+  save: with its folder, one checkpoint per step (`model_step_10.pt` and `optim_step_10.pt` are
+  one); a root above the checkpoints' folder (the mount, the working directory) does not matter;
+- without a step: the first path component under the root, a directory there being one
+  checkpoint with everything under it, and files directly in the root one stream;
 - within one key, a quiet gap of SAVE_GAP_S or more between the end of one file's burst and the
   start of the next starts a new save (a loop overwriting `latest.pt` every few seconds);
 - a directory renamed after its files were written (HF's `tmp-checkpoint-N` → `checkpoint-N`)
@@ -35,7 +38,7 @@ import os
 
 import pandas as pd
 
-from .grouping import _merge, step_in_path
+from .grouping import _STEP, _merge, step_in_path
 
 SAVE_GAP_S = 1.0  # a quiet gap this long within one key starts a new save
 JOIN_SLACK_S = 0.05  # a marker window and a file save this close in time may be one checkpoint
@@ -74,7 +77,11 @@ def bursts_of(rec) -> tuple[list[dict], dict[int, dict]]:
             "comm": _clean(r.get("comm")),
             "cmdline": r.get("cmdline") if isinstance(r.get("cmdline"), list) else None,
         }
+        if _clean(r.get("why_unknown")):
+            procs[int(r["pid"])]["why_unknown"] = r["why_unknown"]
     out = []
+    if "files" not in ev:  # no file_activity event: no file was written under the recorded paths
+        return out, procs
     for files in ev.loc[ev["event"] == "file_activity", "files"]:
         for f in files if isinstance(files, list) else ():
             out.append(
@@ -109,12 +116,25 @@ def _apply_dir_renames(bursts: list[dict]) -> None:
                 b["path"] = rn["path"] + os.sep + b["path"][len(old) :]
 
 
-def _key(path: str, roots: list[str], is_dir: bool = False) -> tuple[str, str] | None:
-    """(kind, path) of the save a file belongs to under the deepest root holding it, or None."""
+def _step_of(component: str) -> int | None:
+    """The step a path component names (`checkpoint-500`, `iter_0000010`, `ckpt-00003.pt`, `100`)."""
+    if component.isdigit():
+        return int(component)
+    m = list(_STEP.finditer(component))
+    return int(m[-1].group(1)) if m else None
+
+
+def _key(path: str, roots: list[str], is_dir: bool = False) -> tuple | None:
+    """What names the save a file belongs to under the deepest root holding it (module docstring),
+    or None (not under a root)."""
     root = max((r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), key=len, default=None)
     if root is None or path == root:
         return None
     rel = os.path.relpath(path, root).split(os.sep)
+    for k, part in enumerate(rel):
+        step = _step_of(part)
+        if step is not None:  # the first component from the top that names a step
+            return ("step", os.path.join(root, *rel[:k]), step)
     if len(rel) == 1 and not is_dir:
         return ("root", root)
     return ("dir", os.path.join(root, rel[0]))
@@ -176,9 +196,13 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
     for b in bursts:  # a directory's creator is a writer of the save too
         for pid in b["writers"]:
             writers.setdefault(pid, {**procs.get(pid, {"pid": pid, "comm": None}), "files": 0, "bytes": 0.0})
-    kind, path = key
-    if kind == "root" and len(files) == 1:
-        path = next(iter(files))
+    if key[0] == "step":  # the step's folder, or its file; a step's several files: their folder
+        names = {os.path.join(key[1], os.path.relpath(b["path"], key[1]).split(os.sep)[0]) for b in bursts}
+        path = names.pop() if len(names) == 1 else key[1]
+    else:
+        path = key[1]
+        if key[0] == "root" and len(files) == 1:
+            path = next(iter(files))
     pids = sorted(writers)
     return {
         "id": f"files:{n}",
@@ -188,7 +212,7 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
         "app_end_ns": max(b["end_ns"] for b in bursts),
         "bytes_app": None if (not sizes or any(s is None for s in sizes)) else float(sum(sizes)),
         "path": path,
-        "step": step_in_path(path),
+        "step": key[2] if key[0] == "step" else step_in_path(path),
         "rank": None,
         "name": None,
         "ok": None,
@@ -199,7 +223,33 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
         "writers": [writers[p] for p in pids],
         "bytes_shared": shared,
         "file_window": (min(b["start_ns"] for b in bursts), max(b["end_ns"] for b in bursts)),
+        # a folder of its own (a step's, or one created in this save) is one save whatever calls
+        # wrote it; else the files are a stream a program's calls may tell apart (join)
+        "own_folder": key[0] == "step" or (key[0] == "dir" and any(b["dir"] and b["path"] == key[1] for b in bursts)),
+        "_split": (n, key, bursts, procs),
     }
+
+
+def _split_stream(s: dict, ms: list[dict]) -> list[dict]:
+    """A stream's file save that several calls wrote (a loop saving `latest.pt`): each burst goes to
+    the latest call that started before it (within JOIN_SLACK_S) and names its file or folder,
+    else the latest that started before it; one file save per call."""
+    n, key, bursts, procs = s["_split"]
+    slack = JOIN_SLACK_S * 1e9
+    by_call: dict[int, list[dict]] = {}
+    for b in bursts:
+        started = [k for k, m in enumerate(ms) if m["start_ns"] - slack <= b["start_ns"]] or [0]
+        named = [k for k in started if _names(ms[k], b["path"])]
+        by_call.setdefault(max(named or started, key=lambda k: ms[k]["start_ns"]), []).append(b)
+    return [{**_save(n, key, bs, procs), "id": f"files:{n}.{k + 1}"} for k, bs in sorted(by_call.items())]
+
+
+def _names(m: dict, path: str) -> bool:
+    mp = m.get("path")
+    if not mp:
+        return False
+    mp = os.path.normpath(os.path.abspath(mp))
+    return path == mp or path.startswith(mp + os.sep)
 
 
 def _related(m: dict, s: dict) -> bool:
@@ -220,7 +270,13 @@ def _related(m: dict, s: dict) -> bool:
 
 def join(marked: list[dict], saves: list[dict]) -> list[dict]:
     """Marker checkpoints and file saves → checkpoints: related ones (module docstring) become one,
-    whatever many of each; the rest stay as they are. Ordered by start."""
+    whatever many of each — except that a stream's file save several calls wrote is split among
+    them first (_split_stream); the rest stay as they are. Ordered by start."""
+    split = []
+    for s in saves:
+        ms = [m for m in marked if _related(m, s)]
+        split.extend(_split_stream(s, ms) if len(ms) > 1 and not s["own_folder"] else [s])
+    saves = split
     parent = list(range(len(marked) + len(saves)))
 
     def find(i):

@@ -4,8 +4,8 @@ The patch (record/instrument) sees the saves of the frameworks it knows, in the 
 them. A writer it does not know — a forked child, a native thread, `dd` — is seen here: one
 fanotify(7) group marks the file system of each recorded --path (record/fanotify.py), the proc
 connector says which pids are the recorded tree's (record/proctree_events.py), and each file's
-burst of activity becomes one entry of a `file_activity` event in events.jsonl when the file has
-been quiet for QUIET_S (docs/recording-format.md): its first and last event, what was done (create,
+burst of activity becomes one entry of a `file_activity` event in events.jsonl when it is closed
+for writing, deleted, or has been quiet for QUIET_S (docs/recording-format.md): its first and last event, what was done (create,
 modify, close_write, rename, delete), which processes did it, and its size after. The entries that
 go quiet together are one event (one line, one write): a save of thousands of small files is not
 thousands of lines for the recorder, and the file tracker that tails events.jsonl, to handle.
@@ -16,8 +16,9 @@ within the wake-up's latency; after each read it waits MERGE_S before reading ag
 kernel merges a writer's repeated writes to one file into one event (fanotify merges identical
 unread events on the same object from the same process), which bounds its work to ~1/MERGE_S reads
 a second whatever the write rate, and stamps later events up to MERGE_S late. Idle, it wakes only to
-take the proc connector's queue every DRAIN_S; with files waiting to go quiet, once QUIET_S after
-the last. (On this VM a wake-up costs ~100 µs of CPU: at 10 ms pauses they were half its cost.)
+take the proc connector's queue every DRAIN_S (for ACTIVE_S after the tree's last file event, on
+each fork and exec, to name a short-lived writer while it runs); with files waiting to go quiet,
+once QUIET_S after the last. (On this VM a wake-up costs ~100 µs of CPU: at 10 ms pauses they were half its cost.)
 
 Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
 start event says why (`file_activity_source: "none: ..."`) and windows come from the patch and
@@ -40,6 +41,7 @@ MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
 # wake-ups a second for them; a save's files created meanwhile keep their birth time as their start
 OTHERS_PAUSE_S = 0.2
 MAX_BIRTH_LEAD_S = 5.0  # a birth time further before its create event was read is not this burst's
+ACTIVE_S = 2.0  # this long after the tree's last file event, its forks and execs wake the reader
 DRAIN_S = 5.0  # idle, the proc connector's queue is taken this often (8 MiB holds ~100,000 forks)
 QUIET_S = 1.0  # a file with no event for this long has finished its burst: its event is written
 ENV = "CKPROF_FILE_ACTIVITY"
@@ -83,6 +85,7 @@ class FileActivity:
         self._bursts: OrderedDict[tuple[bytes, bytes], _Burst] = OrderedDict()
         self._dirs: dict[bytes, str | None] = {}
         self._procs: set[int] = set()
+        self._mine_ns = -(1 << 62)  # when the tree's events were last read
         self._out: list[dict] = []  # file entries waiting for the next `file_activity` event
         self.events_read = self.events_kept = self.files = self.overflows = 0
         self.cpu_s = 0.0
@@ -153,8 +156,12 @@ class FileActivity:
             if self._bursts:
                 first_quiet = next(iter(self._bursts.values())).end_ns + QUIET_S * 1e9
                 timeout = min(DRAIN_S, max(0.0, (first_quiet - self.clock.now_ns()) / 1e9))
-            ready = select.select([self.group.fd, self._wake_r], [], [], timeout)[0]
-            if not ready:
+            fds = [self.group.fd, self._wake_r]
+            nl = self.tree.fileno()
+            if nl is not None and self.clock.now_ns() - self._mine_ns < ACTIVE_S * 1e9:
+                fds.append(nl)  # the tree is writing: name its next writers while they run
+            ready = select.select(fds, [], [], timeout)[0]
+            if not ready or nl in ready:
                 self.tree.drain()
             stopping = self._wake_r in ready
             kept = self.events_kept
@@ -162,6 +169,8 @@ class FileActivity:
                 # the tree's files: merge for MERGE_S, naming short-lived writers meanwhile; only
                 # other processes' (a shared file system): wait longer, they are not ours to time
                 mine = self.events_kept > kept
+                if mine:
+                    self._mine_ns = self.clock.now_ns()
                 stopping = self._merge_pause(MERGE_S if mine else OTHERS_PAUSE_S, forks=mine)
             self._emit(self.clock.now_ns(), everything=False)
             self._flush()
@@ -240,7 +249,9 @@ class FileActivity:
                 bursts.move_to_end(key)
             self.events_kept += 1
             self._note(b, mask, pid, t_ns)
-            if mask & (F.FAN_DELETE | F.FAN_MOVED_FROM):
+            if mask & (F.FAN_DELETE | F.FAN_MOVED_FROM | F.FAN_CLOSE_WRITE):
+                # a close for writing ends the burst (its size is the one the writer left: each of
+                # a loop's saves of one file is its own burst); so does a deletion
                 self._write(self._bursts.pop(key), deleted=bool(mask & F.FAN_DELETE))
         self.events_read += n
         return n
@@ -256,11 +267,13 @@ class FileActivity:
             self._procs.add(pid)
             who = describe(pid)
             if who["comm"] is None:  # exited already: what it exec'd, if the proc connector saw it
-                who = self.tree.execs.get(pid) or {
-                    **who,
-                    "ppid": self.tree.parents.get(pid),
-                    "why_unknown": "it had exited when its first file event was read",
-                }
+                who = {**who, **(self.tree.execs.get(pid) or {})}
+                who["ppid"] = who.get("ppid") or self.tree.parents.get(pid)
+            if who["comm"] is None and pid in self.tree.comms:
+                who = {**who, "comm": self.tree.comms[pid], "cmdline": None}
+            if who["comm"] is None:
+                who["why_unknown"] = "it had exited when its first file event was read"
+
             self.writer.event({"t_ns": t_ns, "event": "file_activity_process", "source": "fanotify", **who})
 
     def _rename(self, old, new, pid: int, t_ns: int, is_dir: bool) -> None:

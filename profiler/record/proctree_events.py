@@ -24,6 +24,7 @@ CN_VAL_PROC = 1
 PROC_CN_MCAST_LISTEN = 1
 PROC_EVENT_FORK = 0x1
 PROC_EVENT_EXEC = 0x2
+PROC_EVENT_COMM = 0x200  # exec sets the new comm (fs/exec.c __set_task_comm → proc_comm_connector)
 NLMSG_DONE = 3
 _NLMSG = struct.Struct("=IHHII")  # struct nlmsghdr
 _CN_MSG = struct.Struct("=IIIIHH")  # struct cn_msg: id.idx, id.val, seq, ack, len, flags
@@ -64,7 +65,10 @@ class ProcTree:
         self._proc = proc
         self._cache: dict[int, bool] = {}  # pid → in the tree, for /proc lookups
         self.parents: dict[int, int] = {}  # a member → the member that forked it
-        self.execs: dict[int, dict] = {}  # a member → what it ran, read as it exec'd
+        self.execs: dict[int, dict] = {}
+        self.comms: dict[
+            int, str
+        ] = {}  # a member → its comm as it exec'd (PROC_EVENT_COMM)  # a member → what it ran, read as it exec'd
         self.sock: socket.socket | None = None
         self.basis = "proc connector"
         try:
@@ -84,7 +88,7 @@ class ProcTree:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
             s.bind((os.getpid(), CN_IDX_PROC))
             # struct proc_input (6.6+): forks, and execs (to name a short-lived writer while it runs)
-            body = struct.pack("=II", PROC_CN_MCAST_LISTEN, PROC_EVENT_FORK | PROC_EVENT_EXEC)
+            body = struct.pack("=II", PROC_CN_MCAST_LISTEN, PROC_EVENT_FORK | PROC_EVENT_EXEC | PROC_EVENT_COMM)
             cn = _CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
             s.send(_NLMSG.pack(_NLMSG.size + len(cn), NLMSG_DONE, 0, 0, os.getpid()) + cn)
         except OSError:
@@ -128,6 +132,10 @@ class ProcTree:
                         self._fork(ptgid, ctgid)
                     elif what == PROC_EVENT_EXEC and _ppid == ptgid and ptgid in self.members:
                         self.execs[ptgid] = describe(ptgid, self._proc)  # exec's pid, tgid: the fork's first two
+                    elif what == PROC_EVENT_COMM and _ppid == ptgid and ptgid in self.members:
+                        # pid, tgid, then char comm[16]: the name a writer gone before /proc is read had
+                        raw = buf[ev + 24 : ev + 40]
+                        self.comms[ptgid] = raw.split(b"\0", 1)[0].decode(errors="replace")
                 off += max(nl_len + 3 & ~3, _NLMSG.size)
 
     def _fork(self, parent: int, child: int) -> None:
