@@ -20,7 +20,6 @@ import pytest
 from conftest import CKPROF
 
 import ckprof
-from ckprof.analysis import windows as W
 from ckprof.analysis.analyze import analyze
 
 pytestmark = pytest.mark.root
@@ -86,10 +85,9 @@ def _record(tmp_path, script: str, env=None, prefix=()):
     return rec, analyze(rec).report, json.loads(saves.read_text())
 
 
-def _writers(rec) -> list[list[dict]]:
-    """Each checkpoint's writers, as the analysis joined them (ckprof.analysis.windows)."""
-    wins = W.join_file_windows(W.marker_windows(rec), W.file_windows(rec))
-    return [w.get("writers") for w in wins if w["kind"] == "save"]
+def _writers(rep) -> list[list[dict]]:
+    """Each checkpoint's writers, as the report gives them."""
+    return [r["writers"] for r in rep["checkpoints"] if r["kind"] == "save"]
 
 
 def _cover(row, save, anchor_ns) -> float:
@@ -131,7 +129,7 @@ def test_forked_writers_make_one_checkpoint_per_save_with_their_bytes(root_only,
     src = rec.events[rec.events["event"] == "file_activity_source"].iloc[0]
     assert src["file_activity_source"] == "fanotify" and src["process_tree"] == "proc connector"
     rows = _check_one_per_save(rec, rep, saves)
-    for row, writers, save in zip(rows, _writers(rec), saves):
+    for row, writers, save in zip(rows, _writers(rep), saves):
         assert row["path"] == save["path"] and row["source"] == "files"
         assert row["bytes_app"] == _size(save["path"])
         by_pid = {w["pid"]: w for w in writers}
@@ -145,7 +143,7 @@ def test_forked_writers_make_one_checkpoint_per_save_with_their_bytes(root_only,
 def test_native_programs_spawned_by_the_script_are_seen(root_only, tmp_path):
     rec, rep, saves = _record(tmp_path, NATIVE)
     rows = _check_one_per_save(rec, rep, saves)
-    for row, writers, save in zip(rows, _writers(rec), saves):
+    for row, writers, save in zip(rows, _writers(rep), saves):
         assert row["bytes_app"] == sum(_size(f) for f in save["files"]) == 2 * 12 * 262144
         # dd runs as long as its feed: named; cp copies 3 MiB in a few ms and may be gone before the
         # reader wakes (then its name is unknown, with the reason, and its parent still known)

@@ -510,4 +510,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None, unkno
         "parts": parts,
         "slowest_part": slowest,
         "ssd_efficiency": ssd_eff,
+        # which process wrote which bytes of its files, seen by the kernel (analysis/filesaves.py);
+        # None where the files were not seen
+        "writers": w.get("writers"),
     }

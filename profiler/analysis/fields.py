@@ -31,6 +31,10 @@ FIELDS = {
         "provenance": "per entry",
     },
     "checkpoints[].ssd_efficiency.*.j_per_gib": {"unit": "J/GiB", "provenance": "per entry"},
+    "checkpoints[].writers[].bytes": {
+        "unit": "B (the files this process alone wrote, their sizes after the save; null: a size unknown)",
+        "provenance": M,
+    },
     "checkpoints[].own_finish_s": {"unit": "s (the app's fsync/rename after the save call returned)", "provenance": M},
     "checkpoints[].device_busy_s": {"unit": "s (the busiest device's %util × time, start → return)", "provenance": D},
     "checkpoints[].predicted_cold_restore_s": {
