@@ -59,11 +59,63 @@ def forwardable() -> frozenset:
     return frozenset(s for s in signal.valid_signals() if s not in OWN and signal.getsignal(s) != signal.SIG_IGN)
 
 
+class _Forwarder:
+    """Passes the signals ckprof takes on to the command's group: those sigtimedwait(2) returns,
+    and those a thread ckprof did not start took (see block_signals); queued until the command
+    runs, dropped once it is gone."""
+
+    def __init__(self):
+        self.pid: int | None = None
+        self.done = False
+        self.early: list[int] = []  # taken before the command was started
+        self.forwarded: list[int] = []
+        self.first_terminating_at: float | None = None  # --kill-after counts from here
+        self.skip_cont = False  # the shell's SIGCONT after a Ctrl-Z is ckprof's (_follow_stop)
+
+    def take(self, signo: int, si_code: int | None = None) -> None:
+        if self.done or signo not in _forwarded:
+            return
+        if signo == signal.SIGXCPU and si_code in (SI_KERNEL, None):
+            return  # the kernel's, about ckprof's own RLIMIT_CPU (setrlimit(2)); a `kill -XCPU` is passed on
+        if signo == signal.SIGCONT and self.skip_cont:
+            self.skip_cont = False
+            return
+        if self.pid is None:
+            self.early.append(signo)
+            return
+        _signal_group(self.pid, signo)
+        self.forwarded.append(signo)
+        if signo in TERMINATING:
+            self.first_terminating_at = self.first_terminating_at or time.monotonic()
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        early, self.early = self.early, []
+        for signo in early:
+            self.take(signo)
+
+
+_forwarder = _Forwarder()
+
+
+def _on_stray(signo, frame) -> None:
+    _forwarder.take(signo)
+
+
 def block_signals() -> None:
     """Block the signals to forward and SIGCHLD in this thread and every thread it starts, and
-    SIGTTOU, so that ckprof may take the terminal back from the background (tcsetpgrp(3))."""
-    global _forwarded
+    SIGTTOU, so that ckprof may take the terminal back from the background (tcsetpgrp(3)).
+
+    A thread a library started before this (OpenBLAS's, at numpy's import) does not block them,
+    and the kernel gives a process-directed signal to any thread that does not block it (signal(7))
+    — whose default action would end ckprof. So each also gets a handler that passes it on: such
+    a signal reaches the command, never kills ckprof (a handler is reset to the default in the
+    command by execve(2))."""
+    global _forwarded, _forwarder
     _forwarded = forwardable()
+    _forwarder = _Forwarder()
+    for signo in _forwarded:
+        signal.signal(signo, _on_stray)
     signal.pthread_sigmask(signal.SIG_BLOCK, {*_forwarded, signal.SIGCHLD, signal.SIGTTOU})
 
 
@@ -130,21 +182,13 @@ def spawn(argv: list[str], env: dict, pass_fds: tuple = ()) -> int:
             os.set_inheritable(fd, False)
 
 
-def _meant_for_command(info) -> bool:
-    """A signal to pass on: one of the forwarded set, unless it is the kernel's about ckprof
-    itself (SIGXCPU: ckprof's own RLIMIT_CPU, setrlimit(2)); a batch system's `kill -XCPU` is
-    passed on."""
-    if info is None or info.si_signo not in _forwarded:
-        return False
-    return not (info.si_signo == signal.SIGXCPU and info.si_code == SI_KERNEL)
-
-
 def run(
     argv: list[str], env: dict, kill_after_s: float = 10.0, on_start=None, warn=None, pass_fds: tuple = ()
 ) -> ChildResult:
     """Run argv to completion; returns its ChildResult. block_signals() must have run first."""
     warn = warn or (lambda m: say(f"ckprof: {m}"))
     wait_set = {*_forwarded, signal.SIGCHLD}
+    signals = _forwarder
     try:
         pid = spawn(argv, env, pass_fds)
     except FileNotFoundError:
@@ -157,40 +201,36 @@ def run(
     tty.give(pid)
     if on_start:
         on_start(pid)
-    forwarded: list[int] = []
-    first_signal_at = None
+    signals.started(pid)
     killed = False
     try:
         while True:
             # SIGCHLD (in the set) wakes this at the command's exit or stop: the timeout only paces the
             # kill-after grace period once a signal was forwarded (each idle wake-up is CPU the user pays)
-            info = signal.sigtimedwait(wait_set, 0.25 if first_signal_at else 5.0)
+            info = signal.sigtimedwait(wait_set, 0.25 if signals.first_terminating_at else 5.0)
             done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
-            if done and os.WIFSTOPPED(status):
-                if _meant_for_command(info):  # e.g. the SIGCONT that is to resume it
-                    _signal_group(pid, info.si_signo)
-                    forwarded.append(info.si_signo)
-                _follow_stop(pid, tty)
-                continue
-            if done:
+            if done and not os.WIFSTOPPED(status):
                 break
-            if _meant_for_command(info):
-                _signal_group(pid, info.si_signo)
-                forwarded.append(info.si_signo)
-            if info is not None and info.si_signo in TERMINATING and info.si_signo in _forwarded:
+            if info is not None:
                 # the grace period counts from a signal ckprof itself sent: a terminal's Ctrl-C
                 # went to the command directly, and its graceful shutdown is its own to take
-                first_signal_at = first_signal_at or time.monotonic()
-            if first_signal_at and not killed and time.monotonic() - first_signal_at > kill_after_s:
+                signals.take(info.si_signo, info.si_code)
+            if done:  # stopped (Ctrl-Z reached its group)
+                _follow_stop(pid, tty, signals)
+                continue
+            since = signals.first_terminating_at
+            if since and not killed and time.monotonic() - since > kill_after_s:
                 warn(f"command did not exit {kill_after_s:g} s after the signal: sending SIGKILL")
                 _signal_group(pid, signal.SIGKILL)
                 killed = True
     finally:
+        signals.done = True
         tty.take_back()
+    forwarded = tuple(signals.forwarded)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
-        return ChildResult(pid, 128 - code, signal=-code, forwarded=tuple(forwarded), killed=killed)
-    return ChildResult(pid, code, forwarded=tuple(forwarded), killed=killed)
+        return ChildResult(pid, 128 - code, signal=-code, forwarded=forwarded, killed=killed)
+    return ChildResult(pid, code, forwarded=forwarded, killed=killed)
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -205,18 +245,20 @@ def _signal_group(pid: int, sig: int) -> None:
             pass
 
 
-def _follow_stop(pid: int, tty: Terminal) -> None:
+def _follow_stop(pid: int, tty: Terminal, signals: _Forwarder) -> None:
     """The command was stopped (Ctrl-Z reached its group): take the terminal back and stop ckprof
     too, so the shell sees its job stopped; when continued (`fg` or `bg`), continue the command,
     giving it the terminal again when ckprof has it."""
     if tty.fd is None:
         return  # no job control here: whoever stopped the command will continue it (through ckprof)
     tty.take_back()
+    # the shell's SIGCONT that will wake ckprof is ckprof's: the command gets one, below, not two
+    signals.skip_cont = signal.SIGCONT in _forwarded
     os.kill(os.getpid(), signal.SIGSTOP)
     tty.give(pid)
     _signal_group(pid, signal.SIGCONT)
-    # the shell's SIGCONT that woke ckprof is pending (blocked): taken here, not passed on twice
-    signal.sigtimedwait({signal.SIGCONT}, 0)
+    if signal.sigtimedwait({signal.SIGCONT}, 0) is not None:  # pending here, or taken by _on_stray
+        signals.skip_cont = False
 
 
 def exit_like(result: ChildResult) -> None:

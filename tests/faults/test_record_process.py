@@ -266,3 +266,96 @@ def test_a_deleted_working_directory_is_named_as_the_cause(tmp_path):
     assert p.returncode == 2 and len(lines) == 1, err
     assert "working directory" in lines[0] and "no longer exists" in lines[0], err
     assert "space" not in lines[0] and not marker.exists()
+
+
+# -- Ctrl-Z and `fg` in an interactive shell stay as they were -----------------------------------
+
+COUNT_CONT = (
+    "import signal, time\n"
+    "conts = []\n"
+    "signal.signal(signal.SIGCONT, lambda n, f: conts.append(n))\n"
+    "print('ready', flush=True)\n"
+    "deadline = time.monotonic() + 30\n"
+    "while not conts and time.monotonic() < deadline: time.sleep(0.01)\n"
+    "time.sleep(0.5)\n"
+    "print('conts=%d.' % len(conts), flush=True)\n"
+)
+
+
+def test_ctrl_z_and_fg_in_a_shell_continue_the_command_once(tmp_path):
+    """In bash with job control: Ctrl-Z stops the command (the terminal's SIGTSTP to its group)
+    and ckprof follows, so bash says the job stopped; `fg` continues ckprof, which continues the
+    command: one SIGCONT, not a second forwarded one (the shell's SIGCONT to ckprof is ckprof's)."""
+    import pty
+    import select
+    import shlex
+
+    bash = shutil.which("bash")
+    if not bash:
+        pytest.skip("needs bash")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(bash, [bash, "--norc", "--noprofile", "-i"], dict(os.environ, PS1="$ "))
+    out = b""
+
+    def until(what: bytes, timeout_s: float = 60) -> None:
+        nonlocal out
+        deadline = time.monotonic() + timeout_s
+        while what not in out:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                pytest.fail(f"no {what!r} in {out!r}")
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:
+                    break
+
+    try:
+        (tmp_path / "c.py").write_text(COUNT_CONT)  # a file: the terminal echoes the command line
+        argv = [*CKPROF, "record", "-q", "-o", str(tmp_path / "r"), "--", sys.executable, str(tmp_path / "c.py")]
+        os.write(fd, (shlex.join(argv) + "\n").encode())
+        until(b"ready\r\n")
+        time.sleep(0.3)
+        os.write(fd, b"\x1a")  # Ctrl-Z
+        until(b"Stopped")
+        os.write(fd, b"fg\n")
+        until(b"conts=")
+        until(b"$ ", 30)
+        os.write(fd, b"exit\n")
+    finally:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(fd)
+    assert b"conts=1." in out, out
+    assert meta(tmp_path / "r")["status"] == "complete"
+    (exit_event,) = [e for e in events(tmp_path / "r") if e["event"] == "child_exit"]
+    assert exit_event["forwarded"] == [], (exit_event, out)  # ckprof's own SIGCONT only: the shell's was not passed on
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGTERM"])
+def test_a_stream_of_signals_while_the_recording_finishes_never_kills_ckprof(tmp_path, name):
+    """A signal every few ms from the command's start until ckprof has exited: none kills ckprof,
+    not while it starts the command nor while it finishes the recording (a thread that a library
+    started before ckprof blocked its signals — OpenBLAS's, at numpy's import — must not take one)."""
+    sig = getattr(signal, name)
+    p = subprocess.Popen(
+        [*CKPROF, "record", "-q", "--kill-after", "30", "-o", str(tmp_path / "r"), "--", sys.executable, "-c",
+         "import signal, time; signal.signal(signal.%s, signal.SIG_IGN); print('ready', flush=True); time.sleep(0.5)"
+         % name],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert p.stdout.readline().strip() == "ready"
+    sent = 0
+    while p.poll() is None:
+        try:
+            os.kill(p.pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            break
+        time.sleep(0.002)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, (p.returncode, sent, err)
+    assert meta(tmp_path / "r")["status"] == "complete"
