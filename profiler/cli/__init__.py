@@ -7,7 +7,6 @@ import sys
 import click
 
 from ckprof.errors import DEBUG_HINT, CkprofError, UsageError, debugging, hold_closed_std_fds, say
-from ckprof.report.escape import visible
 
 
 class CkprofGroup(click.Group):
@@ -22,13 +21,12 @@ class CkprofGroup(click.Group):
         except CkprofError as e:
             if debugging():
                 raise
-            # one line whatever a path in it holds: newlines and terminal controls made visible
-            say(f"ckprof: error: {visible(e.one_line())}")
+            say(f"ckprof: error: {e.one_line()}")  # say() makes a path's newlines and controls visible
             sys.exit(2 if isinstance(e, UsageError) else 1)
         except Exception as e:
             if debugging():
                 raise
-            say(f"ckprof: internal error: {type(e).__name__}: {visible(e)} ({DEBUG_HINT})")
+            say(f"ckprof: internal error: {type(e).__name__}: {e} ({DEBUG_HINT})")
             sys.exit(1)
 
 

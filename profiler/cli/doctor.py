@@ -12,6 +12,7 @@ from ckprof.collectors.nvme_cli import INSTALL_HINT
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
 from ckprof.record.sources import SourceOptions, build_sources
+from ckprof.report.escape import visible
 
 # What the nvme and nvme_hwmon collectors record (docs/nvme.md), said where there is no NVMe.
 NVME_MEASURES = (
@@ -104,7 +105,8 @@ def diagnose(paths: list[str]) -> str:
         lines += ["  " + ln for ln in idents]
     lines.append("")
     lines.append("Disks here: " + (", ".join(topo.disks()) or "none"))
-    return "\n".join(lines)
+    # each line made visible (ckprof.report.escape): a path's newline or terminal escape stays in its line
+    return "\n".join(visible(line) for line in lines)
 
 
 @click.command()
