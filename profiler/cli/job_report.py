@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from ckprof.errors import RecordingError, say, unexpected_as_one_line
@@ -67,7 +66,7 @@ def export(job, fmt: str, out: str) -> list[str]:
     import pandas as pd
 
     from ckprof.analysis.jobs import _analyse_host
-    from ckprof.report.export import checkpoints_frame, perfetto, timeline_frame
+    from ckprof.report.export import checkpoints_frame, perfetto, timeline_frame, write_tables, write_trace
 
     hosts = {}
     for name, rec in job.hosts.items():
@@ -92,30 +91,22 @@ def export(job, fmt: str, out: str) -> list[str]:
                 if e.get("name") == "process_name":
                     e["args"] = {"name": f"host={name}"}
                 events.append(e)
-        with open(out, "w") as f:
-            json.dump(
-                {
-                    "traceEvents": events,
-                    "displayTimeUnit": "ms",
-                    "otherData": {
-                        "job": job.path,
-                        "time_origin": "the job's first host start (wall clock)",
-                        "start_wall_ns": t0,
-                    },
-                },
-                f,
-            )
-        return [out]
-    os.makedirs(out, exist_ok=True)
-    files = []
+        trace = {
+            "traceEvents": events,
+            "displayTimeUnit": "ms",
+            "otherData": {
+                "job": job.path,
+                "time_origin": "the job's first host start (wall clock)",
+                "start_wall_ns": t0,
+            },
+        }
+        return write_trace(trace, out)
+    tables = {}
     for table, frame_of in (("checkpoints", checkpoints_frame), ("timeline", timeline_frame)):
         frames = []
         for name, an in hosts.items():
             df = frame_of(an)
             df.insert(0, "host", name)
             frames.append(df)
-        df = pd.concat(frames, ignore_index=True)
-        p = os.path.join(out, f"{table}.{fmt}")
-        df.to_csv(p, index=False) if fmt == "csv" else df.to_parquet(p, index=False)
-        files.append(p)
-    return files
+        tables[table] = pd.concat(frames, ignore_index=True)
+    return write_tables(tables, fmt, out)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from ckprof.atomic import replacing
 from ckprof.errors import UsageError, say, unexpected_as_one_line
 from ckprof.units import click_callback, parse_duration
 
@@ -72,7 +73,7 @@ def _write(text: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     try:
-        with open(out, "w") as f:
+        with replacing(out) as f:  # whole or not at all: a full disk leaves the previous file as it was
             f.write(text)
     except OSError as e:
         raise UsageError(f"cannot write {out}: {e.strerror}") from None
@@ -215,12 +216,13 @@ def export(recording, fmt, output, include_foreign_hosts):
     job = job_commands.load_job(recording, include_foreign_hosts)
     name = os.path.basename(os.path.abspath(recording))
     out = output or (f"{name}.trace.json" if fmt == "perfetto" else f"{name}-export")
+    an = analyse_path(recording) if job is None else None  # its errors are its own, not "cannot write"
     try:
         if job is not None:  # every host, with a host column (one process per host in a trace)
             files = job_commands.export(job, fmt, out)
         else:
-            files = do_export(analyse_path(recording), fmt, out)
-    except OSError as e:
+            files = do_export(an, fmt, out)
+    except OSError as e:  # written whole or not at all (ckprof.atomic): the previous export stays
         raise UsageError(f"cannot write {out}: {e.strerror}") from None
     for f in files:
         say(f"ckprof: wrote {f}")

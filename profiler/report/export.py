@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import ExitStack
 
 import numpy as np
 import pandas as pd
+
+from ckprof.atomic import replacing
 
 from .render import _clean
 
@@ -138,19 +141,29 @@ def perfetto(an) -> dict:
     }
 
 
+def write_trace(trace: dict, out: str) -> list[str]:
+    """The trace as one JSON file, written whole or not at all (ckprof.atomic)."""
+    with replacing(out) as f:
+        json.dump(trace, f)
+    return [out]
+
+
+def write_tables(frames: dict[str, pd.DataFrame], fmt: str, out: str) -> list[str]:
+    """Each frame as OUT/NAME.csv or .parquet. Every file is written in full before any replaces
+    its previous version, so a full disk leaves the previous export as it was (ckprof.atomic)."""
+    os.makedirs(out, exist_ok=True)
+    files = [os.path.join(out, f"{name}.{fmt}") for name in frames]
+    with ExitStack() as stack:  # the renames happen as the stack closes, after the last write
+        for path, df in zip(files, frames.values()):
+            if fmt == "csv":
+                df.to_csv(stack.enter_context(replacing(path)), index=False)
+            else:
+                df.to_parquet(stack.enter_context(replacing(path, "wb")), index=False)
+    return files
+
+
 def export(an, fmt: str, out: str) -> list[str]:
     """Write the export; returns the files written."""
     if fmt == "perfetto":
-        with open(out, "w") as f:
-            json.dump(perfetto(an), f)
-        return [out]
-    os.makedirs(out, exist_ok=True)
-    files = []
-    for name, df in (("checkpoints", checkpoints_frame(an)), ("timeline", timeline_frame(an))):
-        p = os.path.join(out, f"{name}.{fmt}")
-        if fmt == "csv":
-            df.to_csv(p, index=False)
-        else:
-            df.to_parquet(p, index=False)
-        files.append(p)
-    return files
+        return write_trace(perfetto(an), out)
+    return write_tables({"checkpoints": checkpoints_frame(an), "timeline": timeline_frame(an)}, fmt, out)
