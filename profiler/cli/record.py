@@ -104,8 +104,9 @@ def record(
     ckprof record --path /mnt/ckpt -o run1 -- torchrun --nproc-per-node 8 train.py
     ckprof record --device nvme0n1 --interval 10ms -- fio job.fio
 
-    The command runs without a shell, with your stdin/stdout/stderr; SIGINT, SIGTERM and SIGHUP
-    are passed on, and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
+    The command runs without a shell, with your stdin/stdout/stderr, environment and imports;
+    signals sent to ckprof are passed on (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGQUIT, SIGWINCH, ...),
+    and ckprof exits as the command did. Inside it, `ckprof.checkpoint()` marks
     checkpoint windows, and a Python command's torch.save / torch.distributed.checkpoint /
     safetensors saves are marked automatically (--no-patch turns that off). At the end the
     recording's path and a one-line summary go to stderr.
