@@ -239,7 +239,9 @@ def analyze(
         for w, d in zip(wins, durs)
     ]
     # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
-    sampling = device_sampling(tl, rec.events, finished=rec.meta.get("status") == "complete")
+    status = rec.meta.get("status")
+    stopped = f"the recording was truncated: {rec.meta.get('truncated')}" if status == "truncated" else None
+    sampling = device_sampling(tl, rec.events, finished=status == "complete", stopped_why=stopped)
     unknown = [window_device_unknown(sampling, a, b, tl) for a, b, _, _ in spans]
     shares = attribute_device_bytes(tl, spans, unknown)
     rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]

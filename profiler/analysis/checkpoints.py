@@ -84,13 +84,16 @@ class DeviceSampling:
     first_ns: float  # the first interval's start
     last_ns: float  # the last interval's end (a finished recording's end when its final sample was)
     gone: tuple[int, str] | None
+    end_why: str = "the recorder stopped or was killed"  # why its samples end where they do
 
 
-def device_sampling(tl, events, finished: bool) -> dict[str, DeviceSampling]:
+def device_sampling(tl, events, finished: bool, stopped_why: str | None = None) -> dict[str, DeviceSampling]:
     """Each recorded device's sampling, for `device_figure_unknown`. `finished`: the recording is
     complete (not killed, not truncated by a full disk): the recorder took a final sample as it
     stopped (record/recorder.py `stop`), so a device sampled then is covered to the recording's
-    end, which is written just after."""
+    end, which is written just after. `stopped_why`: why the samples end, when the recording says
+    (a truncated recording's reason); a device whose samples end before the others' left
+    /proc/diskstats."""
     gone = devices_gone(events, tl.devices)
     slack_ns = GAP_FACTOR * tl.res_s * 1e9
     ends = [float(df["t_ns"].iloc[-1]) for df in tl.devices.values() if not df.empty]
@@ -102,9 +105,13 @@ def device_sampling(tl, events, finished: bool) -> dict[str, DeviceSampling]:
         t1 = df["t_ns"].to_numpy(dtype=float)
         t0 = t1 - df["dt_s"].to_numpy() * 1e9
         last = float(t1[-1])
-        if finished and last >= final - slack_ns:
-            last = max(last, float(tl.end_ns))
-        out[dev] = DeviceSampling(t0, t1, float(t0[0]), last, gone.get(dev))
+        if last < final - slack_ns:  # the others were sampled on
+            why = "it was no longer in /proc/diskstats after that: gone without a uevent ckprof saw"
+        else:
+            why = stopped_why or "the recorder stopped or was killed"
+            if finished:
+                last = max(last, float(tl.end_ns))
+        out[dev] = DeviceSampling(t0, t1, float(t0[0]), last, gone.get(dev), why)
     return out
 
 
@@ -129,18 +136,14 @@ def device_figure_unknown(s: DeviceSampling, dev: str, a_ns: float, b_ns: float,
     if a_ns >= s.last_ns or b_ns <= s.first_ns:
         after = a_ns >= s.last_ns
         edge = at(s.last_ns if after else s.first_ns)
-        when = (
-            f"its samples end at {edge:.2f} s (the recorder stopped or was killed)"
-            if after
-            else (f"its samples begin at {edge:.2f} s")
-        )
+        when = f"its samples end at {edge:.2f} s ({s.end_why})" if after else (f"its samples begin at {edge:.2f} s")
         return unknown_entry("no_sample", f"no block sample of {dev} covers this checkpoint: {when}", edge, dev)
     if b_ns - s.last_ns > slack:
         edge = at(s.last_ns)
         return unknown_entry(
             "no_sample",
             f"the block samples of {dev} end at {edge:.2f} s, {(b_ns - s.last_ns) / 1e9:.2f} s before this "
-            "checkpoint's end (the recorder stopped or was killed): its bytes after that were not counted",
+            f"checkpoint's end ({s.end_why}): its bytes after that were not counted",
             edge,
             dev,
         )

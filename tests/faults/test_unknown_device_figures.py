@@ -284,3 +284,33 @@ def test_the_rule_is_one_function_others_can_call(tmp_path):
     assert u["code"] == "no_sample"
     whole = C.unknown_entry("no_block_device", "no block device behind /mnt/tmpfs (tmpfs)")
     assert whole == {"device": None, "code": "no_block_device", "reason": whole["reason"], "since_s": None}
+
+
+def test_a_device_gone_from_diskstats_without_a_uevent(tmp_path):
+    """sda's rows end at 5 s while sdb's go on (no uevent seen: a rootless container gets none):
+    the save at 6–7 s is unknown on sda, and the reason says the device left, not the recorder."""
+    from recbuild import RecordingBuilder
+
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=10, interval_s=0.1)
+    rb.block("sda", lambda s: ((s > 6) & (s <= 7)) * 50.0 * MiB).block("sdb", lambda s: 0 * s)
+    rows = rb.collectors["block"]["rows"]
+    rows[:] = [r for r in rows if r["device"] != "sda" or r["t_ns"] <= rb.ns(5.0)]
+    rb.checkpoint(6, 7, 50 * MiB)
+    (c,) = analysed(rb.finish())["checkpoints"]
+    assert c["devices"]["sdb"]["unknown"] is None and c["devices"]["sda"]["write_bytes"] is None
+    assert "it was no longer in /proc/diskstats after that" in c["devices"]["sda"]["unknown"]["reason"]
+    assert c["bytes_device"] is None
+
+
+def test_a_truncated_recording_names_why_its_samples_end(tmp_path):
+    """A recording truncated by a full disk (samples stop, status `truncated` with the reason):
+    a save after the last sample says so."""
+    path = built(tmp_path, lambda s: s <= 5.0, [(2, 3), (6, 7)])
+    meta = json.loads((tmp_path / "rec" / "meta.json").read_text())
+    meta.update(status="truncated", truncated="disk full writing samples/block")
+    (tmp_path / "rec" / "meta.json").write_text(json.dumps(meta))
+    c1, c2 = analysed(path)["checkpoints"]
+    assert c1["device_unknown"] == []
+    assert c2["device_unknown"][0]["reason"].endswith(
+        "its samples end at 5.00 s (the recording was truncated: disk full writing samples/block)"
+    )
