@@ -172,3 +172,30 @@ def test_calls_rewriting_one_file_in_a_shared_folder_stay_one_checkpoint_each(tm
     assert [w["id"] for w in wins] == ["patch:0", "patch:1", "patch:2"]
     assert [w["app_end_ns"] for w in wins] == [rb.ns(1.25), rb.ns(1.65), rb.ns(2.05)]
     assert [w["bytes_app"] for w in wins] == [MiB, 2 * MiB, 3 * MiB]
+
+
+def test_a_temporary_file_renamed_is_one_file_and_a_folder_alone_is_no_save(tmp_path):
+    """DCP writes `.metadata.tmp` and renames it: the recorder finds the temporary name gone when it
+    closes, the rename's entry has the size; and the run's output folder made at start-up is no save."""
+    rb = _rb(tmp_path)
+    _file(rb, f"{ROOT}/run", 0.5, 0.5, None, dir=True, ops=["create"])
+    _file(rb, f"{ROOT}/run/step-1/__0_0.distcp", 1.0, 1.4, 4 * MiB, writers=[100])
+    _file(
+        rb, f"{ROOT}/run/step-1/.metadata.tmp", 1.5, 1.6, None, writers=[100], size_unknown="gone when its burst ended"
+    )
+    _file(
+        rb,
+        f"{ROOT}/run/step-1/.metadata",
+        1.6,
+        1.6,
+        2374,
+        writers=[],
+        ops=["rename"],
+        pids=[100],
+        renamed_from=f"{ROOT}/run/step-1/.metadata.tmp",
+    )
+    rec = ckprof.load(rb.finish())
+    (s,) = W.file_windows(rec)
+    assert s["path"] == f"{ROOT}/run/step-1" and s["bytes_app"] == 4 * MiB + 2374
+    assert [f["path"].rsplit("/", 1)[1] for f in s["files"]] == [".metadata", "__0_0.distcp"]
+    assert s["writers"][0]["bytes"] == 4 * MiB + 2374

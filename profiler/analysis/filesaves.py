@@ -167,6 +167,8 @@ def file_saves(rec) -> list[dict]:
             continue  # a rename alone (a rotation) is no save
         open_by_key[key] = len(groups)
         groups.append((key, [b]))
+    # directories made and nothing written in them (the run's output folder at start-up) are no save
+    groups = [(key, bs) for key, bs in groups if not all(b["dir"] for b in bs)]
     return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]
 
 
@@ -175,6 +177,9 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
     for b in sorted(bursts, key=lambda b: b["end_ns"]):
         if b["dir"]:
             continue
+        moved = files.pop(b["renamed_from"], None) if b["renamed_from"] else None
+        if moved is not None:  # written under a temporary name, then renamed: one file, its final name
+            files[b["path"]] = {**moved, "path": b["path"]}
         f = files.setdefault(b["path"], {"path": b["path"], "writers": set(), "start_ns": b["start_ns"]})
         f["writers"].update(b["writers"])
         f["end_ns"] = b["end_ns"]
@@ -305,9 +310,12 @@ def _one(ms: list[dict], ss: list[dict]) -> dict:
         return s
     m = ms[0] if len(ms) == 1 else _merged_markers(ms)
     ends = [m["app_end_ns"], s["app_end_ns"]]
+    # the call's start, unless its files began well before it (a forked writer's torch.save in a
+    # folder its parent made earlier); what comes just before a call is its own preparation
+    lead = m["start_ns"] - s["start_ns"]
     out = {
         **m,
-        "start_ns": min(m["start_ns"], s["start_ns"]),
+        "start_ns": s["start_ns"] if lead > JOIN_SLACK_S * 1e9 else m["start_ns"],
         "app_end_ns": None
         if m["app_end_ns"] is None and m.get("ok") is not False
         else max(e for e in ends if e is not None),
