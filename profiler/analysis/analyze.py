@@ -242,7 +242,7 @@ def analyze(
     status = rec.meta.get("status")
     stopped = f"the recording was truncated: {rec.meta.get('truncated')}" if status == "truncated" else None
     sampling = device_sampling(tl, rec.events, finished=status == "complete", stopped_why=stopped)
-    unknown = [window_device_unknown(sampling, a, b, tl) for a, b, _, _ in spans]
+    unknown = [window_device_unknown(sampling, a, b, tl, w["path"]) for (a, b, _, _), w in zip(spans, wins)]
     shares = attribute_device_bytes(tl, spans, unknown)
     rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
     for dev, s in sorted(sampling.items()):

@@ -10,6 +10,7 @@ from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 
 from . import thermal as T
+from .durability import storage_of
 from .gpu_idle import window_idle
 from .timeline import in_window
 
@@ -45,11 +46,13 @@ def _s(tl, t_ns):
 # /proc/diskstats counting nothing)
 GONE_REMOVED = "kernel uevent: the device was removed"
 GONE_MEDIA = "kernel uevent DISK_MEDIA_CHANGE=1: its medium went away or changed, as when a loop device is detached"
+# the code of a figure no device has: the checkpoint went to an object store (the tables say n/a)
+NO_BLOCK_DEVICE = "no_block_device"
 
 
 def unknown_entry(code: str, reason: str, since_s: float | None = None, device: str | None = None) -> dict:
-    """One unknown device figure: `code` (device_gone, no_sample, sampling_gap; issue 21 adds its
-    own), the reason in words, since when (s since the recording's start, or None), the device
+    """One unknown device figure: `code` (device_gone, no_sample, sampling_gap, no_block_device),
+    the reason in words, since when (s since the recording's start, or None), the device
     (None: the checkpoint as a whole)."""
     return {"device": device, "code": code, "reason": reason, "since_s": since_s}
 
@@ -115,11 +118,29 @@ def device_sampling(tl, events, finished: bool, stopped_why: str | None = None) 
     return out
 
 
-def device_figure_unknown(s: DeviceSampling, dev: str, a_ns: float, b_ns: float, tl) -> dict | None:
+def no_block_device(path) -> dict | None:
+    """The checkpoint's path names an object (s3://, gs://, ...) or another remote URL: no block
+    device is behind it, so no device figure is its own (durability.storage_of tells the kind)."""
+    storage = storage_of({"path": path}, [])
+    if storage.kind not in ("object", "unrecognised") or not str(storage.file_system or "").endswith("://"):
+        return None
+    what = "an object store" if storage.kind == "object" else f"a {storage.file_system} URL"
+    return unknown_entry(
+        NO_BLOCK_DEVICE,
+        f"no block device behind {path}: {what} (its bytes went over the network, uploaded; "
+        "ckprof records no network telemetry yet)",
+    )
+
+
+def device_figure_unknown(
+    s: DeviceSampling, dev: str, a_ns: float, b_ns: float, tl, path: str | None = None
+) -> dict | None:
     """Whether a checkpoint's figures on `dev` over [a, b] are unknown, and why; None: known.
 
-    Unknown when the device went away before the window's end (from then on nothing it reports is
-    about what the program wrote); when no block sample covers part of the window longer than a
+    Not applicable when no block device is behind the checkpoint's path (an object store:
+    `no_block_device`): whatever the device wrote then was not this checkpoint's. Unknown when the
+    device went away before the window's end (from then on nothing it reports is about what the
+    program wrote); when no block sample covers part of the window longer than a
     sampling gap (GAP_FACTOR × the analysis resolution: the recorder stopped or was killed, or had
     not sampled the device yet); and when the whole window lies inside one interval that is a gap
     (no sample taken in it: its bytes cannot be told from the rest of the gap's). A gap inside a
@@ -129,6 +150,9 @@ def device_figure_unknown(s: DeviceSampling, dev: str, a_ns: float, b_ns: float,
     def at(t_ns):
         return (t_ns - tl.start_ns) / 1e9
 
+    remote = no_block_device(path)
+    if remote is not None:
+        return remote
     if s.gone is not None and s.gone[0] < b_ns:
         t, why = s.gone
         return unknown_entry("device_gone", f"{dev} went away at {at(t):.2f} s ({why})", at(t), dev)
@@ -169,13 +193,19 @@ def device_figure_unknown(s: DeviceSampling, dev: str, a_ns: float, b_ns: float,
     return None
 
 
-def window_device_unknown(sampling: dict[str, DeviceSampling], a_ns: float, b_ns: float, tl) -> dict[str, dict]:
-    """device → its unknown entry, for the devices whose figures over [a, b] are unknown."""
-    out = {}
+def window_device_unknown(
+    sampling: dict[str, DeviceSampling], a_ns: float, b_ns: float, tl, path: str | None = None
+) -> dict[str | None, dict]:
+    """device → its unknown entry, for the devices whose figures over [a, b] are unknown; the key
+    None: the checkpoint as a whole (no block device behind `path`, with or without devices recorded)."""
+    out: dict[str | None, dict] = {}
     for dev, s in sampling.items():
-        u = device_figure_unknown(s, dev, a_ns, b_ns, tl)
+        u = device_figure_unknown(s, dev, a_ns, b_ns, tl, path)
         if u is not None:
             out[dev] = u
+    remote = no_block_device(path)
+    if remote is not None:
+        out[None] = remote
     return out
 
 
@@ -493,7 +523,8 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None, unkno
         if (dev_bytes is not None and span_s > 0 and not sampling_gap)
         else None,
         "sampling_gap_s": _f(gap_s) if sampling_gap else None,
-        "device_unknown": list(unknown.values()),
+        # each reason once (an object store's is every device's)
+        "device_unknown": list({(u["code"], u["reason"]): u for u in unknown.values()}.values()),
         "device_span_s": span_s,
         "devices": devs,
         "energy": energy,

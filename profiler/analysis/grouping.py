@@ -41,11 +41,32 @@ _STEP = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\
 DIRECTORY_APIS = ("torch.distributed.checkpoint", "transformers.")
 
 
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)$")  # an object's URL (s3://bucket/key): not a file path
+
+
+def _norm(path: str) -> str:
+    """os.path.normpath, keeping a URL's scheme:// (normpath would make s3://b/k s3:/b/k)."""
+    m = _URL.match(path)
+    return m.group(1) + os.path.normpath(m.group(2)) if m else os.path.normpath(path)
+
+
+def _common(paths: list[str]) -> str:
+    """The deepest path (or URL of one scheme) that holds all of `paths`; the first when none does."""
+    schemes = {(_URL.match(p) or [None, ""])[1] for p in paths}
+    if len(schemes) != 1:
+        return paths[0]
+    scheme = schemes.pop()
+    try:
+        return scheme + os.path.commonpath([p[len(scheme) :] for p in paths])
+    except ValueError:  # absolute and relative paths
+        return paths[0]
+
+
 def step_in_path(path: str | None) -> int | None:
     """The step number a checkpoint path names in its last two components, if any."""
     if not path:
         return None
-    parts = os.path.normpath(path).split(os.sep)[-2:]
+    parts = _norm(path).split(os.sep)[-2:]
     for part in reversed(parts):
         m = list(_STEP.finditer(part))
         if m:
@@ -70,7 +91,7 @@ def checkpoint_key(w: dict):
     # a marked window's path is what the program called its checkpoint (a file or a folder);
     # an automatic one's is a file in the checkpoint's folder, or that folder (DCP, HF)
     marked = w["source"] != "patch"
-    folder = os.path.normpath(path) if marked or _is_dir_save(w) else os.path.dirname(os.path.normpath(path))
+    folder = _norm(path) if marked or _is_dir_save(w) else os.path.dirname(_norm(path))
     return (w["kind"], "dir", folder, step_in_path(path))
 
 
@@ -86,9 +107,9 @@ def _app_bytes(parts: list[dict]) -> float | None:
     sizes: dict[str, float] = {}
     for p in known:
         if p["source"] == "patch" and p.get("path"):
-            key = os.path.normpath(p["path"])
+            key = _norm(p["path"])
             sizes[key] = max(sizes.get(key, 0.0), float(p["bytes_app"]))
-    dirs = {os.path.normpath(p["path"]) for p in parts if p.get("path") and _is_dir_save(p)}
+    dirs = {_norm(p["path"]) for p in parts if p.get("path") and _is_dir_save(p)}
     for k, v in sizes.items():
         if not any(k.startswith(d + os.sep) for d in dirs):
             total += v
@@ -106,10 +127,10 @@ def _merge(parts: list[dict]) -> dict:
     app_end = None if any(e is None for e in ends) else max(ends)
     failed = [p for p in parts if p["ok"] is False]
     ranks = {p.get("rank") for p in parts}
-    paths = {os.path.normpath(p["path"]) for p in parts if p.get("path")}
+    paths = {_norm(p["path"]) for p in parts if p.get("path")}
     key = checkpoint_key(first)
     if len(paths) > 1:
-        path = os.path.commonpath(sorted(paths))
+        path = _common(sorted(paths))
     else:
         path = next(iter(paths), None)
     # the time the slowest part held its caller: an async save's blocking time, else its duration
@@ -130,9 +151,7 @@ def _merge(parts: list[dict]) -> dict:
     cache: dict[str, tuple[float, float]] = {}
     for p in sorted(parts, key=lambda p: p["start_ns"]):
         if p.get("cached_bytes_at_start") is not None and p.get("file_bytes_at_start"):
-            cache.setdefault(
-                os.path.normpath(p.get("path") or p["id"]), (p["cached_bytes_at_start"], p["file_bytes_at_start"])
-            )
+            cache.setdefault(_norm(p.get("path") or p["id"]), (p["cached_bytes_at_start"], p["file_bytes_at_start"]))
     steps = {p.get("step") for p in parts} - {None}
     return {
         **first,

@@ -34,7 +34,10 @@ LEFT_OUT_WHY = {
     "sampling_gap": "a sampling gap",
     "unfinished": "did not finish",
     "no_block_samples": "no block samples",
+    "no_block_device": "no block device behind it (an object store)",
 }
+# device figures that do not apply (checkpoints.NO_BLOCK_DEVICE: an object store): n/a, not unknown
+NOT_APPLICABLE = {"no_block_device"}
 
 
 def left_out(text: str, lo: dict | None) -> str:
@@ -148,9 +151,15 @@ def jpg_cell(r: dict) -> str:
     return "; ".join(parts) or "—"
 
 
+def unknown_word(unknown: list[dict]) -> str:
+    """The word for device figures the unknown rule took: n/a when none applies (an object store:
+    no block device behind it), else unknown."""
+    return "n/a" if unknown and all(u["code"] in NOT_APPLICABLE for u in unknown) else "unknown"
+
+
 def unknown_cell(unknown: list[dict]) -> str:
-    """A device figure the report cannot stand behind: "unknown: " and each reason."""
-    return "unknown: " + "; ".join(u["reason"] for u in unknown)
+    """A device figure the report cannot stand behind: "unknown: " (or "n/a: ") and each reason."""
+    return f"{unknown_word(unknown)}: " + "; ".join(u["reason"] for u in unknown)
 
 
 def durable_cell(r: dict) -> str:
@@ -176,7 +185,7 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
     out = []
     for i, r in enumerate(rep["checkpoints"], 1):
         unknown = r.get("device_unknown") or []
-        gone = "unknown" if unknown else "—"  # a figure the unknown rule took: say so, not a dash
+        gone = unknown_word(unknown) if unknown else "—"  # a figure the unknown rule took: say so, not a dash
         qd = [d for d in r["devices"].values() if d.get("unknown") is None]
         mean_qd = max((d["mean_aqu_sz"] or 0 for d in qd), default=None) if qd else None
         peak_qd = max((d["peak_aqu_sz"] or 0 for d in qd), default=None) if qd else None
@@ -337,7 +346,10 @@ def device_rows(rep: dict) -> list[list[str]]:
         io = "read" if r["kind"] == "load" else "write"
         for dev, d in sorted(r["devices"].items()):
             if d.get("unknown") is not None:
-                out.append([str(i), f"{r['kind']} ({io}s)", dev, unknown_cell([d["unknown"]])] + ["unknown"] * 6)
+                out.append(
+                    [str(i), f"{r['kind']} ({io}s)", dev, unknown_cell([d["unknown"]])]
+                    + [unknown_word([d["unknown"]])] * 6
+                )
                 continue
             out.append(
                 [

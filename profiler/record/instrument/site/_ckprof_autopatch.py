@@ -132,6 +132,36 @@ def _written_since(path, t0_wall_ns):
     return total, files
 
 
+def _load_sibling(name):
+    """A module of this folder, by its path (this folder is not on sys.path); None if it fails."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), name + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    except Exception:
+        return None
+
+
+class _Hooks:
+    """What _ckprof_uploads needs of this module."""
+
+    emit = staticmethod(lambda event, t_ns=None, **fields: _emit(event, t_ns=t_ns, **fields))
+    busy = staticmethod(lambda: _busy > 0)
+    new_id = staticmethod(lambda: f"{_HOST}:{os.getpid()}:patch{next(_ids)}")
+
+
+# uploads to an object store (fsspec files, botocore's S3 writes): _ckprof_uploads.py
+_uploads_mod = _load_sibling("_ckprof_uploads")
+_uploads = _uploads_mod.Uploads(_Hooks) if _uploads_mod else None
+
+
+def _is_url(path):
+    return _uploads_mod is not None and _uploads_mod.is_url(path)
+
+
 _pagecache = []  # ckprof/record/pagecache.py, loaded by its path (it imports only the stdlib)
 
 
@@ -172,7 +202,7 @@ def _at_return(path):
 
 
 def _remember(cid, path, is_dir, files):
-    if not path:
+    if not path or _is_url(path):
         return
     real = os.path.realpath(path)
     paths = {real: True}
@@ -308,6 +338,8 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 return fn(*args, **kwargs)
             finally:
                 _leave()
+        if _uploads is not None:
+            _uploads.begin()  # the uploads made from here to the end are this save's
         path = step = None
         try:
             path = path_of(args, kwargs)
@@ -318,8 +350,14 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         except Exception:
             pass
         fobj = args[1] if api == "torch.save" and len(args) > 1 else kwargs.get("f")
-        pos0 = None
-        if path is None and fobj is not None:
+        pos0 = remote_file = None
+        if path is None and fobj is not None and _uploads_mod is not None:
+            path = remote_file = _uploads_mod.file_url(fobj)  # an fsspec file: its close uploads
+        if remote_file:
+            pos0 = _tell(fobj)
+            if pos0 == 0:  # a file opened for this save: the save's I/O starts at its open
+                t_call = min(t_call, _uploads_mod.opened_at(fobj) or t_call)
+        elif path is None and fobj is not None:
             name = getattr(fobj, "name", None)  # a file the program opened itself
             if isinstance(name, str) and os.path.isfile(name):
                 path = os.path.abspath(name)
@@ -343,10 +381,12 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
 
         def measured():
             """(bytes, files written) once the save is complete."""
+            if _is_url(path) and not remote_file:  # the objects its uploads completed
+                return _uploads.taken()[0], None
             if path and is_dir and os.path.isdir(path):
                 n, files = _written_since(path, t0_wall)
                 return n, files if len(files) <= MAX_FILES_LISTED else None
-            n = _size(path)
+            n = None if remote_file else _size(path)
             if n is None and pos0 is not None:
                 try:
                     n = fobj.tell() - pos0
@@ -379,6 +419,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                     files=files,
                     blocking_s=blocking_s,
                     error=None if err is None else f"{type(err).__name__}: {err}",
+                    **_upload_fields(path, remote_file),
                     **common,
                 )
                 _remember(cid, path, is_dir, files)
@@ -388,17 +429,35 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         _leave()
         t_ret = time.monotonic_ns()  # the save's return
         nbytes, files = measured()
-        at_ret = _at_return(path) if kind == "save" else {}
+        at_ret = _at_return(path) if kind == "save" and not _is_url(path) else {}
         if kind == "save":
             _remember(cid, path, is_dir, files)
+        at_ret.update(_upload_fields(path, remote_file))
         # the window ends after ckprof's look at the files: the training waited for that too
         _emit("checkpoint_end", ckprof_since_ns=t_ret, ok=True, bytes=nbytes, files=files, **at_ret, **common)
+        if remote_file and kind == "save":  # its close uploads the rest: that finishes this save
+            _uploads_mod.finished_by_close(fobj, cid)
         if kind == "save":
             _last[0] = time.monotonic_ns()  # the fsync that follows is measured from here
         return result
 
     wrapper.__ckprof_wrapped__ = True
     return wrapper
+
+
+def _tell(fobj):
+    try:
+        return fobj.tell()
+    except Exception:
+        return None
+
+
+def _upload_fields(path, remote_file):
+    """A save to an object store: what its uploads did (the file a torch.save wrote into says at
+    its close, in a checkpoint_extend)."""
+    if remote_file or not _is_url(path):
+        return {}
+    return _uploads.taken()[1]
 
 
 def _torch_save_path(args, kwargs):
@@ -540,6 +599,41 @@ def patch_lightning_trainer(mod):
         _patch(cls, "save_checkpoint", api, "save", _lightning_path, step_of=_lightning_step)
 
 
+def _s3_url(args, kwargs):
+    """boto3's upload_file(Filename, Bucket, Key) / upload_fileobj(Fileobj, Bucket, Key)."""
+    bucket = args[2] if len(args) > 2 else kwargs.get("Bucket", kwargs.get("bucket"))
+    key = args[3] if len(args) > 3 else kwargs.get("Key", kwargs.get("key"))
+    return f"s3://{bucket}/{key}"
+
+
+def patch_boto3_inject(mod):
+    """boto3's client.upload_file / upload_fileobj (a Bucket's and an Object's call them): one
+    window from the call to its return, the botocore uploads inside it counted (_ckprof_uploads)."""
+    for attr in ("upload_file", "upload_fileobj"):
+        _patch(mod, attr, f"boto3 {attr}", "save", _s3_url)
+
+
+def patch_boto3_transfer(mod):
+    cls = getattr(mod, "S3Transfer", None)
+    if cls is not None:
+        _patch(cls, "upload_file", "boto3 S3Transfer.upload_file", "save", _s3_url)
+
+
+def patch_fsspec(mod):
+    if _uploads is not None:
+        _uploads_mod.patch_fsspec(mod, _uploads)
+
+
+def patch_fsspec_core(mod):
+    if _uploads is not None:
+        _uploads_mod.patch_fsspec_core(mod)
+
+
+def patch_botocore(mod):
+    if _uploads is not None:
+        _uploads_mod.patch_botocore(mod, _uploads)
+
+
 TARGETS = {
     "torch": patch_torch,
     "torch.distributed.checkpoint": patch_dcp,
@@ -549,6 +643,12 @@ TARGETS = {
     "pytorch_lightning.trainer.trainer": patch_lightning_trainer,
     "lightning.pytorch.trainer.connectors.checkpoint_connector": patch_lightning_connector,
     "pytorch_lightning.trainer.connectors.checkpoint_connector": patch_lightning_connector,
+    # object stores (_ckprof_uploads.py): fsspec's buffered files, botocore's S3 writes, boto3's uploads
+    "fsspec.spec": patch_fsspec,
+    "fsspec.core": patch_fsspec_core,
+    "botocore.client": patch_botocore,
+    "boto3.s3.inject": patch_boto3_inject,
+    "boto3.s3.transfer": patch_boto3_transfer,
 }
 
 

@@ -1,0 +1,369 @@
+"""Saves to an object store (s3://, gs://, ...): their windows end when the upload completes.
+
+Loaded by _ckprof_autopatch, which wraps two layers with what is here (and fsspec.open, whose
+set-up of the file system is part of a file's open: `patch_fsspec_core`):
+
+- fsspec's buffered files (fsspec.spec.AbstractBufferedFile: s3fs's S3File, gcsfs, adlfs, ...):
+  what a program writes goes to the store in parts, and the file's close() uploads the last part
+  and completes the object (s3fs: PutObject, or CompleteMultipartUpload). torch.save into such a
+  file, DCP's FsspecWriter and Lightning's fsspec write all go through it.
+- botocore's synchronous client (BaseClient._make_api_call, which boto3 calls): PutObject,
+  CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload of S3
+  (docs.aws.amazon.com/AmazonS3/latest/API/API_Operations.html). s3fs goes through aiobotocore,
+  whose client has its own _make_api_call: the two layers never see one upload twice.
+
+An upload belongs to the save that is running in the process when it happens (a wrapped
+torch.distributed.checkpoint.save, boto3 upload_file, Lightning save_checkpoint: the `Tally`);
+the close of a file that a finished torch.save wrote into finishes that save (a
+`checkpoint_extend` event, op "close"); any other upload is a save of its own: from the file's
+open to its close, from PutObject's call to its return, from CreateMultipartUpload to
+CompleteMultipartUpload.
+
+Bytes are those the program handed over in calls that returned without error: the bytes written
+to the file object (its position when close() returned), each PutObject/UploadPart body. An event
+says `uploaded: true` only when every upload of the save was completed by a call that returned
+without error (`uploaded: false` and the error otherwise): what "in the object store" means
+(ckprof.analysis.durability).
+
+Nothing here may change what the program does: every look is inside try/except, and a wrapped
+call returns or raises exactly what it would have. Self-contained (the standard library only).
+"""
+
+import os
+import re
+import threading
+import time
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_lock = threading.Lock()
+# botocore operations that write an object (docs.aws.amazon.com/AmazonS3/latest/API/)
+S3_WRITES = {"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "AbortMultipartUpload"}
+
+
+def is_url(path) -> bool:
+    """A path with a scheme other than file://: not on this machine's file systems."""
+    m = _URL.match(str(path or ""))
+    return bool(m) and m.group(1).lower() != "file"
+
+
+class Tally:
+    """The uploads of the save running in this process (from its start to its end)."""
+
+    def __init__(self):
+        self.bytes = 0
+        self.done = set()  # objects whose completing call returned without error
+        self.failed = {}  # object → error
+        self.open = {}  # multipart upload id → object, created and not completed yet
+
+    def fields(self):
+        """The checkpoint_end fields: bytes uploaded, and whether every upload completed."""
+        if not (self.done or self.failed or self.open):
+            return {}
+        out = {"upload_bytes": self.bytes, "objects": len(self.done | set(self.failed) | set(self.open.values()))}
+        if self.failed:
+            obj, err = next(iter(self.failed.items()))
+            out.update(uploaded=False, upload_error=f"{obj}: {err}")
+        elif self.open:
+            out.update(uploaded=False, upload_error=f"{next(iter(self.open.values()))}: multipart upload not completed")
+        else:
+            out["uploaded"] = True
+        return out
+
+
+class Uploads:
+    """The bookkeeping; `hooks` are the autopatch's: emit(event, t_ns=None, **fields), busy() → a
+    wrapped save is running in the process, new_id() → a checkpoint id."""
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+        self.tally = Tally()
+        self.multipart = {}  # upload id → [id, object, bytes] of a multipart upload that is a save of its own
+
+    def begin(self):
+        """A wrapped save starts (the outermost): its uploads are counted from now."""
+        with _lock:
+            self.tally = Tally()
+
+    def taken(self):
+        """The running save's uploads: (bytes or None, the checkpoint_end fields)."""
+        with _lock:
+            t = self.tally
+            return (t.bytes if (t.done or t.failed or t.open) else None), t.fields()
+
+    # -- the two layers' callbacks; each runs inside try/except in its wrapper -------------------------
+
+    def _alone(self, t_start, url, name, nbytes, err):
+        """An upload that is a save of its own: its start and end events."""
+        cid = self.hooks.new_id()
+        common = {"id": cid, "kind": "save", "path": url, "name": name}
+        self.hooks.emit("checkpoint_start", t_ns=t_start, **common)
+        self.hooks.emit("checkpoint_end", **_end_fields(nbytes, err), **common)
+
+    def file_closed(self, f, t_close, err):
+        """An fsspec file opened for writing was closed (its close() returned or raised `err`)."""
+        url, nbytes = file_url(f), getattr(f, "loc", None)
+        if url is None:
+            return
+        if not getattr(f, "autocommit", True) and err is None:
+            err = "autocommit=False: the object is made by a later commit"
+        saves = f.__dict__.pop("_ckprof_saves", None)
+        if saves:  # a torch.save wrote into it: the close finishes that save
+            for cid in saves:
+                self.hooks.emit(
+                    "checkpoint_extend",
+                    id=cid,
+                    op="close",
+                    path=url,
+                    upload_bytes=nbytes,
+                    uploaded=err is None,
+                    upload_error=None if err is None else str(err),
+                )
+            return
+        if self.hooks.busy():
+            with _lock:
+                if err is None:
+                    self.tally.done.add(url)
+                    self.tally.bytes += nbytes or 0
+                else:
+                    self.tally.failed[url] = err
+            return
+        t_open = opened_at(f) or t_close
+        self._alone(t_open, url, f"fsspec {type(f).__name__} write", nbytes, err)
+
+    def s3_call(self, op, params, t_call, nbytes, err, result):
+        """A botocore S3 write (op in S3_WRITES) returned `result` or raised `err`."""
+        url = f"s3://{params.get('Bucket')}/{params.get('Key')}"
+        upload_id = params.get("UploadId") or (result or {}).get("UploadId")
+        busy = self.hooks.busy()
+        with _lock:
+            mine = self.multipart.get(upload_id)
+            if mine is not None:  # a multipart upload that is a save of its own
+                if op == "UploadPart" and err is None:
+                    mine[2] += nbytes or 0
+                elif op in ("CompleteMultipartUpload", "AbortMultipartUpload"):
+                    self.multipart.pop(upload_id, None)
+                    if op == "AbortMultipartUpload":
+                        err = err or "aborted (AbortMultipartUpload)"
+                    end = {"id": mine[0], "kind": "save", "path": mine[1], "name": "botocore multipart upload"}
+                    self.hooks.emit("checkpoint_end", **_end_fields(mine[2], err), **end)
+                return
+            if busy:
+                t = self.tally
+                if op == "CreateMultipartUpload":
+                    if err is None and upload_id:
+                        t.open[upload_id] = url
+                    else:
+                        t.failed[url] = err
+                elif op == "UploadPart":
+                    if err is None:
+                        t.bytes += nbytes or 0
+                    else:
+                        t.failed[url] = err
+                elif op in ("PutObject", "CompleteMultipartUpload"):
+                    t.open.pop(upload_id, None)
+                    if err is None:
+                        t.done.add(url)
+                        t.bytes += (nbytes or 0) if op == "PutObject" else 0
+                    else:
+                        t.failed[url] = err
+                elif op == "AbortMultipartUpload":
+                    t.open.pop(upload_id, None)
+                    t.failed[url] = err or "aborted (AbortMultipartUpload)"
+                return
+        if op == "PutObject":
+            self._alone(t_call, url, "botocore PutObject", nbytes, err)
+        elif op == "CreateMultipartUpload" and err is None and upload_id:
+            cid = self.hooks.new_id()
+            with _lock:
+                self.multipart[upload_id] = [cid, url, 0]
+            self.hooks.emit(
+                "checkpoint_start", t_ns=t_call, id=cid, kind="save", path=url, name="botocore multipart upload"
+            )
+
+
+def opened_at(f):
+    """When fsspec file `f` was opened for writing (monotonic ns), or None."""
+    try:
+        return f.__dict__.get("_ckprof_open_ns")
+    except Exception:
+        return None
+
+
+def finished_by_close(f, cid):
+    """A torch.save wrote into fsspec file `f`: its close finishes save `cid`."""
+    try:
+        f.__dict__.setdefault("_ckprof_saves", []).append(cid)
+    except Exception:
+        pass
+
+
+def _end_fields(nbytes, err):
+    """A save of its own: its bytes only when its completing call returned without error."""
+    ok = err is None
+    return {
+        "ok": ok,
+        "bytes": nbytes if ok else None,
+        "upload_bytes": nbytes if ok else None,
+        "uploaded": ok,
+        "error": None if ok else str(err),
+    }
+
+
+def file_url(f):
+    """scheme://path of an fsspec file opened for writing on a remote file system, else None."""
+    try:
+        if "r" in f.mode or f.fs is None:
+            return None
+        proto = f.fs.protocol
+        proto = proto[0] if isinstance(proto, (tuple, list)) else proto
+        if not isinstance(proto, str) or proto in ("file", "local"):
+            return None
+        path = str(f.path)
+        return path if is_url(path) else f"{proto}://{path}"
+    except Exception:
+        return None
+
+
+def body_bytes(params):
+    """The bytes a PutObject/UploadPart hands over: ContentLength, else the body's length. Read
+    before the call (it consumes the body); counted only when the call returns without error.
+    None when the body cannot say without being read."""
+    try:
+        n = params.get("ContentLength")
+        if isinstance(n, int):
+            return n
+        b = params.get("Body")
+        if b is None:
+            return 0
+        if isinstance(b, str):
+            return len(b.encode())
+        if isinstance(b, memoryview):
+            return b.nbytes
+        if isinstance(b, (bytes, bytearray)):
+            return len(b)
+        if hasattr(b, "__len__"):  # s3transfer's ReadFileChunk: the part's length
+            return len(b)
+        if hasattr(b, "getbuffer"):  # io.BytesIO: what is left to read
+            with b.getbuffer() as m:
+                return m.nbytes - b.tell()
+        return os.fstat(b.fileno()).st_size - b.tell()
+    except Exception:
+        return None
+
+
+def patch_fsspec(spec, uploads):
+    """fsspec.spec.AbstractBufferedFile: the open time of a file for writing, and its close."""
+    cls = getattr(spec, "AbstractBufferedFile", None)
+    if cls is None or getattr(cls.close, "__ckprof_wrapped__", False):
+        return
+    init, close = cls.__init__, cls.close
+
+    def __init__(self, *args, **kwargs):
+        t = time.monotonic_ns()
+        init(self, *args, **kwargs)
+        try:
+            if "r" not in self.mode:
+                self.__dict__.setdefault("_ckprof_open_ns", t)
+        except Exception:
+            pass
+
+    def wrapped_close(self):
+        try:
+            watch = not self.closed and not getattr(self, "_unclosable", False) and "r" not in self.mode
+        except Exception:
+            watch = False
+        if not watch:
+            return close(self)
+        t = time.monotonic_ns()
+        try:
+            r = close(self)
+        except BaseException as e:
+            _safely(uploads.file_closed, self, t, f"{type(e).__name__}: {e}")
+            raise
+        _safely(uploads.file_closed, self, t, None)
+        return r
+
+    for fn, orig in ((__init__, init), (wrapped_close, close)):
+        fn.__name__, fn.__qualname__, fn.__doc__ = orig.__name__, orig.__qualname__, orig.__doc__
+        fn.__wrapped__ = orig
+        fn.__ckprof_wrapped__ = True
+    cls.__init__, cls.close = __init__, wrapped_close
+
+
+def patch_fsspec_core(core):
+    """fsspec.open / open_files for writing: the file's open is when the program asked for it, so
+    the file system's set-up (the first s3:// open creates the client and asks for the bucket:
+    hundreds of ms) is part of the save; OpenFile.__enter__ hands that time to the file it opens."""
+    open_files, cls = getattr(core, "open_files", None), getattr(core, "OpenFile", None)
+    if open_files is None or cls is None or getattr(open_files, "__ckprof_wrapped__", False):
+        return
+    enter = cls.__enter__
+
+    def wrapped_open_files(*args, **kwargs):
+        t = time.monotonic_ns()
+        out = open_files(*args, **kwargs)
+        try:
+            mode = kwargs.get("mode", args[1] if len(args) > 1 else "rb")
+            if "r" not in mode:
+                for of in out:
+                    of.__dict__["_ckprof_asked_ns"] = t
+        except Exception:
+            pass
+        return out
+
+    def wrapped_enter(self):
+        f = enter(self)
+        try:
+            asked = self.__dict__.get("_ckprof_asked_ns")
+            inner = self.fobjects[0]
+            if asked is not None and inner.__dict__.get("_ckprof_open_ns", asked) >= asked:
+                inner.__dict__["_ckprof_open_ns"] = asked
+        except Exception:
+            pass
+        return f
+
+    for fn, orig in ((wrapped_open_files, open_files), (wrapped_enter, enter)):
+        fn.__name__, fn.__qualname__, fn.__doc__ = orig.__name__, orig.__qualname__, orig.__doc__
+        fn.__wrapped__ = orig
+        fn.__ckprof_wrapped__ = True
+    core.open_files, cls.__enter__ = wrapped_open_files, wrapped_enter
+
+
+def patch_botocore(client, uploads):
+    """botocore.client.BaseClient._make_api_call: S3's object writes (S3_WRITES)."""
+    cls = getattr(client, "BaseClient", None)
+    orig = getattr(cls, "_make_api_call", None)
+    if orig is None or getattr(orig, "__ckprof_wrapped__", False):
+        return
+
+    def _make_api_call(self, operation_name, api_params):
+        if operation_name not in S3_WRITES or not _is_s3(self):
+            return orig(self, operation_name, api_params)
+        t = time.monotonic_ns()
+        nbytes = body_bytes(api_params) if operation_name in ("PutObject", "UploadPart") else None
+        try:
+            result = orig(self, operation_name, api_params)
+        except BaseException as e:
+            _safely(uploads.s3_call, operation_name, api_params, t, nbytes, f"{type(e).__name__}: {e}", None)
+            raise
+        _safely(uploads.s3_call, operation_name, api_params, t, nbytes, None, result)
+        return result
+
+    _make_api_call.__name__, _make_api_call.__qualname__ = orig.__name__, orig.__qualname__
+    _make_api_call.__wrapped__ = orig
+    _make_api_call.__ckprof_wrapped__ = True
+    cls._make_api_call = _make_api_call
+
+
+def _is_s3(client):
+    try:
+        return client.meta.service_model.service_name == "s3"
+    except Exception:
+        return False
+
+
+def _safely(fn, *args):
+    try:
+        fn(*args)
+    except Exception:
+        pass  # ckprof's bookkeeping never changes what the program's call did
