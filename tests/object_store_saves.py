@@ -7,6 +7,8 @@ MODE:
            is timed from the open to the return of the file's close, which uploads the last part
   boto3    a local file uploaded by boto3's upload_file with a small multipart threshold, N times
            (create_multipart_upload, upload_part ×k, complete_multipart_upload); timed around the call
+  manual   boto3 client calls: create_multipart_upload, upload_part ×3, complete_multipart_upload;
+           then a put_object; N times each
   dcp      torch.distributed.checkpoint.save with FsspecWriter to s3://BUCKET/dcp-N/, N times
   fail     a PutObject and an s3fs file to a bucket that does not exist: what each raised, in
            OUT_JSON's "errors"
@@ -74,6 +76,32 @@ def boto3_saves(endpoint: str, bucket: str, count: int) -> list[dict]:
             t0 = time.monotonic_ns()
             s3.upload_file(src, bucket, f"up-{n}.bin", Config=cfg)
             out.append({"start_ns": t0, "end_ns": time.monotonic_ns(), "url": url})
+            time.sleep(0.5)  # training between saves (uploads ms apart into one bucket are one save)
+    return out
+
+
+def manual_saves(endpoint: str, bucket: str, count: int) -> list[dict]:
+    """boto3's client calls themselves: a multipart upload made part by part, then a put_object."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    out = []
+    for n in range(count):
+        url, key = f"s3://{bucket}/parts-{n}.bin", f"parts-{n}.bin"
+        t0 = time.monotonic_ns()
+        mpu = s3.create_multipart_upload(Bucket=bucket, Key=key)
+        parts = []
+        for k, size in enumerate((5 * MiB, 5 * MiB, 777_777), 1):
+            got = s3.upload_part(Bucket=bucket, Key=key, UploadId=mpu["UploadId"], PartNumber=k, Body=os.urandom(size))
+            parts.append({"PartNumber": k, "ETag": got["ETag"]})
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mpu["UploadId"], MultipartUpload={"Parts": parts})
+        out.append({"start_ns": t0, "end_ns": time.monotonic_ns(), "url": url})
+        time.sleep(0.5)  # training between saves (uploads ms apart into one bucket are one save)
+        body = os.urandom(3 * MiB + 5)
+        t0 = time.monotonic_ns()
+        s3.put_object(Bucket=bucket, Key=f"put-{n}.bin", Body=body)
+        out.append({"start_ns": t0, "end_ns": time.monotonic_ns(), "url": f"s3://{bucket}/put-{n}.bin"})
+        time.sleep(0.5)
     return out
 
 
@@ -122,10 +150,16 @@ def main() -> None:
     modes = mode.split(",")
     if {"fsspec", "dcp"} & set(modes):
         import torch  # noqa: F401 - imported before any save is timed (seconds, once)
-    if set(modes) - {"boto3"}:
+    if set(modes) - {"boto3", "manual"}:
         import s3fs  # noqa: F401 - fsspec imports it at the first s3:// open: seconds, once
     count = int(sys.argv[5]) if len(sys.argv) > 5 else 2
-    run = {"fsspec": fsspec_saves, "boto3": boto3_saves, "dcp": dcp_saves, "fail": failing_saves}
+    run = {
+        "fsspec": fsspec_saves,
+        "boto3": boto3_saves,
+        "manual": manual_saves,
+        "dcp": dcp_saves,
+        "fail": failing_saves,
+    }
     saves = [s for m in modes for s in run[m](endpoint, bucket, count)]
     with open(out_json, "w") as f:
         json.dump({"mode": mode, "saves": saves, "errors": FAILED}, f)

@@ -232,11 +232,13 @@ def test_torch_save_through_s3fs_and_dcp_fsspec_writer(s3, tmp_path):
     assert not failed, "\n".join(failed)
 
 
-def test_boto3_multipart_upload_file(s3, tmp_path):
-    """boto3 upload_file with a 5 MiB multipart threshold: CreateMultipartUpload, UploadPart ×5,
-    CompleteMultipartUpload, one checkpoint from the call to its return with the parts' bytes."""
+def test_boto3_multipart_upload_file_and_client_calls(s3, tmp_path):
+    """boto3 upload_file with a 5 MiB multipart threshold (CreateMultipartUpload, UploadPart ×5,
+    CompleteMultipartUpload): one checkpoint from the call to its return with the parts' bytes; a
+    multipart upload made with the client's own calls: one from its creation to its completion; a
+    put_object: one for the call."""
     endpoint, client = s3
-    rec, rep, md, html, saves = record(tmp_path, endpoint, "boto3")
+    rec, rep, md, html, saves = record(tmp_path, endpoint, "boto3,manual")
     failed = check_saves(rec, rep, saves["saves"], client)
     failed += check_tables(md, html) + check_no_local_lookup(rec)
     assert not failed, "\n".join(failed)
