@@ -70,9 +70,11 @@ def replacing(path: str, mode: str = "w"):
 
 
 def _create_beside(folder: str, name: str) -> tuple[int, str]:
-    """A new, empty, hidden file in `folder` (O_EXCL: never one another process made)."""
+    """A new, empty, hidden file in `folder` (O_EXCL: never one another process made), named
+    `.NAME.tmp-PID-N.tmp`: ".tmp-" as the writer's temporary parts, and *.tmp, which
+    recording.stamp leaves out of a recording's fingerprint."""
     for n in range(100):
-        tmp = os.path.join(folder, f".{name}.ckprof-tmp-{os.getpid()}-{n}")
+        tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{n}.tmp")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
         except FileExistsError:

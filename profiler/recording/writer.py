@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from ckprof.atomic import replacing
 from ckprof.errors import say
 from ckprof.record.markers import append_event
 
@@ -62,22 +63,11 @@ FINISH_RETRY_S = 2.0  # at the end, how long to wait for descriptors to come bac
 
 
 def write_json_atomic(path: str, obj) -> None:
-    """Write to a temporary name, fsync, rename(2) over `path`; on failure nothing is left behind
-    and `path` keeps its previous content."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write `obj` as JSON whole or not at all (ckprof.atomic: a temporary name, fsync, rename(2));
+    on failure nothing is left behind and `path` keeps its previous content."""
+    with replacing(path) as f:
+        json.dump(obj, f, indent=2, sort_keys=False, default=str)
+        f.write("\n")
 
 
 def is_recording_dir(path: str) -> bool:
