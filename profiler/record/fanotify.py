@@ -49,6 +49,7 @@ AT_FDCWD = -100
 AT_SYMLINK_NOFOLLOW = 0x100
 STATX_SIZE = 0x200  # <linux/stat.h>
 STATX_BTIME = 0x800
+_STATX_MASK = STATX_SIZE | STATX_BTIME
 
 # what a save does to its files; FAN_RENAME (5.17) pairs a rename's two names, older kernels get
 # FAN_MOVED_FROM / FAN_MOVED_TO apart
@@ -58,6 +59,8 @@ MASK_BEFORE_RENAME = FAN_CREATE | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_DELETE | FA
 _META = struct.Struct("=IBBHQii")  # struct fanotify_event_metadata (24 bytes)
 _INFO = struct.Struct("=BBH")  # struct fanotify_event_info_header
 _HANDLE = struct.Struct("=Ii")  # struct file_handle: handle_bytes, handle_type
+# struct statx: stx_mask at 0, stx_size at 40, stx_btime (tv_sec, tv_nsec) at 80
+_STATX = struct.Struct("=I36xQ32xqI")
 
 
 class Unavailable(Exception):
@@ -101,7 +104,10 @@ class Group:
         self.fd = fd
         self.paired_renames = True
         self._mounts: list[int] = []
-        self._statx = self._libc.statx  # a descriptor on each marked file system's path: for open_by_handle_at
+        self._statx = self._libc.statx
+        self._stx_buf = ctypes.create_string_buffer(
+            256
+        )  # struct statx, reused (one reader thread)  # a descriptor on each marked file system's path: for open_by_handle_at
 
     def mark_filesystem(self, path: str) -> None:
         """Watch the whole file system holding `path` (FAN_MARK_FILESYSTEM: every mount of it)."""
@@ -139,14 +145,11 @@ class Group:
         """(size in bytes, birth time in CLOCK_REALTIME ns or None) of `path`, not following a
         symbolic link; None when it cannot be looked at (gone). statx(2): STATX_BTIME is the
         inode's creation time where the file system keeps one (ext4, xfs, btrfs, tmpfs)."""
-        buf = ctypes.create_string_buffer(256)  # struct statx
-        if self._statx(AT_FDCWD, os.fsencode(path), AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_BTIME, buf) != 0:
+        buf = self._stx_buf
+        if self._statx(AT_FDCWD, path.encode("utf-8", "surrogateescape"), AT_SYMLINK_NOFOLLOW, _STATX_MASK, buf) != 0:
             return None
-        mask, size = struct.unpack_from("=I", buf, 0)[0], struct.unpack_from("=Q", buf, 40)[0]
-        if not mask & STATX_BTIME:
-            return size, None
-        sec, nsec = struct.unpack_from("=qI", buf, 80)  # stx_btime: struct statx_timestamp
-        return size, sec * 1_000_000_000 + nsec
+        mask, size, sec, nsec = _STATX.unpack_from(buf)
+        return size, (sec * 1_000_000_000 + nsec) if mask & STATX_BTIME else None
 
     def close(self) -> None:
         for fd in (*self._mounts, self.fd):

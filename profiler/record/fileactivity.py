@@ -84,8 +84,11 @@ class FileActivity:
         # (directory handle, name) → its open burst, the longest quiet first (moved to the end on each event)
         self._bursts: OrderedDict[tuple[bytes, bytes], _Burst] = OrderedDict()
         self._dirs: dict[bytes, str | None] = {}
+        self._dir_keep: dict[bytes, tuple[str | None, bool]] = {}
+        self._ops: dict[int, list[str]] = {}  # a burst's mask → its ops' names
         self._procs: set[int] = set()
         self._mine_ns = -(1 << 62)  # when the tree's events were last read
+        self._offset_ns: int | None = None
         self._out: list[dict] = []  # file entries waiting for the next `file_activity` event
         self.events_read = self.events_kept = self.files = self.overflows = 0
         self.cpu_s = 0.0
@@ -148,23 +151,12 @@ class FileActivity:
     # -- the reader -------------------------------------------------------------------------
     def _run(self) -> None:
         cpu0 = time.thread_time()
-        stopping = False
+        stopping = streaming = False
         while not stopping:
-            # fork events are taken before each read of file events, and every DRAIN_S: the
-            # machine's other forks do not wake this thread
-            timeout = DRAIN_S
-            if self._bursts:
-                first_quiet = next(iter(self._bursts.values())).end_ns + QUIET_S * 1e9
-                timeout = min(DRAIN_S, max(0.0, (first_quiet - self.clock.now_ns()) / 1e9))
-            fds = [self.group.fd, self._wake_r]
-            nl = self.tree.fileno()
-            if nl is not None and self.clock.now_ns() - self._mine_ns < ACTIVE_S * 1e9:
-                fds.append(nl)  # the tree is writing: name its next writers while they run
-            ready = select.select(fds, [], [], timeout)[0]
-            if not ready or nl in ready:
-                self.tree.drain()
-            stopping = self._wake_r in ready
+            if not streaming:  # wait for the kernel; back from a merge pause, read at once instead
+                stopping = self._wait()
             kept = self.events_kept
+            streaming = False
             if self._read_all() and not stopping:
                 # the tree's files: merge for MERGE_S, naming short-lived writers meanwhile; only
                 # other processes' (a shared file system): wait longer, they are not ours to time
@@ -172,12 +164,31 @@ class FileActivity:
                 if mine:
                     self._mine_ns = self.clock.now_ns()
                 stopping = self._merge_pause(MERGE_S if mine else OTHERS_PAUSE_S, forks=mine)
+                streaming = True  # one wake-up a pause (each costs ~100 µs of CPU on a VM)
             self._emit(self.clock.now_ns(), everything=False)
             self._flush()
         self._read_all()
         self._emit(self.clock.now_ns(), everything=True)
         self._flush()
         self.cpu_s = time.thread_time() - cpu0
+
+    def _wait(self) -> bool:
+        """Sleep until the kernel queues a file event, a burst is due to go quiet, or DRAIN_S;
+        True on stop. Fork events are taken before each read of file events and every DRAIN_S (for
+        ACTIVE_S after the tree's last file event, as they come): the machine's other forks do not
+        wake this thread."""
+        timeout = DRAIN_S
+        if self._bursts:
+            first_quiet = next(iter(self._bursts.values())).end_ns + QUIET_S * 1e9
+            timeout = min(DRAIN_S, max(0.0, (first_quiet - self.clock.now_ns()) / 1e9))
+        fds = [self.group.fd, self._wake_r]
+        nl = self.tree.fileno()
+        if nl is not None and self.clock.now_ns() - self._mine_ns < ACTIVE_S * 1e9:
+            fds.append(nl)  # the tree is writing: name its next writers while they run
+        ready = select.select(fds, [], [], timeout)[0]
+        if not ready or nl in ready:
+            self.tree.drain()
+        return self._wake_r in ready
 
     def _merge_pause(self, seconds: float, forks: bool) -> bool:
         """Let the kernel merge the next events for `seconds`, with `forks` taking fork and exec
@@ -211,7 +222,23 @@ class FileActivity:
     def _keep(self, path: str | None) -> bool:
         return path is not None and _under(path, self.roots) and not _under(path, self.exclude)
 
+    def _entry_path(self, handle: bytes, name: bytes) -> str | None:
+        """The path of `name` in the directory `handle` names, if it is under the recorded paths
+        (whether a directory's entries can be is looked up once per directory)."""
+        try:
+            d, keep = self._dir_keep[handle]
+        except KeyError:
+            d = self._dir(handle)
+            # entries of a directory under a root, or of a root or its parent, may be kept
+            keep = d is not None and any(_under(d, (r,)) or _under(r, (d,)) for r in self.roots)
+            self._dir_keep[handle] = (d, keep)
+        if not keep:
+            return None
+        path = d if name in (b"", b".") else d + "/" + name.decode("utf-8", "surrogateescape")
+        return path if self._keep(path) else None
+
     def _take(self, buf: bytes, t_ns: int) -> int:
+        self._offset_ns = None
         contains, bursts, n = self.tree.contains, self._bursts, 0
         for mask, pid, recs in F.parse(buf):
             n += 1
@@ -238,11 +265,8 @@ class FileActivity:
             key = (handle, name)
             b = bursts.get(key)
             if b is None:  # a new burst: is it under the recorded paths?
-                d = self._dir(handle)
-                if d is None:
-                    continue
-                path = d if name in (b"", b".") else os.path.join(d, os.fsdecode(name))
-                if not self._keep(path):
+                path = self._entry_path(handle, name)
+                if path is None:
                     continue
                 b = bursts[key] = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
             else:
@@ -284,6 +308,7 @@ class FileActivity:
         new_path = os.path.join(nd, os.fsdecode(new[2]))
         if is_dir:  # paths under it changed: forget the cached directories, move the open bursts
             self._dirs.clear()
+            self._dir_keep.clear()
             for b in self._bursts.values():
                 if b.path.startswith(old_path + os.sep):
                     b.path = new_path + b.path[len(old_path) :]
@@ -304,6 +329,12 @@ class FileActivity:
         while bursts and (everything or now_ns - next(iter(bursts.values())).end_ns >= quiet_ns):
             self._write(bursts.popitem(last=False)[1], deleted=False)
 
+    def _realtime_offset_ns(self) -> int:
+        """CLOCK_REALTIME − CLOCK_MONOTONIC now, read at most once per read of events."""
+        if self._offset_ns is None:
+            self._offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - self.clock.now_ns()
+        return self._offset_ns
+
     def _write(self, b: _Burst, deleted: bool) -> None:
         """One file's burst as an entry of the next `file_activity` event (written by _flush)."""
         size, why, start_ns, basis = None, None, b.start_ns, "read"
@@ -317,7 +348,7 @@ class FileActivity:
             if look[1] is not None and b.mask & F.FAN_CREATE:
                 # created in this burst: its birth time, on CLOCK_MONOTONIC, is when the save began
                 # with it (the read stamp is later by the reader's latency); a coarse clock floors it
-                born_ns = look[1] - (time.clock_gettime_ns(time.CLOCK_REALTIME) - self.clock.now_ns())
+                born_ns = look[1] - self._realtime_offset_ns()
                 if born_ns < start_ns and start_ns - born_ns < MAX_BIRTH_LEAD_S * 1e9:
                     start_ns, basis = born_ns, "btime"
         self.files += 1
@@ -326,7 +357,7 @@ class FileActivity:
             "start_ns": start_ns,
             "start_from": basis,
             "end_ns": b.end_ns,
-            "ops": [name for bit, name in _OPS if b.mask & bit],
+            "ops": self._ops.get(b.mask) or self._ops.setdefault(b.mask, [n for bit, n in _OPS if b.mask & bit]),
             "writers": sorted(b.writers),
             "size_bytes": size,
             "kernel_events": b.n,
