@@ -12,7 +12,10 @@ native threads). The rule (docs/analysis.md, "Saves from file activity"):
 - without a step: the first path component under the root, a directory there being one
   checkpoint with everything under it, and files directly in the root one stream;
 - within one key, a quiet gap of SAVE_GAP_S or more between the end of one file's burst and the
-  start of the next starts a new save (a loop overwriting `latest.pt` every few seconds);
+  start of the next starts a new save (a loop overwriting `latest.pt` every few seconds); under a
+  step's name only when the burst writes a file (or folder) of the save again: a step is saved
+  once, however long it is quiet between its files (Megatron's first async save: common.pt, 5.6 s
+  of planning and forking, the writers' .distcp files, 3.1 s, the finalization's .metadata);
 - a directory renamed after its files were written (HF's `tmp-checkpoint-N` → `checkpoint-N`)
   gives its files their final paths first, and a rename joins the save of its key however long
   after (the fsyncs before a publishing rename make no file event);
@@ -27,7 +30,8 @@ of them alone (`bytes_shared`).
 Joined with marker windows (ckprof.checkpoint, the patch, the workload): a file save and a marker
 window are one checkpoint when their times overlap (within JOIN_SLACK_S) and the marker's path is
 the save's directory or file, lies inside it, or holds it, or the marker names no path and the
-file save lies inside its time. The checkpoint keeps the call's id, step, blocking time and path,
+file save lies inside its time or the marker's process wrote the save's files (a forked writer's
+torch.save per tensor into its open .distcp stream). The checkpoint keeps the call's id, step, blocking time and path,
 spans both (the call's start to the later of its return and the last file write), and takes the
 bytes from the files when every size is known.
 """
@@ -159,7 +163,9 @@ def file_saves(rec) -> list[dict]:
         g = open_by_key.get(key)
         renamed_only = not {"create", "modify", "close_write"} & set(b["ops"])
         if g is not None and (
-            renamed_only or b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9
+            renamed_only
+            or b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9
+            or (key[0] == "step" and all(x["path"] != b["path"] for x in groups[g][1]))
         ):
             groups[g][1].append(b)  # a rename publishes what the save wrote, however long its fsyncs took
             continue
@@ -265,7 +271,11 @@ def _related(m: dict, s: dict) -> bool:
         return False
     mp = m.get("path")
     if not mp:
-        return m["start_ns"] - slack <= s["start_ns"] and s["app_end_ns"] <= m_end + slack
+        # a call naming no path holds the file save, or was made by a process that wrote its files
+        # while they were written (a forked writer's torch.save per tensor into its open stream)
+        return (m["start_ns"] - slack <= s["start_ns"] and s["app_end_ns"] <= m_end + slack) or (
+            m.get("pid") is not None and any(w["pid"] == m["pid"] and w["files"] for w in s["writers"])
+        )
     mp = os.path.normpath(os.path.abspath(mp))
     sp = os.path.normpath(s["path"])
     if mp == sp or mp.startswith(sp + os.sep) or sp.startswith(mp + os.sep):
@@ -326,8 +336,9 @@ def _one(ms: list[dict], ss: list[dict]) -> dict:
         "file_window": s["file_window"],
         "seen_by": sorted({"files", str(m["source"])}),
     }
-    if not m.get("path"):
-        out["path"] = s["path"]
+    inside = bool(m.get("path")) and os.path.normpath(os.path.abspath(m["path"])).startswith(s["path"] + os.sep)
+    if not m.get("path") or (s["own_folder"] and inside):
+        out["path"] = s["path"]  # a save's own folder, not the one file of it a call named (common.pt)
     if out["step"] is None:
         out["step"] = s["step"]
     return out
