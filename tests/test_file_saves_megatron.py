@@ -44,10 +44,10 @@ def _call(rb, n, pid, a, b, path=None):
     rb.event("checkpoint_end", b, **mark, ok=True)
 
 
-def _megatron_save(rb, t0, step_dir=STEP, gap1=5.6, gap2=3.1, n=0):
+def _megatron_save(rb, t0, step_dir=STEP, gap1=5.6, gap2=3.1, n=0, folder_lead=0.02):
     """One async dist_checkpointing.save starting at t0 (its calls numbered from n); returns its end
     (the last file's close)."""
-    _file(rb, step_dir, t0 - 0.02, t0 - 0.02, None, writers=[100], dir=True, ops=["create"])
+    _file(rb, step_dir, t0 - folder_lead, t0 - folder_lead, None, writers=[100], dir=True, ops=["create"])
     _call(rb, n + 1, 100, t0, t0 + 0.01, path=f"{step_dir}/common.pt")
     _file(rb, f"{step_dir}/common.pt", t0 + 0.002, t0 + 0.01, 1255, writers=[100])
     w0 = t0 + 0.01 + gap1
@@ -103,3 +103,13 @@ def test_a_pathless_call_by_a_process_that_wrote_none_of_the_files_stays_its_own
     rec = ckprof.load(rb.finish())
     cps = _checkpoints(rec)
     assert sorted(c["id"] for c in cps) == ["vm:100:patch1", "vm:999:patch50"]
+
+
+def test_a_folder_made_before_the_call_is_its_preparation_not_its_start(tmp_path):
+    """Megatron's save_checkpoint: rank 0 makes iter_N/, the ranks meet (0.5 s for a slow rank),
+    then dist_checkpointing.save; the save starts with the call, not with the empty folder."""
+    rb = _rb(tmp_path)
+    end = _megatron_save(rb, 1.0, gap1=0.05, gap2=0.05, folder_lead=0.5)
+    rec = ckprof.load(rb.finish())
+    (c,) = _checkpoints(rec)
+    assert (c["start_ns"], c["app_end_ns"]) == (rb.ns(1.0), rb.ns(end))

@@ -33,7 +33,9 @@ the save's directory or file, lies inside it, or holds it, or the marker names n
 file save lies inside its time or the marker's process wrote the save's files (a forked writer's
 torch.save per tensor into its open .distcp stream). The checkpoint keeps the call's id, step, blocking time and path,
 spans both (the call's start to the later of its return and the last file write), and takes the
-bytes from the files when every size is known.
+bytes from the files when every size is known. It starts at the save's first file instead when
+that came more than JOIN_SLACK_S before the call; a folder made empty before the call does not
+count (the call's preparation).
 """
 
 from __future__ import annotations
@@ -321,8 +323,10 @@ def _one(ms: list[dict], ss: list[dict]) -> dict:
     m = ms[0] if len(ms) == 1 else _merged_markers(ms)
     ends = [m["app_end_ns"], s["app_end_ns"]]
     # the call's start, unless its files began well before it (a forked writer's torch.save in a
-    # folder its parent made earlier); what comes just before a call is its own preparation
-    lead = m["start_ns"] - s["start_ns"]
+    # folder its parent made earlier); what comes just before a call is its own preparation, and so
+    # is a folder made with no file in it before the call (Megatron's iter_N/, then a barrier)
+    first_file = min((f["start_ns"] for f in s["files"]), default=s["start_ns"])
+    lead = m["start_ns"] - first_file
     out = {
         **m,
         "start_ns": s["start_ns"] if lead > JOIN_SLACK_S * 1e9 else m["start_ns"],
