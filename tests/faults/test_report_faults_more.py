@@ -190,6 +190,7 @@ def _previous(fs, outputs) -> dict:
     before = {}
     for o in outputs:
         before[o] = f"the previous {o}, whole\n".encode()
+        (fs / o).parent.mkdir(exist_ok=True)
         (fs / o).write_bytes(before[o])
     return before
 
@@ -215,8 +216,6 @@ def _fill(fs):
 def test_a_full_disk_leaves_the_previous_output_whole(small_rec, small_fs, args, outputs):
     fs = small_fs("8m")
     argv = [a.format(rec=small_rec, fs=fs) for a in args]
-    assert ck(*argv).returncode == 0  # it can be written where there is room
-    assert all((fs / o).stat().st_size > 5000 for o in outputs[:1])
     before = _previous(fs, outputs)  # a previous output, smaller than the new one (a shorter run's)
     names = _fill(fs)
     r = ck(*argv)
@@ -240,8 +239,6 @@ def test_a_job_export_on_a_full_disk_leaves_the_previous_one_whole(small_fs, tmp
         hosts[h] = rb
     job = job_dir(tmp_path / "job", hosts)
     fs = small_fs("8m")
-    for fmt, out in (("perfetto", fs / "job.json"), ("csv", fs / "jobcsv")):
-        assert ck("export", str(job), "-f", fmt, "-o", str(out)).returncode == 0
     before = _previous(fs, ["job.json", "jobcsv/checkpoints.csv", "jobcsv/timeline.csv"])
     names = _fill(fs)
     for fmt, out in (("perfetto", fs / "job.json"), ("csv", fs / "jobcsv")):
