@@ -17,7 +17,8 @@ The recorder's CPU is meta.json's `recorder_cpu_s.process` (time.process_time() 
 process at the recording's end: all its threads, not the command's); the extra CPU is on − off,
 per second of recording, in % of one core. The source's own thread (meta.json
 `file_activity.cpu_s`) is printed too, with how many kernel events it read (after the kernel's
-merging) and how many were the recorded tree's. Needs root (fanotify, CAP_SYS_ADMIN).
+merging) and how many were the recorded tree's: it is the precise figure, the process's on − off is
+within what start-up varies by (±1.5 % of a core at 10 s here). Needs root (fanotify, CAP_SYS_ADMIN).
 
     sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
 """
