@@ -260,7 +260,7 @@ def timeline_html(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> str
         return None
     note = P.mark_lines(an.plot.get("marks", []), an.timeline.duration_s).note
     return "\n".join(
-        ([f"<p class='small' id='timeline-marks'>{E.html(note)}</p>"] if note else [])
+        ([f"<p class='small' id='timeline-marks'>{E.html(note)} (hover a line: how many)</p>"] if note else [])
         + [
             f"<div id='{DIV_ID}' class='timeline'></div>",
             bokeh_js(),

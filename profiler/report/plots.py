@@ -171,7 +171,7 @@ class MarkLines:
             return None
         return (
             f"{self.total:,} ckprof.mark() events drawn as {len(self.x_s):,} dotted lines, "
-            f"each standing for the marks within {self.bin_s:.3g} s (its hover says how many)"
+            f"each standing for the marks within {self.bin_s:.3g} s"
         )
 
 
