@@ -2,7 +2,7 @@
 
 Wrapped: torch.save and torch.load (and their torch.serialization originals);
 torch.distributed.checkpoint save, async_save, load (and their state_dict_saver/state_dict_loader
-originals); safetensors.torch save_file and load_file; Hugging Face transformers Trainer._save_checkpoint and Trainer.save_model (the whole
+originals); safetensors.torch save_file and load_file; Megatron-core dist_checkpointing.save; Hugging Face transformers Trainer._save_checkpoint and Trainer.save_model (the whole
 checkpoint-N/ folder: weights, optimizer, scheduler, RNG state, trainer_state.json, and the
 retention that deletes old checkpoints); Lightning Trainer.save_checkpoint (the state dict and
 the fsspec write after it). Restores: HF resume_from_checkpoint (the model, optimizer,
@@ -599,6 +599,19 @@ def patch_lightning_trainer(mod):
         _patch(cls, "save_checkpoint", api, "save", _lightning_path, step_of=_lightning_step)
 
 
+def _megatron_dir(args, kwargs):
+    """megatron.core.dist_checkpointing.save(sharded_state_dict, checkpoint_dir, ...)."""
+    return _as_path(args[1] if len(args) > 1 else kwargs.get("checkpoint_dir"))
+
+
+def patch_megatron(mod):
+    """Megatron-core dist_checkpointing.save (serialization.py; the package re-exports it after
+    this import): one window per rank from the call, which validates the sharding with collectives
+    before any file is written. An async save (async_sharded_save=True) returns before its forked
+    writers write: the recorded file activity carries its window to the finalization's last file."""
+    _patch(mod, "save", "megatron.core.dist_checkpointing.save", "save", _megatron_dir, is_dir=True)
+
+
 def _s3_url(args, kwargs):
     """boto3's upload_file(Filename, Bucket, Key) / upload_fileobj(Fileobj, Bucket, Key)."""
     bucket = args[2] if len(args) > 2 else kwargs.get("Bucket", kwargs.get("bucket"))
@@ -638,6 +651,7 @@ TARGETS = {
     "torch": patch_torch,
     "torch.distributed.checkpoint": patch_dcp,
     "safetensors.torch": patch_safetensors,
+    "megatron.core.dist_checkpointing.serialization": patch_megatron,
     "transformers.trainer": patch_transformers_trainer,
     "lightning.pytorch.trainer.trainer": patch_lightning_trainer,
     "pytorch_lightning.trainer.trainer": patch_lightning_trainer,
