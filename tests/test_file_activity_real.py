@@ -164,3 +164,57 @@ def test_without_the_capability_the_recording_says_why_and_falls_back(root_only,
     assert "fallback" in src
     assert rep["run"]["windows_from"] != "files"
     assert rec.meta["file_activity"]["source"] == src["file_activity_source"]
+
+
+FORKED_TORCH = r"""
+import json, os, sys, time
+import torch
+root, out = sys.argv[1], sys.argv[2]
+saves = []
+for s in range(3):
+    d = os.path.join(root, f"iter_{s:07d}")
+    os.mkdir(d)  # as Megatron's rank 0 does before the ranks meet: preparation, not the save
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    kids, (rd, wr) = [], os.pipe()
+    for r in range(2):  # Megatron-core's forked writers: a torch.save per tensor, in a child each
+        pid = os.fork()
+        if pid == 0:  # says when it began writing: forking a process that holds torch takes ~70 ms here
+            os.write(wr, time.clock_gettime_ns(time.CLOCK_MONOTONIC).to_bytes(8, "little"))
+            for i in range(10):
+                if i:
+                    time.sleep(0.08)
+                torch.save({"t": torch.full((64, 1024), float(i))}, os.path.join(d, f"__{r}_{i}.pt"))
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    began = min(int.from_bytes(os.read(rd, 8), "little") for _ in kids)
+    os.close(rd), os.close(wr)
+    saves.append({"start_ns": t0, "writing_ns": began, "end_ns": t1, "path": d, "writers": kids})
+    time.sleep(1.5)
+json.dump(saves, open(out, "w"))
+"""
+
+
+def test_forked_torch_save_per_tensor_is_one_checkpoint_per_save(root_only, tmp_path):
+    """The patch marks each forked writer's torch.save (20 a save here, Megatron's were 29): the
+    files say they are one save, which is one checkpoint with the patch's windows joined."""
+    pytest.importorskip("torch", reason="torch is not installed")
+    rec, rep, saves = _record(tmp_path, FORKED_TORCH)
+    patched = rec.events[(rec.events["event"] == "checkpoint_start") & (rec.events["source"] == "patch")]
+    assert len(patched) == 3 * 20  # what the patch alone gave: a window per tensor
+    assert rep["run"]["windows_from"] == "markers+files"
+    rows = [r for r in rep["checkpoints"] if r["kind"] == "save"]
+    anchor = rec.meta["start"]["monotonic_ns"]
+    assert len(rows) == len(saves), [(r["id"], r["path"]) for r in rows]
+    for row, save in zip(rows, saves):
+        # the writers' time: from the first child's start to the parent's wait returning (the fork
+        # before it writes no file and makes no call: nothing the kernel or the patch can see)
+        writing = {**save, "start_ns": save["writing_ns"]}
+        print(
+            f"{row['path']}: {_cover(row, writing, anchor):.1%} of the writers' time, {_cover(row, save, anchor):.1%} of the save's"
+        )
+        assert _cover(row, writing, anchor) >= MIN_COVER, (row["start_s"], row["app_end_s"], save)
+        assert row["bytes_app"] == _size(save["path"])
+        assert sorted(w["pid"] for w in row["writers"] if w["files"]) == sorted(save["writers"])
