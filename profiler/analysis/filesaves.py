@@ -341,8 +341,11 @@ def _one(ms: list[dict], ss: list[dict]) -> dict:
         "seen_by": sorted({"files", str(m["source"])}),
     }
     inside = bool(m.get("path")) and os.path.normpath(os.path.abspath(m["path"])).startswith(s["path"] + os.sep)
-    if not m.get("path") or (s["own_folder"] and inside):
-        out["path"] = s["path"]  # a save's own folder, not the one file of it a call named (common.pt)
+    # a save's own folder, not the one file of it a call named (common.pt); a patched call naming no
+    # path (a forked writer's torch.save into an open stream) takes the files' — a window the program
+    # marked itself keeps the path it gave, or none (its nested calls name the files)
+    if (not m.get("path") and m["source"] == "patch") or (s["own_folder"] and inside):
+        out["path"] = s["path"]
     if out["step"] is None:
         out["step"] = s["step"]
     return out
