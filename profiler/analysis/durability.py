@@ -2,7 +2,8 @@
 devices' totals.
 
 The recorder's file tracker (ckprof.record.filetracker) asks cachestat(2) about each file a save
-named until none of its pages is dirty or under writeback, and writes one event per file, with the
+named, or the recorded tree was seen writing (file activity: a save no call named, written by a
+forked process or native threads), until none of its pages is dirty or under writeback, and writes one event per file, with the
 statfs(2) f_type of the file system behind it (`fs_magic`, ckprof.record.fskind). What "no dirty
 page" means depends on that file system, so the verdict is one rule over both (`durable_end`):
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ckprof.record.filetracker import FILE_ACTIVITY_ID
 from ckprof.record.fskind import kind_of
 
 FILE_EVENTS = (
@@ -211,6 +213,23 @@ def _object_store(w: dict, fe: FileEvidence, ids, end: dict, out: dict) -> dict:
     return out
 
 
+def _written_files(w: dict, fe: FileEvidence, known: set) -> list[dict]:
+    """File events for the files a file-level save wrote (w["files"], analysis/filesaves.py) that
+    no call of it named: the tracker watched them from their `file_activity` burst (whoever wrote
+    them: a forked writer, a native thread). Per file the first event whose first look came after
+    the file's burst began (a later one is a later save's)."""
+    out = []
+    seen = fe.by_id.get(FILE_ACTIVITY_ID, [])
+    for f in w.get("files") or ():
+        path = f.get("path") if isinstance(f, dict) else None
+        if not path or path in known:
+            continue
+        after = [e for e in seen if e.get("path") == path and (e.get("first_poll_ns") or 0) >= f.get("start_ns", 0)]
+        if after:
+            out.append(min(after, key=lambda e: e["first_poll_ns"]))
+    return out
+
+
 def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     """{durable, durable_end_ns, durable_at_return, pending_bytes_at_return, durable_where,
     file_system, durable_basis}: the one durability rule (module docstring)."""
@@ -241,6 +260,7 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
             if not (f["event"] == "file_gone_before_poll" and f.get("path") in moved)
         }.values()
     )
+    files += _written_files(w, fe, {f.get("path") for f in files})
     storage = storage_of(w, files)
     out["file_system"] = storage.file_system
 

@@ -4,10 +4,11 @@ The recorder learns a checkpoint's path from events.jsonl, the channel every mar
 writes to (docs/architecture.md): a thread reads the lines appended since its last look (each
 sampling period while files wait for their pages; else it sleeps until events.jsonl is written to,
 ckprof.record.filewatch, or where inotify is not to be had at most 10 times a second), and only
-looks closely at `checkpoint_end` lines (a save's files are complete then).
+looks closely at `checkpoint_end` and `file_activity` lines (a save's, a burst's files are complete then).
 For each file under the path (a directory is walked: DCP, Hugging Face; or the `files` the
-patch listed as written by the save) it looks (ckprof.record.pagecache.look: open, cachestat(2),
-close) until the file has no dirty and no writeback pages.
+patch listed as written by the save; or each file a `file_activity` burst of the recorded tree
+wrote, whoever wrote it, under the id `file_activity`) it looks (ckprof.record.pagecache.look:
+open, cachestat(2), close) until the file has no dirty and no writeback pages.
 
 Measuring must not change what is measured: no descriptor is held on a user's file between looks.
 One held open keeps an unlinked inode alive, and a retention script's unlink + sync(2) then writes
@@ -63,6 +64,9 @@ from . import fskind, pagecache
 from .clock import nap
 from .eventtail import EventTail
 from .filewatch import FileWatch
+
+FILE_ACTIVITY_ID = "file_activity"  # the id of file events for files the file activity named
+_WRITE_OPS = {"create", "modify", "close_write", "rename"}
 
 
 @dataclass(slots=True)
@@ -191,10 +195,12 @@ class FileTracker:
         return int(self._looks)
 
     def tick(self, every_file: bool = False) -> None:
-        for ev in self._events.new_events(containing=(b'"checkpoint_end"', b'"renamed_to"')):
+        for ev in self._events.new_events(containing=(b'"checkpoint_end"', b'"renamed_to"', b'"file_activity"')):
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 if not _URL.match(str(ev["path"])):  # an object (s3://...): no local file to look for
                     self._add(ev)
+            elif ev.get("event") == "file_activity":
+                self._add_written(ev.get("files"))
             elif ev.get("event") == "checkpoint_extend" and ev.get("renamed_to") and ev.get("path"):
                 # the save's file (or folder) moved to its final name (write to a temporary name, then rename)
                 self._renamed(str(ev["path"]), str(ev["renamed_to"]), str(ev.get("id")))
@@ -216,6 +222,20 @@ class FileTracker:
             self._looks -= 1
             if not self._poll(f):
                 (self._gone if f.gone_ns is not None else self._pending).append(f)
+
+    def _add_written(self, entries) -> None:
+        """The files a burst of the recorded tree wrote (record/fileactivity.py: whoever wrote them,
+        forked writers and native threads included), under FILE_ACTIVITY_ID: the analysis gives each
+        to the file-level save holding it. A file already waiting is not added twice."""
+        waiting = {f.path for f in (*self._pending, *self._gone)}
+        for e in entries if isinstance(entries, list) else ():
+            ops = set(e.get("ops") or ())
+            path = str(e.get("path") or "")
+            if not path or e.get("dir") or "delete" in ops or not _WRITE_OPS & ops or path in waiting:
+                continue
+            if os.path.isfile(path):  # else gone again (a temporary name renamed): nothing to watch
+                self._add({"path": path, "id": FILE_ACTIVITY_ID})
+                waiting.add(path)
 
     def _renamed(self, old: str, new: str, cid: str) -> None:
         """Follow waiting files to their new name; a file not waiting (or not seen yet) is added."""
