@@ -340,15 +340,26 @@ def _one(ms: list[dict], ss: list[dict]) -> dict:
         "file_window": s["file_window"],
         "seen_by": sorted({"files", str(m["source"])}),
     }
-    inside = bool(m.get("path")) and os.path.normpath(os.path.abspath(m["path"])).startswith(s["path"] + os.sep)
     # a save's own folder, not the one file of it a call named (common.pt); a patched call naming no
     # path (a forked writer's torch.save into an open stream) takes the files' — a window the program
     # marked itself keeps the path it gave, or none (its nested calls name the files)
-    if (not m.get("path") and m["source"] == "patch") or (s["own_folder"] and inside):
+    if (not m.get("path") and m["source"] == "patch") or (s["own_folder"] and _names_a_part(m, s)):
         out["path"] = s["path"]
     if out["step"] is None:
         out["step"] = s["step"]
     return out
+
+
+def _names_a_part(m: dict, s: dict) -> bool:
+    """The call named a file or folder inside the save's folder, and the save wrote files beyond it
+    (Megatron's torch.save of common.pt among the writers' .distcp files; a folder made for one
+    file keeps the file's path)."""
+    if not m.get("path"):
+        return False
+    mp = os.path.normpath(os.path.abspath(m["path"]))
+    if not mp.startswith(s["path"] + os.sep):
+        return False
+    return any(f["path"] != mp and not f["path"].startswith(mp + os.sep) for f in s["files"])
 
 
 def _merged_markers(ms: list[dict]) -> dict:
