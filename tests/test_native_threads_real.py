@@ -87,11 +87,11 @@ json.dump(saves, open(out, "w"))
 """
 
 
-def test_native_threads_write_one_checkpoint_per_save(loop_ext4, tmp_path):
+def record_native(tmp_path, mnt):
+    """Build the native writer, run the script under `ckprof record --path mnt`: (rec, report, saves)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler (cc/gcc) to build the native writer")
-    lp, mnt = loop_ext4
     (tmp_path / "writer.c").write_text(WRITER_C)
     so = tmp_path / "libwriter.so"
     subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", "-o", str(so), str(tmp_path / "writer.c")], check=True)
@@ -103,7 +103,18 @@ def test_native_threads_write_one_checkpoint_per_save(loop_ext4, tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     rec = ckprof.load(str(out))
-    rep, saves = analyze(rec).report, json.loads(saves_json.read_text())
+    return rec, analyze(rec).report, json.loads(saves_json.read_text())
+
+
+def test_native_threads_write_one_checkpoint_per_save(loop_ext4, tmp_path):
+    _, mnt = loop_ext4
+    rec, rep, saves = record_native(tmp_path, mnt)
+    failed = check_native(rec, rep, saves)
+    assert not failed, failed
+
+
+def check_native(rec, rep, saves) -> list[str]:
+    """Print each figure; the checks that failed (module docstring)."""
     anchor = rec.meta["start"]["monotonic_ns"]
     rows = [c for c in rep["checkpoints"] if c["kind"] == "save"]
     print()
@@ -132,6 +143,6 @@ def test_native_threads_write_one_checkpoint_per_save(loop_ext4, tmp_path):
         who = [(w["pid"], w["bytes"]) for w in row["writers"] or []]
         if who != [(s["pid"], s["bytes"])]:
             failed.append(f"{row['id']}: writers {who}, the script's process {s['pid']} wrote {s['bytes']} B")
-        if row["durable"] is not True:  # fsync'd inside the call, on ext4 over a block device
+        if row["durable"] is not True:  # fsync'd inside the call, on a file system over block devices
             failed.append(f"{row['id']}: durable {row['durable']} ({row['durable_basis']})")
-    assert not failed, failed
+    return failed
