@@ -254,7 +254,12 @@ def _split_stream(s: dict, ms: list[dict]) -> list[dict]:
         started = [k for k, m in enumerate(ms) if m["start_ns"] - slack <= b["start_ns"]] or [0]
         named = [k for k in started if _names(ms[k], b["path"])]
         by_call.setdefault(max(named or started, key=lambda k: ms[k]["start_ns"]), []).append(b)
-    return [{**_save(n, key, bs, procs), "id": f"files:{n}.{k + 1}"} for k, bs in sorted(by_call.items())]
+    # each piece is its call's: it joins that call alone (a marked window holding the stream's
+    # folder would otherwise take the next call's piece too, when the two are within JOIN_SLACK_S)
+    return [
+        {**_save(n, key, bs, procs), "id": f"files:{n}.{k + 1}", "call_id": ms[k]["id"]}
+        for k, bs in sorted(by_call.items())
+    ]
 
 
 def _names(m: dict, path: str) -> bool:
@@ -304,7 +309,7 @@ def join(marked: list[dict], saves: list[dict]) -> list[dict]:
 
     for i, m in enumerate(marked):
         for j, s in enumerate(saves):
-            if _related(m, s):
+            if _related(m, s) and s.get("call_id") in (None, m["id"]):
                 parent[find(i)] = find(len(marked) + j)
     comps: dict[int, tuple[list, list]] = {}
     for i in range(len(marked) + len(saves)):
