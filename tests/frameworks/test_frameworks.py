@@ -56,7 +56,7 @@ class Run:
         self.rec, self.rep, self.saves, self.device = rec, rep, saves, device
 
 
-def record_script(loop_ext4, tmp_path, script: str, *args, name: str, launcher=None) -> Run:
+def record_script(loop_ext4, tmp_path, script: str, *args, name: str, launcher=None, record_opts=()) -> Run:
     lp, mnt = loop_ext4
     saves_json, out, rep_json = tmp_path / f"{name}.saves.json", tmp_path / f"rec-{name}", tmp_path / f"{name}.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
@@ -67,7 +67,19 @@ def record_script(loop_ext4, tmp_path, script: str, *args, name: str, launcher=N
     cmd = ["sh", "-c", '"$@"; rc=$?; sync; sleep 0.3; exit $rc', "sh", *cmd]
     t0 = time.monotonic()
     r = ckprof_cmd(
-        "record", "-q", "--interval", INTERVAL, "-o", str(out), "--path", str(mnt), "--", *cmd, env=env, timeout=280
+        "record",
+        "-q",
+        *record_opts,
+        "--interval",
+        INTERVAL,
+        "-o",
+        str(out),
+        "--path",
+        str(mnt),
+        "--",
+        *cmd,
+        env=env,
+        timeout=280,
     )
     assert r.returncode == 0, f"{' '.join(cmd)}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     print(f"\n{script} {' '.join(args)}: recorded in {time.monotonic() - t0:.1f} s")

@@ -13,6 +13,8 @@ covering 1-4 % of its save. The test asks, from `ckprof report --format json`:
   * its writers[] name the processes that wrote the .distcp files — the forked writers, not (only)
     the ranks — each with its pid, comm and bytes, and their bytes add up to the checkpoint's;
 and every figure of the frameworks tier (tests/frameworks/test_frameworks.py check_figures).
+Twice: with the patch (dist_checkpointing.save wrapped: the window starts at the call), and with
+--no-patch (the kernel's file activity alone: no code in the writer).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 INSTALL = "pip install -e '.[frameworks]' torch==2.13.0 (.ci/run does)"
 
 
-def test_megatron_async_dist_checkpointing(loop_ext4, tmp_path):
+@pytest.mark.parametrize("patch", ["patched", "no-patch"])
+def test_megatron_async_dist_checkpointing(loop_ext4, tmp_path, patch):
     need("torch")
     pytest.importorskip("megatron.core.dist_checkpointing", reason=f"megatron-core is not installed: {INSTALL}")
     import torch.distributed as dist
@@ -38,7 +41,9 @@ def test_megatron_async_dist_checkpointing(loop_ext4, tmp_path):
         pytest.skip("this torch has no torch.distributed with gloo")
     torchrun = Path(sys.executable).parent / "torchrun"
     launcher = [str(torchrun), "--standalone", "--nproc-per-node", "2"] if torchrun.exists() else None
-    run = record_script(loop_ext4, tmp_path, "megatron_save.py", name="megatron", launcher=launcher)
+    # no-patch: the kernel's file activity alone (no code in the writer, no call wrapped)
+    opts = ["--no-patch"] if patch == "no-patch" else []
+    run = record_script(loop_ext4, tmp_path, "megatron_save.py", name="megatron", launcher=launcher, record_opts=opts)
     failed = check_figures(run, expect_saves=6, durable_check=False)  # 2 ranks × 3 steps: 3 checkpoints
 
     saves = run.saves["saves"]
