@@ -227,6 +227,9 @@ def _written_files(w: dict, fe: FileEvidence, known: set) -> list[dict]:
         after = [e for e in seen if e.get("path") == path and (e.get("first_poll_ns") or 0) >= f.get("start_ns", 0)]
         if after:
             out.append(min(after, key=lambda e: e["first_poll_ns"]))
+        elif seen:  # the tracker watched written files, not this one: its pages are not known
+            reason = "the file tracker did not look at it (more files written than it watches, or the recording ended)"
+            out.append({"event": "file_untracked", "path": path, "reason": reason, "id": FILE_ACTIVITY_ID})
     return out
 
 

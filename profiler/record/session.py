@@ -217,6 +217,7 @@ def close_session(s: Session, **meta_updates) -> dict:
             "ok": s.recorder.files.reason is None,
             "reason": s.recorder.files.reason,
             "files": s.recorder.files.files_seen,
+            "written_not_watched": s.recorder.files.written_not_watched,
             "cpu_s": round(s.recorder.files.cpu_s, 4),
             "idle_wake": s.recorder.files.idle_wake,
         },

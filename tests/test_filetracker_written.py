@@ -1,0 +1,86 @@
+"""The file tracker watches the files the recorded tree was seen writing (`file_activity` events,
+whoever wrote them: a save no call named), at a bounded rate, each once; the analysis's durability
+says unknown, with the reason, for a file of a save it never looked at."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ckprof.record import filetracker
+from ckprof.record.clock import MonotonicClock
+from ckprof.record.filetracker import FILE_ACTIVITY_ID, FileTracker
+from ckprof.recording.writer import RecordingWriter
+
+
+@pytest.fixture
+def tracker(tmp_path):
+    writer = RecordingWriter(str(tmp_path / "rec"))
+    writer.create({})
+    t = FileTracker(writer, MonotonicClock(), period_s=0.1)
+    if t.reason is not None:
+        pytest.skip(f"no cachestat here: {t.reason}")
+    yield t
+    t._events.close()
+
+
+def _activity(t, paths, ops=("create", "modify", "close_write"), **kw):
+    files = [{"path": str(p), "start_ns": 1, "end_ns": 2, "ops": list(ops), "writers": [1], **kw} for p in paths]
+    t.writer.event({"t_ns": 2, "event": "file_activity", "source": "fanotify", "files": files})
+
+
+def _watched(t) -> list[str]:
+    """Files watched under FILE_ACTIVITY_ID: settled (a file event) or still waiting for their pages."""
+    evs = [json.loads(line) for line in open(t.events_path)]
+    settled = [e["path"] for e in evs if e["event"].startswith("file_") and e.get("id") == FILE_ACTIVITY_ID]
+    return settled + [f.path for f in t._pending if f.cid == FILE_ACTIVITY_ID]
+
+
+def test_written_files_are_watched_at_a_bounded_rate_each_once(tracker, tmp_path, monkeypatch):
+    monkeypatch.setattr(filetracker, "WRITTEN_PER_S", 10)
+    tracker._adds = 1.0  # one first look per tick at 0.1 s: 10 a second
+    paths = []
+    for i in range(5):
+        p = tmp_path / f"f{i}.bin"
+        p.write_bytes(b"x" * 4096)
+        paths.append(p)
+    _activity(tracker, paths)
+    _activity(tracker, paths[:2])  # written again before they were looked at: still once
+    _activity(tracker, [tmp_path / "d"], dir=True)  # a folder, a deletion: nothing to watch
+    _activity(tracker, [tmp_path / "gone.bin"], ops=["delete"])
+    tracker.tick()
+    assert tracker.files_seen == 1  # the rest wait their turn
+    tracker.tick(every_file=True)  # the recording's end: all of them
+    assert tracker.files_seen == 5
+    assert sorted(_watched(tracker)) == sorted(map(str, paths))
+
+
+def test_written_files_beyond_the_bound_are_counted_not_watched(tracker, tmp_path, monkeypatch):
+    monkeypatch.setattr(filetracker, "WRITTEN_MAX", 3)
+    paths = [tmp_path / f"f{i}.bin" for i in range(5)]
+    for p in paths:
+        p.write_bytes(b"x")
+    _activity(tracker, paths)
+    tracker.tick(every_file=True)
+    assert tracker.files_seen == 3 and tracker.written_not_watched == 2
+
+
+def test_a_saves_file_the_tracker_never_looked_at_makes_its_durability_unknown(tmp_path):
+    from recbuild import RecordingBuilder
+
+    import ckprof
+    from ckprof.analysis.analyze import analyze
+
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=5)
+    rb.event("file_tracker", 0.0, source="recorder", ok=True, reason=None, period_s=0.1)
+    rb.event("file_activity_source", 0.0, file_activity_source="fanotify", paths=["/ck"], source="recorder")
+    entry = {"start_ns": rb.ns(1.0), "end_ns": rb.ns(1.2), "ops": ["create", "modify", "close_write"], "writers": [7]}
+    files = [{**entry, "path": f"/ck/step_1/{n}", "size_bytes": 4096} for n in ("a.bin", "b.bin")]
+    rb.event("file_activity", 1.2, source="fanotify", files=files)
+    look = {"id": FILE_ACTIVITY_ID, "bytes": 4096, "first_poll_ns": rb.ns(1.25), "first_poll_pending_bytes": 0}
+    rb.event("file_durable", 1.25, source="recorder", path="/ck/step_1/a.bin", fs_magic=0xEF53, **look)
+    rep = analyze(ckprof.load(rb.finish())).report
+    (c,) = [c for c in rep["checkpoints"] if c["kind"] == "save"]
+    assert c["durable"] is None, c["durable_basis"]
+    assert "/ck/step_1/b.bin could not be watched: the file tracker did not look at it" in c["durable_basis"][0]
