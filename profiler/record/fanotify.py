@@ -22,11 +22,14 @@ import struct
 FAN_CLASS_NOTIF = 0x0
 FAN_CLOEXEC = 0x1
 FAN_NONBLOCK = 0x2
+FAN_UNLIMITED_MARKS = 0x20
 FAN_REPORT_DIR_FID = 0x400
 FAN_REPORT_NAME = 0x800
 FAN_REPORT_DFID_NAME = FAN_REPORT_DIR_FID | FAN_REPORT_NAME
 
 FAN_MARK_ADD = 0x1
+FAN_MARK_DONT_FOLLOW = 0x4
+FAN_MARK_ONLYDIR = 0x8
 FAN_MARK_FILESYSTEM = 0x100
 
 FAN_MODIFY = 0x2
@@ -37,6 +40,7 @@ FAN_CREATE = 0x100
 FAN_DELETE = 0x200
 FAN_Q_OVERFLOW = 0x4000
 FAN_RENAME = 0x10000000
+FAN_EVENT_ON_CHILD = 0x08000000
 FAN_ONDIR = 0x40000000
 
 FAN_EVENT_INFO_TYPE_DFID_NAME = 2
@@ -94,32 +98,62 @@ def _why(call: str, err: int) -> str:
 
 
 class Group:
-    """One fanotify group marking whole file systems; read it with `read()` (non-blocking)."""
+    """One fanotify group; mark what it watches with `mark_directory` (one directory and its
+    immediate children) or `mark_filesystem` (every file of a file system), read it with `read()`
+    (non-blocking)."""
 
     def __init__(self):
         self._libc = _libc()
-        fd = self._libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME, os.O_RDONLY)
+        # FAN_UNLIMITED_MARKS (CAP_SYS_ADMIN, fanotify_init(2)): one inode mark per directory under
+        # the paths, past the per-user limit; and a privileged group: an unprivileged one (Linux
+        # 5.13) "will also not receive the pid that generated the event", which the tree filter needs
+        flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_DFID_NAME | FAN_UNLIMITED_MARKS
+        fd = self._libc.fanotify_init(flags, os.O_RDONLY)
         if fd < 0:
             raise Unavailable(_why("fanotify_init", ctypes.get_errno()))
         self.fd = fd
         self.paired_renames = True
-        self._mounts: list[int] = []
+        self._mounts: dict[int, int] = {}  # st_dev → a descriptor on that file system, for open_by_handle_at
         self._statx = self._libc.statx
-        self._stx_buf = ctypes.create_string_buffer(
-            256
-        )  # struct statx, reused (one reader thread)  # a descriptor on each marked file system's path: for open_by_handle_at
+        self._stx_buf = ctypes.create_string_buffer(256)  # struct statx, reused (one reader thread)
+
+    def _mark(self, flags: int, extra: int, path: str) -> int:
+        """fanotify_mark(2) with this kernel's mask; 0, or the errno."""
+        p = os.fsencode(path)
+        mask = (MASK if self.paired_renames else MASK_BEFORE_RENAME) | extra
+        if self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | flags, mask, AT_FDCWD, p) == 0:
+            return 0
+        err = ctypes.get_errno()
+        if err == 22 and self.paired_renames:  # EINVAL: FAN_RENAME is 5.17
+            self.paired_renames = False
+            return self._mark(flags, extra, path)
+        return err
+
+    def add_filesystem(self, path: str) -> None:
+        """Keep a descriptor on the file system holding the directory `path`: handles of its
+        directories become paths through it (open_by_handle_at(2) takes any file of the file system)."""
+        dev = os.stat(path).st_dev
+        if dev not in self._mounts:
+            self._mounts[dev] = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # O_PATH: EBADF
 
     def mark_filesystem(self, path: str) -> None:
         """Watch the whole file system holding `path` (FAN_MARK_FILESYSTEM: every mount of it)."""
-        p = os.fsencode(path)
-        mask = MASK if self.paired_renames else MASK_BEFORE_RENAME
-        r = self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, AT_FDCWD, p)
-        if r < 0 and ctypes.get_errno() == 22 and self.paired_renames:  # EINVAL: FAN_RENAME is 5.17
-            self.paired_renames = False
-            r = self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK_BEFORE_RENAME, AT_FDCWD, p)
-        if r < 0:
-            raise Unavailable(_why(f"fanotify_mark {path}", ctypes.get_errno()))
-        self._mounts.append(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))  # O_PATH: EBADF
+        err = self._mark(FAN_MARK_FILESYSTEM, 0, path)
+        if err:
+            raise Unavailable(_why(f"fanotify_mark {path}", err))
+        self.add_filesystem(path)
+
+    def mark_directory(self, path: str) -> bool:
+        """Watch one directory: its entries' creation, deletion and renames, and its immediate
+        children's writes and closes (fanotify_mark(2): an inode mark; FAN_EVENT_ON_CHILD for the
+        children's events, FAN_ONDIR for mkdir/rmdir of subdirectories; "events are not generated
+        for children of the subdirectories": each subdirectory needs its own mark). Not following a
+        symbolic link (FAN_MARK_DONT_FOLLOW), not a file (FAN_MARK_ONLYDIR). False when `path` is no
+        longer a directory (gone, or replaced)."""
+        err = self._mark(FAN_MARK_DONT_FOLLOW | FAN_MARK_ONLYDIR, FAN_EVENT_ON_CHILD, path)
+        if err in (0, 2, 20, 40):  # ENOENT, ENOTDIR, ELOOP (a symbolic link): not a directory now
+            return err == 0
+        raise Unavailable(_why(f"fanotify_mark {path}", err))
 
     def read(self, bufsize: int = 1 << 16) -> bytes:
         """The events queued now (b"" when none)."""
@@ -130,7 +164,7 @@ class Group:
 
     def path_of(self, handle: bytes) -> str | None:
         """The current path of the directory `handle` names, or None (gone, or not ours)."""
-        for m in self._mounts:
+        for m in self._mounts.values():
             fd = self._libc.open_by_handle_at(m, handle, os.O_PATH | os.O_CLOEXEC)
             if fd >= 0:
                 try:
@@ -152,9 +186,9 @@ class Group:
         return size, (sec * 1_000_000_000 + nsec) if mask & STATX_BTIME else None
 
     def close(self) -> None:
-        for fd in (*self._mounts, self.fd):
+        for fd in (*self._mounts.values(), self.fd):
             os.close(fd)
-        self._mounts = []
+        self._mounts = {}
 
 
 def parse(buf: bytes):

@@ -44,9 +44,13 @@ MAX_BIRTH_LEAD_S = 5.0  # a birth time further before its create event was read 
 ACTIVE_S = 2.0  # this long after the tree's last file event, its forks and execs wake the reader
 DRAIN_S = 5.0  # idle, the proc connector's queue is taken this often (8 MiB holds ~100,000 forks)
 QUIET_S = 1.0  # a file with no event for this long has finished its burst: its event is written
+# past this many directories under the paths the file systems are marked instead (each inode mark
+# is kernel memory, and the walk at start-up reads every directory); meta.json says so and why
+MAX_DIR_MARKS = 10_000
 ENV = "CKPROF_FILE_ACTIVITY"
 
 _WRITE = F.FAN_CREATE | F.FAN_MODIFY | F.FAN_CLOSE_WRITE
+_DIR_CHANGES = F.FAN_CREATE | F.FAN_DELETE | F.FAN_MOVED_TO | F.FAN_RENAME
 _OPS = (
     (F.FAN_CREATE, "create"),
     (F.FAN_MODIFY, "modify"),
@@ -58,15 +62,42 @@ _OPS = (
 
 
 class _Burst:
-    __slots__ = ("path", "start_ns", "end_ns", "mask", "writers", "pids", "is_dir", "renamed_from", "n")
+    __slots__ = ("path", "start_ns", "end_ns", "mask", "writers", "pids", "is_dir", "renamed_from", "n", "scanned")
 
     def __init__(self, path: str, t_ns: int, is_dir: bool):
         self.path, self.start_ns, self.end_ns, self.is_dir = path, t_ns, t_ns, is_dir
         self.mask, self.writers, self.pids, self.renamed_from, self.n = 0, set(), set(), None, 0
+        self.scanned = False  # found in a new directory's listing, not by an event
 
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r if r.endswith(os.sep) else r + os.sep) for r in roots)
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _unescape_mountinfo(field: str) -> str:
+    """proc_pid_mountinfo(5) writes space, tab, newline and backslash as octal escapes."""
+    for esc, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(esc, ch)
+    return field
+
+
+def own_file_system(path: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether `path` is where a whole file system is mounted (its mount's root, field 4 of
+    proc_pid_mountinfo(5), is the file system's "/"): a file-system mark then sees only its files."""
+    top = None
+    try:
+        with open(mountinfo) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4 and _unescape_mountinfo(fields[4]) == path:
+                    top = fields[3]  # the last mount on a mount point is the one seen
+    except OSError:
+        return False
+    return top == "/"
 
 
 class FileActivity:
@@ -86,6 +117,9 @@ class FileActivity:
         self._dirs: dict[bytes, str | None] = {}
         self._dir_keep: dict[bytes, tuple[str | None, bool]] = {}
         self._ops: dict[int, list[str]] = {}  # a burst's mask → its ops' names
+        self._scanned: dict[str, tuple[str, str]] = {}  # a path → the key of its burst found by a scan
+        self.dir_marks = 0  # directories marked (less those deleted)
+        self.fs_marked: dict[str, str] = {}  # a root → why its whole file system is marked
         self._procs: set[int] = set()
         self._mine_ns = -(1 << 62)  # when the tree's events were last read
         self._offset_ns: int | None = None
@@ -100,8 +134,7 @@ class FileActivity:
         else:
             try:
                 self.group = F.Group()
-                for r in self.roots:
-                    self.group.mark_filesystem(r if os.path.isdir(r) else os.path.dirname(r))
+                self._mark_paths()
             except (F.Unavailable, OSError) as e:
                 self.source = f"none: {e}"
                 if self.group is not None:
@@ -114,6 +147,7 @@ class FileActivity:
             self.tree = ProcTree()
             ev["process_tree"] = self.tree.basis
             ev["paired_renames"] = self.group.paired_renames
+            ev["marks"] = self._marks()
             self._thread = threading.Thread(target=self._run, name="ckprof-fileactivity", daemon=True)
             self._thread.start()
         else:
@@ -144,9 +178,134 @@ class FileActivity:
                 events_in_tree=self.events_kept,
                 files=self.files,
                 queue_overflows=self.overflows,
+                marks=self._marks(),
                 cpu_s=round(self.cpu_s, 4),
             )
         return meta
+
+    # -- what is marked ---------------------------------------------------------------------
+    # Each directory under a --path gets an inode mark (Group.mark_directory): only events on the
+    # recorded paths reach the reader, where a file-system mark woke it for every write anywhere
+    # on the file system and the pid filter ran in user space. A directory created later is marked
+    # when its FAN_CREATE|FAN_ONDIR event is read, and then listed: entries made in it before its
+    # mark (within the reader's latency) are in the listing, entries made after it give events (the
+    # mark is added before the listing is read; both is harmless). A --path that is a whole file
+    # system's mount point, or more than MAX_DIR_MARKS directories: the file system is marked instead (meta.json `marks` says which and why).
+    def _mark_paths(self) -> None:
+        for r in self.roots:
+            if os.path.isdir(r) and own_file_system(r):
+                self.group.mark_filesystem(r)
+                self.fs_marked[r] = "the path is a file system's own mount: the same events, one mark"
+        try:
+            for r in self.roots:
+                if r not in self.fs_marked:
+                    self._mark_root(r, scan_ns=None)
+        except _TooMany as e:
+            self._to_filesystem(str(e))
+
+    def _to_filesystem(self, why: str) -> None:
+        for r in self.roots:
+            if r not in self.fs_marked:
+                self.group.mark_filesystem(self._existing(r))
+                self.fs_marked[r] = why
+
+    @staticmethod
+    def _existing(path: str) -> str:
+        """`path` if it is a directory, else its nearest ancestor that is."""
+        while not os.path.isdir(path):
+            path = os.path.dirname(path)
+        return path
+
+    def _mark_root(self, root: str, scan_ns: int | None) -> None:
+        """Mark `root` and every directory under it; or, while it is not a directory (not made
+        yet, or a file), its nearest existing ancestor, to see the next step towards it made."""
+        base = self._existing(root)
+        self.group.add_filesystem(base)
+        if base != root:
+            self._mark_one(base)
+        else:
+            self._mark_tree(root, scan_ns)
+
+    def _mark_one(self, d: str) -> bool:
+        if self.dir_marks >= MAX_DIR_MARKS:
+            raise _TooMany(f"more than {MAX_DIR_MARKS} directories under the paths")
+        if not self.group.mark_directory(d):
+            return False
+        self.dir_marks += 1
+        return True
+
+    def _mark_tree(self, top: str, scan_ns: int | None) -> None:
+        """Mark `top` and the directories under it, each before it is listed; with `scan_ns`, the
+        entries listed are new (made in a new directory before its mark): each is a burst begun then."""
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            if _under(d, self.exclude) or not self._mark_one(d):
+                continue
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        try:
+                            is_dir = e.is_dir(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if is_dir:
+                            stack.append(e.path)
+                        if scan_ns is not None and not _under(e.path, self.exclude):
+                            self._add_scanned(e.path, scan_ns, is_dir)
+            except OSError:
+                continue
+
+    def _add_scanned(self, path: str, t_ns: int, is_dir: bool) -> None:
+        if path in self._scanned:
+            return
+        b = _Burst(path, t_ns, is_dir)
+        b.mask, b.scanned = F.FAN_CREATE, True
+        self._scanned[path] = key = ("scan", path)
+        self._bursts[key] = b
+
+    def _dir_changed(self, mask: int, pid: int, recs, t_ns: int) -> None:
+        """A directory made, moved in or deleted in a marked directory: mark a new one under the
+        paths (listing it), or one on the way to a path not made yet; count a deleted one out."""
+        if mask & F.FAN_RENAME:
+            rec = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME), None)
+            if rec is None:
+                return
+        else:
+            rec = recs[0]
+        d = self._dir(rec[1])
+        if d is None or not rec[2]:
+            return
+        path = d + "/" + rec[2].decode("utf-8", "surrogateescape")
+        if _under(path, self.exclude):
+            return
+        roots = [r for r in self.roots if r not in self.fs_marked]
+        if mask & F.FAN_DELETE:
+            if any(_under(path, (r,)) for r in roots):
+                self.dir_marks = max(0, self.dir_marks - 1)  # its mark went with its inode
+            return
+        # made by the tree: what was made in it before its mark is the tree's too
+        scan_ns = t_ns if mask & F.FAN_CREATE and self.tree.contains(pid) else None
+        try:
+            for r in roots:
+                if _under(path, (r,)):
+                    self._mark_tree(path, scan_ns)
+                    return
+            for r in roots:
+                if _under(r, (path,)):
+                    self._mark_root(r, scan_ns)
+        except (_TooMany, F.Unavailable) as e:
+            why = f"{e} (while recording: events before the file-system mark were missed)"
+            try:
+                self._to_filesystem(why)
+            except (F.Unavailable, OSError) as e2:
+                self.fs_marked.update((r, f"{why}; the file-system mark failed too: {e2}") for r in self.roots)
+
+    def _marks(self) -> dict:
+        out: dict = {"directories": self.dir_marks}
+        if self.fs_marked:
+            out["file_systems"] = [{"path": r, "why": why} for r, why in self.fs_marked.items()]
+        return out
 
     # -- the reader -------------------------------------------------------------------------
     def _run(self) -> None:
@@ -253,6 +412,8 @@ class FileActivity:
                     }
                 )
                 continue
+            if mask & F.FAN_ONDIR and mask & _DIR_CHANGES and recs:  # whoever made it: mark it now
+                self._dir_changed(mask, pid, recs, t_ns)
             if not recs or not contains(pid):
                 continue
             if mask & F.FAN_RENAME:
@@ -268,7 +429,11 @@ class FileActivity:
                 path = self._entry_path(handle, name)
                 if path is None:
                     continue
-                b = bursts[key] = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
+                scan_key = self._scanned.pop(path, None) if self._scanned else None
+                b = bursts.pop(scan_key, None) if scan_key else None  # found by a scan before this event
+                if b is None:
+                    b = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
+                bursts[key] = b
             else:
                 bursts.move_to_end(key)
             self.events_kept += 1
@@ -316,6 +481,8 @@ class FileActivity:
             return
         self.events_kept += 1
         b = self._bursts.pop((old[1], old[2]), None)
+        if b is None and old_path in self._scanned:
+            b = self._bursts.pop(self._scanned.pop(old_path), None)
         if b is None:
             b = _Burst(new_path, t_ns, is_dir)
         b.renamed_from, b.path = b.renamed_from or old_path, new_path
@@ -370,6 +537,11 @@ class FileActivity:
             f["size_unknown"] = why
         if b.renamed_from:
             f["renamed_from"] = b.renamed_from
+        if b.scanned:
+            self._scanned.pop(b.path, None)
+            f["found_by"] = "its new directory's listing (made before the directory was marked)"
+            if not b.writers:
+                f["writers_unknown"] = "written before its directory was marked: no event named the writer"
         self._out.append(f)
 
     def _flush(self) -> None:
