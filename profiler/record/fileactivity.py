@@ -50,6 +50,8 @@ MAX_DIR_MARKS = 10_000
 ENV = "CKPROF_FILE_ACTIVITY"
 
 _WRITE = F.FAN_CREATE | F.FAN_MODIFY | F.FAN_CLOSE_WRITE
+_ENDS = F.FAN_DELETE | F.FAN_MOVED_FROM | F.FAN_CLOSE_WRITE  # what ends a file's burst
+_NONE, _ALL, _EACH = 0, 1, 2  # which entries of a directory may be kept
 _DIR_CHANGES = F.FAN_CREATE | F.FAN_DELETE | F.FAN_MOVED_TO | F.FAN_RENAME
 _OPS = (
     (F.FAN_CREATE, "create"),
@@ -115,7 +117,7 @@ class FileActivity:
         # (directory handle, name) → its open burst, the longest quiet first (moved to the end on each event)
         self._bursts: OrderedDict[tuple[bytes, bytes], _Burst] = OrderedDict()
         self._dirs: dict[bytes, str | None] = {}
-        self._dir_keep: dict[bytes, tuple[str | None, bool]] = {}
+        self._dir_keep: dict[bytes, tuple[str | None, int]] = {}  # handle → (path, _NONE/_ALL/_EACH)
         self._ops: dict[int, list[str]] = {}  # a burst's mask → its ops' names
         self._scanned: dict[str, tuple[str, str]] = {}  # a path → the key of its burst found by a scan
         self.dir_marks = 0  # directories marked (less those deleted)
@@ -388,13 +390,18 @@ class FileActivity:
             d, keep = self._dir_keep[handle]
         except KeyError:
             d = self._dir(handle)
-            # entries of a directory under a root, or of a root or its parent, may be kept
-            keep = d is not None and any(_under(d, (r,)) or _under(r, (d,)) for r in self.roots)
+            keep = _NONE
+            if d is None or _under(d, self.exclude):
+                pass
+            elif _under(d, self.roots) and not any(_under(e, (d,)) for e in self.exclude):
+                keep = _ALL  # under a root, no excluded path below: every entry is kept
+            elif any(_under(r, (d,)) for r in self.roots):
+                keep = _EACH  # a root's parent, or an excluded path below: entry by entry
             self._dir_keep[handle] = (d, keep)
-        if not keep:
+        if keep == _NONE:
             return None
         path = d if name in (b"", b".") else d + "/" + name.decode("utf-8", "surrogateescape")
-        return path if self._keep(path) else None
+        return path if keep == _ALL or self._keep(path) else None
 
     def _take(self, buf: bytes, t_ns: int) -> int:
         self._offset_ns = None
@@ -433,15 +440,19 @@ class FileActivity:
                 b = bursts.pop(scan_key, None) if scan_key else None  # found by a scan before this event
                 if b is None:
                     b = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
-                bursts[key] = b
+                if not mask & _ENDS:
+                    bursts[key] = b
+            elif mask & _ENDS:
+                del bursts[key]
             else:
                 bursts.move_to_end(key)
             self.events_kept += 1
             self._note(b, mask, pid, t_ns)
-            if mask & (F.FAN_DELETE | F.FAN_MOVED_FROM | F.FAN_CLOSE_WRITE):
+            if mask & _ENDS:
                 # a close for writing ends the burst (its size is the one the writer left: each of
-                # a loop's saves of one file is its own burst); so does a deletion
-                self._write(self._bursts.pop(key), deleted=bool(mask & F.FAN_DELETE))
+                # a loop's saves of one file is its own burst); so does a deletion. A small file
+                # written at once is one event (the kernel merged its create, writes and close)
+                self._write(b, deleted=bool(mask & F.FAN_DELETE))
         self.events_read += n
         return n
 
