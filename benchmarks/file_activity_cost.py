@@ -20,7 +20,12 @@ per second of recording, in % of one core. The source's own thread (meta.json
 merging) and how many were the recorded tree's: it is the precise figure, the process's on − off is
 within what start-up varies by (±1.5 % of a core at 10 s here). Needs root (fanotify, CAP_SYS_ADMIN).
 
+With --baseline-python PY (an interpreter whose `ckprof` is another version, e.g. another
+checkout's virtual env), each round also records with the source on under PY, in alternating
+order: the code before a change and after it, measured in the same run.
+
     sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
+        [--baseline-python OTHER/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -75,12 +80,12 @@ print(f"{n / (time.monotonic() - t0):.0f}", flush=True)
 """
 
 
-def record(root: str, out: str, cmd: list[str], on: bool) -> tuple[dict, str]:
+def record(root: str, out: str, cmd: list[str], on: bool, python: str = sys.executable) -> tuple[dict, str]:
     env = dict(os.environ)
     if not on:
         env["CKPROF_FILE_ACTIVITY"] = "off"
     r = subprocess.run(
-        [sys.executable, "-m", "ckprof", "record", "-q", "--force", "-o", out, "--path", root, "--", *cmd],
+        [python, "-m", "ckprof", "record", "-q", "--force", "-o", out, "--path", root, "--", *cmd],
         capture_output=True,
         text=True,
         env=env,
@@ -96,6 +101,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=10000.0, help="kernel file events per second offered")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--baseline-python", help="also record with the source on under this interpreter's ckprof")
     ap.add_argument("--cases", nargs="+", default=["idle", "files", "writes"], choices=["idle", "files", "writes"])
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -113,20 +119,26 @@ def main() -> None:
         }
         for case in a.cases:
             cmd = cases[case]
-            cpu = {True: [], False: []}
+            cpu = {True: [], False: [], "baseline": []}
+            thread = {True: [], "baseline": []}  # the source thread's own CPU, % of a core
+            runs = [(True, sys.executable), (False, sys.executable)]
+            if a.baseline_python:
+                runs.append(("baseline", a.baseline_python))
             for k in range(a.rounds):
-                for on in (True, False) if k % 2 == 0 else (False, True):
+                for on, python in runs if k % 2 == 0 else runs[::-1]:
                     root = os.path.join(tmp, "ckpt")
                     os.makedirs(root, exist_ok=True)
-                    meta, said = record(root, os.path.join(tmp, "rec"), cmd(root), on)
+                    meta, said = record(root, os.path.join(tmp, "rec"), cmd(root), bool(on), python)
                     shutil.rmtree(root)
                     span = (meta["end"]["monotonic_ns"] - meta["start"]["monotonic_ns"]) / 1e9
                     cpu[on].append(meta["recorder_cpu_s"]["process"] / span)
                     fa = meta.get("file_activity") or {}
                     extra = f", generator offered {said} events/s" if said else ""
                     if on:
+                        thread[on].append(100 * fa.get("cpu_s", 0) / span)
+                        label = "on " if on is True else "baseline on"
                         print(
-                            f"{case} round {k + 1} on : process {100 * cpu[on][-1]:.3f} % of a core; "
+                            f"{case} round {k + 1} {label}: process {100 * cpu[on][-1]:.3f} % of a core; "
                             f"source thread {100 * fa.get('cpu_s', 0) / span:.3f} %; read {fa.get('events_read')} "
                             f"kernel events, {fa.get('events_in_tree')} the tree's, {fa.get('files')} file bursts{extra}"
                         )
@@ -135,8 +147,16 @@ def main() -> None:
             on_m, off_m = statistics.median(cpu[True]), statistics.median(cpu[False])
             print(
                 f"== {case}: extra CPU with the source {100 * (on_m - off_m):+.3f} % of a core "
-                f"(medians: on {100 * on_m:.3f} %, off {100 * off_m:.3f} %; ratio {on_m / off_m:.2f}×)\n"
+                f"(medians: on {100 * on_m:.3f} %, off {100 * off_m:.3f} %; ratio {on_m / off_m:.2f}×)"
             )
+            print(f"   source thread: median {statistics.median(thread[True]):.3f} % of a core")
+            if cpu["baseline"]:
+                base_m = statistics.median(cpu["baseline"])
+                print(
+                    f"   baseline ({a.baseline_python}): extra CPU {100 * (base_m - off_m):+.3f} % of a core, "
+                    f"source thread median {statistics.median(thread['baseline']):.3f} %"
+                )
+            print()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
