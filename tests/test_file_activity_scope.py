@@ -115,6 +115,30 @@ def test_a_directory_made_and_filled_at_once_gives_every_file(root_only, tmp_pat
     _check_every_file(str(root), files)
 
 
+REMAKE_ROOT = r"""
+import os, shutil, sys, time
+root = sys.argv[1]
+time.sleep(0.3)
+shutil.rmtree(root)  # a script that starts from an empty output folder
+time.sleep(0.3)
+os.mkdir(root)
+time.sleep(0.3)
+with open(os.path.join(root, "model.bin"), "wb") as f:
+    f.write(b"m" * 4096)
+"""
+
+
+def test_a_path_deleted_and_made_again_is_still_watched(root_only, tmp_path):
+    root = tmp_path / "ckpt"
+    (root / "old").mkdir(parents=True)
+    (root / "old" / "stale.bin").write_bytes(b"s")
+    fa, files = _record(tmp_path, root, REMAKE_ROOT)
+    print(fa, files)
+    assert "file_systems" not in fa["marks"]
+    model = [f for f in files if f["path"] == str(root / "model.bin")]
+    assert [(f["size_bytes"], f["writers"] != []) for f in model] == [(4096, True)], files
+
+
 REPLACE_FILE = r"""
 import os, sys, time
 path = sys.argv[1]

@@ -38,6 +38,8 @@ FAN_MOVED_FROM = 0x40
 FAN_MOVED_TO = 0x80
 FAN_CREATE = 0x100
 FAN_DELETE = 0x200
+FAN_DELETE_SELF = 0x400
+FAN_MOVE_SELF = 0x800
 FAN_Q_OVERFLOW = 0x4000
 FAN_RENAME = 0x10000000
 FAN_EVENT_ON_CHILD = 0x08000000
@@ -58,6 +60,7 @@ _STATX_MASK = STATX_SIZE | STATX_BTIME
 # what a save does to its files; FAN_RENAME (5.17) pairs a rename's two names, older kernels get
 # FAN_MOVED_FROM / FAN_MOVED_TO apart
 MASK = FAN_CREATE | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_DELETE | FAN_RENAME | FAN_ONDIR
+_SELF = FAN_DELETE_SELF | FAN_MOVE_SELF
 MASK_BEFORE_RENAME = FAN_CREATE | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_ONDIR
 
 _META = struct.Struct("=IBBHQii")  # struct fanotify_event_metadata (24 bytes)
@@ -150,7 +153,8 @@ class Group:
         for children of the subdirectories": each subdirectory needs its own mark). Not following a
         symbolic link (FAN_MARK_DONT_FOLLOW), not a file (FAN_MARK_ONLYDIR). False when `path` is no
         longer a directory (gone, or replaced)."""
-        err = self._mark(FAN_MARK_DONT_FOLLOW | FAN_MARK_ONLYDIR, FAN_EVENT_ON_CHILD, path)
+        # FAN_DELETE_SELF / FAN_MOVE_SELF (Linux 5.1): the directory itself deleted or moved away
+        err = self._mark(FAN_MARK_DONT_FOLLOW | FAN_MARK_ONLYDIR, FAN_EVENT_ON_CHILD | _SELF, path)
         if err in (0, 2, 20, 40):  # ENOENT, ENOTDIR, ELOOP (a symbolic link): not a directory now
             return err == 0
         raise Unavailable(_why(f"fanotify_mark {path}", err))

@@ -28,8 +28,9 @@ write anywhere on the file system, the pid filter being in user space. A directo
 marked as soon as its creation is read, then listed (the usual recursive-watch race: what was made
 in it before the mark is found by the listing, with no writer named; what comes after gives
 events). A --path that is a whole file system's mount point, or more than MAX_DIR_MARKS
-directories: the file system is marked (meta.json `marks` says why). A --path deleted and made
-again is not seen again (its parent is not marked).
+directories: the file system is marked (meta.json `marks` says why). A --path deleted or moved
+away (FAN_DELETE_SELF, FAN_MOVE_SELF on its mark) has its nearest existing ancestor marked, so
+that it is marked again when it is made again.
 
 Cost (benchmarks/file_activity_cost.py, this thread's CPU, a loaded 2-core VM, docs/architecture.md
 has the runs): idle 0.01-0.02 % of a core; 10,000 write(2) a second into 8 files ~1.4 %; new small
@@ -68,6 +69,7 @@ ENV = "CKPROF_FILE_ACTIVITY"
 _WRITE = F.FAN_CREATE | F.FAN_MODIFY | F.FAN_CLOSE_WRITE
 _ENDS = F.FAN_DELETE | F.FAN_MOVED_FROM | F.FAN_CLOSE_WRITE  # what ends a file's burst
 _NONE, _ALL, _EACH = 0, 1, 2  # which entries of a directory may be kept
+_SELF = F.FAN_DELETE_SELF | F.FAN_MOVE_SELF
 _DIR_CHANGES = F.FAN_CREATE | F.FAN_DELETE | F.FAN_MOVED_TO | F.FAN_RENAME
 _OPS = (
     (F.FAN_CREATE, "create"),
@@ -313,11 +315,24 @@ class FileActivity:
                 if _under(r, (path,)):
                     self._mark_root(r, scan_ns)
         except (_TooMany, F.Unavailable) as e:
-            why = f"{e} (while recording: events before the file-system mark were missed)"
-            try:
-                self._to_filesystem(why)
-            except (F.Unavailable, OSError) as e2:
-                self.fs_marked.update((r, f"{why}; the file-system mark failed too: {e2}") for r in self.roots)
+            self._fall_back(e)
+
+    def _root_gone(self, t_ns: int) -> None:
+        """A --path deleted or moved away took its mark with it: mark its nearest existing
+        ancestor, to see it made again (then it is marked and listed as a new directory is)."""
+        try:
+            for r in self.roots:
+                if r not in self.fs_marked and not os.path.isdir(r):
+                    self._mark_root(r, scan_ns=None)
+        except (_TooMany, F.Unavailable) as e:
+            self._fall_back(e)
+
+    def _fall_back(self, e: Exception) -> None:
+        why = f"{e} (while recording: events before the file-system mark were missed)"
+        try:
+            self._to_filesystem(why)
+        except (F.Unavailable, OSError) as e2:
+            self.fs_marked.update((r, f"{why}; the file-system mark failed too: {e2}") for r in self.roots)
 
     def _marks(self) -> dict:
         out: dict = {"directories": self.dir_marks}
@@ -437,6 +452,9 @@ class FileActivity:
                 continue
             if mask & F.FAN_ONDIR and mask & _DIR_CHANGES and recs:  # whoever made it: mark it now
                 self._dir_changed(mask, pid, recs, t_ns)
+            if mask & _SELF:  # a marked directory deleted or moved away: a --path itself?
+                self._root_gone(t_ns)
+                continue
             if not recs or not contains(pid):
                 continue
             if mask & F.FAN_RENAME:
