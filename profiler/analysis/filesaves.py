@@ -19,7 +19,10 @@ native threads). The rule (docs/analysis.md, "Saves from file activity"):
 - a directory renamed after its files were written (HF's `tmp-checkpoint-N` → `checkpoint-N`)
   gives its files their final paths first, and a rename joins the save of its key however long
   after (the fsyncs before a publishing rename make no file event);
-- deletions alone (retention removing an old checkpoint), and renames alone, are no save.
+- deletions alone (retention removing an old checkpoint), and renames alone, are no save; nor is a
+  file made and removed within one burst (a write test, a lock, a scratch file): it left no file;
+  nor a close for writing alone (nothing created, written or renamed: a FIFO a shell echoed
+  into), which only joins a save already open under its key.
 
 The window runs from the first file (or directory) creation or first write to the last write,
 close or rename of its files, as the kernel reported them (each stamped when ckprof read it:
@@ -31,11 +34,14 @@ Joined with marker windows (ckprof.checkpoint, the patch, the workload): a file 
 window are one checkpoint when their times overlap (within JOIN_SLACK_S) and the marker's path is
 the save's directory or file, lies inside it, or holds it, or the marker names no path and the
 file save lies inside its time or the marker's process wrote the save's files (a forked writer's
-torch.save per tensor into its open .distcp stream). The checkpoint keeps the call's id, step, blocking time and path,
-spans both (the call's start to the later of its return and the last file write), and takes the
-bytes from the files when every size is known. It starts at the save's first file instead when
-that came more than JOIN_SLACK_S before the call; a folder made empty before the call does not
-count (the call's preparation).
+torch.save per tensor into its open .distcp stream) — but not a save whose files were all written
+and closed before the call began (each burst begun more than JOIN_SLACK_S before the call, the last
+ended within JOIN_SLACK_S after the call's start: the reader stamps a close late). The checkpoint keeps the
+call's id, step, blocking time and path, spans both (the call's start to the later of its return
+and the last file write); its bytes are those the program stated for a save it marked itself
+(ckprof.checkpoint(bytes=), the workload), else the files' when every size is known, else the
+call's. It starts at the save's first file instead when that came more than JOIN_SLACK_S before the
+call; a folder made empty before the call does not count (the call's preparation).
 """
 
 from __future__ import annotations
@@ -159,11 +165,16 @@ def file_saves(rec) -> list[dict]:
     for b in sorted(bursts, key=lambda b: b["start_ns"]):
         if not _WRITES & set(b["ops"]):
             continue  # deletions alone are no save
+        if {"create", "delete"} <= set(b["ops"]) and not b["dir"]:
+            continue  # made and removed in one burst (a write test, a lock, a scratch file): left no file
         key = _key(b["path"], roots, b["dir"])
         if key is None:
             continue
         g = open_by_key.get(key)
         renamed_only = not {"create", "modify", "close_write"} & set(b["ops"])
+        # opened for writing and closed, nothing created, written or renamed (a FIFO a shell echoed
+        # into: pipe writes make no FAN_MODIFY; a file reopened to fsync it): part of an open save only
+        closed_only = not {"create", "modify", "rename"} & set(b["ops"])
         if g is not None and (
             renamed_only
             or b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9
@@ -171,8 +182,8 @@ def file_saves(rec) -> list[dict]:
         ):
             groups[g][1].append(b)  # a rename publishes what the save wrote, however long its fsyncs took
             continue
-        if renamed_only:
-            continue  # a rename alone (a rotation) is no save
+        if renamed_only or closed_only:
+            continue  # a rename alone (a rotation), or a close alone, is no save
         open_by_key[key] = len(groups)
         groups.append((key, [b]))
     # directories made and nothing written in them (the run's output folder at start-up) are no save
@@ -276,6 +287,11 @@ def _related(m: dict, s: dict) -> bool:
     m_end = m["app_end_ns"] if m["app_end_ns"] is not None else float("inf")
     if m["kind"] != "save" or m["start_ns"] > s["app_end_ns"] + slack or s["start_ns"] > m_end + slack:
         return False
+    if s["app_end_ns"] <= m["start_ns"] + slack and all(b["start_ns"] < m["start_ns"] - slack for b in s["_split"][2]):
+        # every burst began before the call and the last ended by its start (a close is stamped up to
+        # the reader's merge pause late): the program's own file, not the call's (a data file written
+        # just before a save); a small file the call made itself begins after the call's start
+        return False
     mp = m.get("path")
     if not mp:
         # a call naming no path holds the file save, or was made by a process that wrote its files
@@ -338,7 +354,13 @@ def _one(ms: list[dict], ss: list[dict]) -> dict:
         "app_end_ns": None
         if m["app_end_ns"] is None and m.get("ok") is not False
         else max(e for e in ends if e is not None),
-        "bytes_app": s["bytes_app"] if s["bytes_app"] is not None else m["bytes_app"],
+        # the bytes a program stated for the save it marked (ckprof.checkpoint(bytes=), the workload's
+        # shards) are its save's; else the files' sizes (the patch's calls, or no bytes stated)
+        "bytes_app": m["bytes_app"]
+        if m["source"] != "patch" and m["bytes_app"] is not None
+        else s["bytes_app"]
+        if s["bytes_app"] is not None
+        else m["bytes_app"],
         "files": s["files"],
         "writers": s["writers"],
         "bytes_shared": s["bytes_shared"],
