@@ -16,12 +16,15 @@ from ckprof.analysis.jobs import analyze_job
 from ckprof.errors import RecordingError
 from ckprof.recording.job import Job, job_identity
 
-# Two ranks per node; every rank writes its shard inside a checkpoint window.
+# Two ranks per node; every rank writes its shard inside a checkpoint window. The data files for the
+# job's throughput are written beside the recorded --path, not in it: under the file-level rule
+# (docs/analysis.md, "Saves from file activity") 8 MiB the tree writes under --path is a save the
+# kernel saw, and a rank still writing its data while another rank's step 1 began made it part of step 1.
 NODE = """
 import ckprof, os, sys, time, multiprocessing as mp
 def rank(r, delay):
     os.environ["RANK"] = str(r)
-    with open(os.path.join({d!r}, f"data-{{r}}.bin"), "wb") as f:  # device bytes for the job's throughput
+    with open(os.path.join({data!r}, f"data-{{r}}.bin"), "wb") as f:  # device bytes for the job's throughput
         f.write(os.urandom(8 << 20)); f.flush(); os.fsync(f.fileno())
     for step in (1, 2):
         with ckprof.checkpoint(step=step, path={d!r}, bytes=1 << 20):
@@ -34,8 +37,9 @@ if __name__ == "__main__":
 
 
 def start_node(tmp_path, job, name, node, delay, extra=()):
-    script = tmp_path / "node.py"
-    script.write_text(NODE.format(d=str(tmp_path)))
+    script, ckpt = tmp_path / "node.py", tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    script.write_text(NODE.format(d=str(ckpt), data=str(tmp_path)))
     env = dict(os.environ, SLURM_JOB_ID="4242", SLURM_NODEID=str(node))
     return subprocess.Popen(
         [
@@ -47,7 +51,7 @@ def start_node(tmp_path, job, name, node, delay, extra=()):
             "--host-name",
             name,
             "--path",
-            str(tmp_path),
+            str(ckpt),
             *extra,
             "--",
             sys.executable,
