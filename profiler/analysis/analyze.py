@@ -44,6 +44,9 @@ class Analysis:
     timeline: timeline.Timeline
     ctx: Context
     plot: dict = field(default_factory=dict)
+    # device → checkpoints.DeviceSampling: what window_device_unknown needs for any other window
+    # over this recording (a job's per-host figures)
+    sampling: dict = field(default_factory=dict)
 
 
 def merged_spans(intervals) -> list[tuple[float, float]]:
@@ -386,7 +389,7 @@ def analyze(
     notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]
     if (mtbf_s or gpus) and not report["scale"]:
         notes.append("no checkpoint time measured: the optimal interval at scale could not be computed")
-    an = Analysis(report, tl, ctx)
+    an = Analysis(report, tl, ctx, sampling=sampling)
     an.plot = {"temp_vs_bw": plot_tb}
     n_bins = int(np.ceil(max(wall_s, tl.res_s) / tl.res_s))
     if sources:

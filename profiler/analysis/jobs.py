@@ -29,7 +29,7 @@ from ckprof.units import GIB
 
 from . import host_summary, job_throughput
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze, merged_spans
-from .checkpoints import _f, device_stats, returned_last
+from .checkpoints import _f, device_stats, returned_last, window_device_unknown
 from .fields import FIELDS
 
 SLOW_DEVICE_MIN_SHARE = 0.10
@@ -87,7 +87,12 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
     a, b = tl.start_ns + start_s * 1e9, tl.start_ns + last_s * 1e9
     kind = rows[0]["kind"]
     io = "read" if kind == "load" else "write"
-    devs, dev_bytes, span_s = device_stats(tl, a, b, io)
+    # the one unknown-device rule, as for the host's own checkpoints (checkpoint_row): a device
+    # whose figures are unknown over the window is null with its reason, and the sum is unknown too
+    unknown = window_device_unknown(an.sampling, a, b, tl, rows[0].get("path"))
+    devs, dev_bytes, span_s = device_stats(tl, a, b, io, unknown)
+    if unknown:
+        dev_bytes = None
     bytes_app = sum(r["bytes_app"] or 0 for r in rows) or None
     gib = (bytes_app or dev_bytes or 0) / GIB
     energy = window_energy(an.ctx.sources, a, b, an.ctx.idle_w, gib or None)
@@ -114,6 +119,7 @@ def node_figures(rec, an: Analysis, rows: list[dict]) -> dict:
         "bytes_app": _f(bytes_app),
         "bytes_device": _f(dev_bytes),
         "device_gib_per_s": _f(dev_bytes / GIB / span_s) if (dev_bytes is not None and span_s) else None,
+        "device_unknown": list(unknown.values()),
         "app_gib_per_s": _f(bytes_app / GIB / seconds) if (bytes_app and seconds) else None,
         "energy_j": _f(total_j(energy)),
         "energy_by_component_j": {c: _f(e["energy_j"]) for c, e in energy.items()},
@@ -141,6 +147,11 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
     slowest = max(timed, key=lambda h: timed[h]["seconds"]) if timed else None
     fastest_s = min((n["seconds"] for n in timed.values()), default=None)
     b_app, b_dev = _sum(n["bytes_app"] for n in per_host.values()), _sum(n["bytes_device"] for n in per_host.values())
+    # a host whose device figures are unknown (a device gone, no sample): the hosts' sum is not the
+    # checkpoint's device bytes; null, naming those hosts (their reasons are in per_host)
+    unknown_hosts = sorted(h for h, n in per_host.items() if n.get("device_unknown"))
+    if unknown_hosts:
+        b_dev = None
     sd = per_host[slowest]["slowest_device"] if slowest else None
     last_host = max(timed, key=lambda h: timed[h]["end_wall_ns"]) if timed else None
     return {
@@ -168,6 +179,7 @@ def checkpoint_entry(kind, step, per_host: dict[str, dict], all_hosts: list[str]
         },
         "bytes_app": b_app,
         "bytes_device": b_dev,
+        "device_unknown_hosts": unknown_hosts,
         "app_gib_per_s": _f(b_app / GIB / stall) if (b_app and stall) else None,
         "device_gib_per_s": _f(b_dev / GIB / stall) if (b_dev and stall) else None,
         "energy_j": _sum(n["energy_j"] for n in per_host.values()),
@@ -354,6 +366,9 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
                 f"{label}: no end on host(s) {', '.join(c['unfinished_hosts'])} (still saving when "
                 "the recording ended): left out of the stall and the spread"
             )
+        for h in c["device_unknown_hosts"]:
+            why = "; ".join(u["reason"] for u in c["per_host"][h]["device_unknown"])
+            notes.append(f"{label}: device figures on host {h} unknown, and so the job's device bytes: {why}")
     wall_s = (max(ends.values()) - min(starts.values())) / 1e9
     saves = [c for c in cps if c["kind"] == "save"]
     blocked = _union_s(
