@@ -82,7 +82,9 @@ def worker(rank: int, a, world: int):
         path = os.path.join(a.dir, f"iter_{step:07d}")
         # as Megatron's training.save_checkpoint does: rank 0 makes the iteration's folder
         # (ensure_directory_exists), the ranks meet, then each calls dist_checkpointing.save
+        prep_ns = None
         if rank == 0:
+            prep_ns = time.monotonic_ns()
             os.makedirs(path, exist_ok=True)
         dist.barrier()  # save() lists the directory on rank 0; every rank writes into it
         t0 = time.monotonic_ns()
@@ -96,7 +98,7 @@ def worker(rank: int, a, world: int):
         queue.maybe_finalize_async_calls(blocking=True)
         t1 = time.monotonic_ns()
         dist.barrier()  # every rank's files are in place before this rank lists its own
-        log.add(t0, t1, path, rank_files(path, rank))
+        log.add(t0, t1, path, rank_files(path, rank), prep_ns=prep_ns)
     queue.close()
     time.sleep(0.3)
     log.write()

@@ -86,13 +86,22 @@ class SaveLog:
         self.pending_at_delete: dict[str, int | None] = {}
         self.loads: list[dict] = []
 
-    def add(self, start_ns: int, end_ns: int, path, files: dict[str, int] | None = None):
-        """One save that ran from start_ns to end_ns and wrote `files` (default: all under path)."""
+    def add(self, start_ns: int, end_ns: int, path, files: dict[str, int] | None = None, prep_ns: int | None = None):
+        """One save that ran from start_ns to end_ns and wrote `files` (default: all under path);
+        `prep_ns`: when the script made the save's folder before the timed call (Megatron's
+        training.save_checkpoint does), the save's first file creation as the kernel sees it."""
         files = files_under(path) if files is None else files
         self.files.update(files)
-        self.saves.append(
-            {"start_ns": start_ns, "end_ns": end_ns, "rank": self.rank, "path": str(path), "bytes": sum(files.values())}
-        )
+        save = {
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "rank": self.rank,
+            "path": str(path),
+            "bytes": sum(files.values()),
+        }
+        if prep_ns is not None:
+            save["prep_ns"] = prep_ns
+        self.saves.append(save)
 
     @contextlib.contextmanager
     def timed(self, path):

@@ -106,8 +106,13 @@ def _paths(c: dict) -> set[str]:
     return {c["path"], *(p["path"] for p in c.get("parts") or [])} - {None}
 
 
-def check_figures(run: Run, expect_saves: int | None = None, durable_check: bool = True) -> list[str]:
-    """Print every figure; return the acceptance checks that failed (empty: all hold)."""
+def check_figures(
+    run: Run, expect_saves: int | None = None, durable_check: bool = True, lead_from_prep: bool = False
+) -> list[str]:
+    """Print every figure; return the acceptance checks that failed (empty: all hold).
+    `lead_from_prep`: a window's lead is measured from the save's folder creation where the script
+    made it before the timed call (`prep_ns`): with no call known (--no-patch), a save's window
+    starts at its first file creation (docs/analysis.md, file-level saves), not at the call."""
     anchor = _anchor_ns(run)
     rep, saves = run.rep, run.saves["saves"]
     cps = [c for c in rep["checkpoints"] if c["kind"] == "save" and c["ok"] is not False]
@@ -147,6 +152,8 @@ def check_figures(run: Run, expect_saves: int | None = None, durable_check: bool
             f = max(0.0, min(b, wb) - max(a, wa)) / max(1, b - a)
             if f > best:
                 best, k = f, j
+        if lead_from_prep:
+            a = min([a] + [x["prep_ns"] for x in saves if x["path"] == s["path"] and x.get("prep_ns") is not None])
         lead = None if k is None else (a - win[k][0]) / 1e9
         covers.append(best)
         leads.append(lead)
