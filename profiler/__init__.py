@@ -7,17 +7,10 @@ rec = ckprof.load("ckprof-20261121-120000")               # read a recording any
 rec.block()                                               # derived rates per device
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
-
 from ckprof.record.markers import checkpoint, mark
 
 from .errors import CkprofError, RecordingError, UsageError
-
-try:
-    __version__ = _version("ckprof")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from .version import VERSION as __version__
 
 
 def evict(path: str) -> dict:

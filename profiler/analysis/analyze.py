@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import ckprof
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
+from ckprof.version import VERSION
 
 from . import durability as D
 from . import gpu_idle, scale, timeline
@@ -359,7 +359,7 @@ def analyze(
     report = {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
-        "ckprof_version": ckprof.__version__,
+        "ckprof_version": VERSION,
         "recording": {
             "path": rec.path,
             "hostname": (meta.get("host") or {}).get("hostname"),

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 
-import ckprof
 from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
+from ckprof.version import VERSION
 
 SUMMARY_SCHEMA = "ckprof-host-summary"
 # the options a record-end summary is made with: `ckprof report`'s defaults
@@ -53,7 +53,7 @@ def write(path: str) -> str:
         raise RuntimeError(part["problem"])
     doc = {
         "schema": SUMMARY_SCHEMA,
-        "ckprof_version": ckprof.__version__,
+        "ckprof_version": VERSION,
         "code": code_digest(),
         "options": DEFAULT_OPTIONS,
         "recording_fingerprint": stamp,

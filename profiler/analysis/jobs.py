@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import ckprof
 from ckprof.errors import CkprofError, RecordingError, UsageError, debugging
 from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
+from ckprof.version import VERSION
 
 from . import host_summary, job_throughput
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze, merged_spans
@@ -415,7 +415,7 @@ def analyze_job(job, keep_analyses: int = 4, engine: str = "pool", **kw) -> JobA
     report = {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
-        "ckprof_version": ckprof.__version__,
+        "ckprof_version": VERSION,
         "job": job_rep,
         "hosts": host_reps,
         "notes": notes,

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import psutil
 
-import ckprof
 from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError, say
 from ckprof.recording import job
@@ -18,6 +17,7 @@ from ckprof.recording.counters import counter_delta
 from ckprof.recording.format import EVENTS
 from ckprof.recording.writer import RecordingWriter, clear_recording, may_replace
 from ckprof.units import fmt_bytes, fmt_seconds
+from ckprof.version import VERSION
 
 from . import child, clocksync, markers
 from .clock import MonotonicClock, wall_anchor
@@ -179,7 +179,7 @@ def open_session(
     try:
         writer.create(
             {
-                "ckprof_version": ckprof.__version__,
+                "ckprof_version": VERSION,
                 "host": host_meta(),
                 "command": list(argv),
                 "cwd": os.getcwd(),

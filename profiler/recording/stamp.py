@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-import ckprof
+from ckprof.version import VERSION
 
 SUMMARY_FILE = "summary.json"
 ROLLUP_PREFIX = "rollup."
@@ -29,8 +29,8 @@ def is_derived(rel: str) -> bool:
 def code_digest() -> str:
     global _code_digest
     if _code_digest is None:
-        h = hashlib.sha256(ckprof.__version__.encode())
-        root = os.path.dirname(ckprof.__file__)
+        h = hashlib.sha256(VERSION.encode())
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # profiler/, the import root ckprof
         for pkg in _CODE_PACKAGES:
             d = os.path.join(root, pkg)
             for name in sorted(os.listdir(d)):
