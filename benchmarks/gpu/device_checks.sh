@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The checks ckprof runs on a machine with a real NVIDIA GPU (when one is lent; CI has none).
+# Usage, from the repository root, with pyudev/bokeh/tornado/xyzservices wheels in .whl/ when the
+# machine has no package index:  OUT=/some/dir bash benchmarks/gpu/device_checks.sh
+#  1. the real-NVML tests (tests/test_gpu.py::test_real_nvml, tests/test_gpu_idle_real.py);
+#  2. examples/train_async_checkpoint.py on the GPU under `ckprof record`, in its three modes (dcp.save,
+#     dcp.async_save, async_save with DCP's pinned-memory DefaultStager), each with the program's own
+#     truth log, reported as JSON; every recording is kept (tar) for tests and the note.
+set -uo pipefail
+OUT=${OUT:-/tmp/ckprof-gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site . 2>&1 | tail -3
+export PYTHONPATH=/tmp/site
+CK="python3 -m ckprof"
+{ nvidia-smi -L; uname -r; python3 -c 'import torch, ckprof.record as r, os; print("torch", torch.__version__, torch.cuda.get_device_name(0)); print("colsampler", any(f.startswith("_colsampler") for f in os.listdir(os.path.dirname(r.__file__))))'; } 2>&1 | tee "$OUT/machine.txt"
+python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_gpu.py::test_real_nvml tests/test_gpu_idle_real.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
+$CK doctor --path /tmp 2>&1 | tail -25 > "$OUT/doctor.txt"
+for m in sync async async-staged; do
+  rm -rf /tmp/ckpt-$m /tmp/rec-$m /tmp/truth-$m.jsonl
+  mkdir -p /tmp/ckpt-$m; timeout 150 $CK record --interval 0.1 --path /tmp/ckpt-$m -o /tmp/rec-$m -- \
+    python3 examples/train_async_checkpoint.py --dir /tmp/ckpt-$m --mode $m --device cuda \
+      --width 4096 --batch 4096 --steps 240 --every 60 --truth /tmp/truth-$m.jsonl \
+    > "$OUT/record-$m.txt" 2>&1; echo "record $m rc=$?" | tee -a "$OUT/record-$m.txt"
+  cp /tmp/truth-$m.jsonl /tmp/rec-$m/truth.jsonl 2>/dev/null
+  $CK report /tmp/rec-$m --format json -o "$OUT/report-$m.json" >> "$OUT/record-$m.txt" 2>&1
+  $CK report /tmp/rec-$m --format md 2>&1 | head -60 >> "$OUT/record-$m.txt"
+  tail -5 "$OUT/record-$m.txt"
+done
+tar -C /tmp -czf "$OUT/recordings.tgz" rec-sync rec-async rec-async-staged
+ls -la "$OUT"
