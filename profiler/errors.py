@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import contextmanager
 
-from ckprof.report.escape import visible
+from ckprof.escape import visible
 
 DEBUG_ENV = "CKPROF_DEBUG"
 DEBUG_HINT = f"rerun with {DEBUG_ENV}=1 for the traceback"
@@ -34,7 +34,7 @@ def hold_closed_std_fds() -> None:
 def say(line: str) -> None:
     """One line for the person on stderr. A closed or full stderr (`2>&-`, `2>/dev/full`) loses
     the line, never the command's exit status: nothing here raises. Every line goes through
-    ckprof.report.escape.visible, so a path, command or device name in it cannot break it in two
+    ckprof.escape.visible, so a path, command or device name in it cannot break it in two
     or send the terminal a control sequence (docs/faults.md, "What is escaped where")."""
     if 2 in CLOSED_STD_FDS or sys.stderr is None:
         return

@@ -11,8 +11,8 @@ import click
 from ckprof.collectors.nvme_cli import INSTALL_HINT
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
+from ckprof.escape import visible
 from ckprof.record.sources import SourceOptions, build_sources
-from ckprof.report.escape import visible
 
 # What the nvme and nvme_hwmon collectors record (docs/nvme.md), said where there is no NVMe.
 NVME_MEASURES = (
@@ -105,7 +105,7 @@ def diagnose(paths: list[str]) -> str:
         lines += ["  " + ln for ln in idents]
     lines.append("")
     lines.append("Disks here: " + (", ".join(topo.disks()) or "none"))
-    # each line made visible (ckprof.report.escape): a path's newline or terminal escape stays in its line
+    # each line made visible (ckprof.escape): a path's newline or terminal escape stays in its line
     return "\n".join(visible(line) for line in lines)
 
 

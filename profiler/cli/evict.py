@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from ckprof.errors import UsageError
+from ckprof.escape import visible
+from ckprof.record.pagecache import evict as evict_path
 
 
 @click.command("evict")
@@ -20,9 +22,6 @@ def evict(paths):
     \b
     ckprof evict /ckpt/checkpoint-500 && ckprof record -- python train.py --resume /ckpt/checkpoint-500
     """
-    from ckprof.record.pagecache import evict as evict_path
-    from ckprof.report.escape import visible
-
     for p in paths:
         try:
             got = evict_path(p)

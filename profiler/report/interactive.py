@@ -20,7 +20,8 @@ import re
 
 import numpy as np
 
-from . import escape as E
+from ckprof import escape as E
+
 from . import plots as P
 
 MAX_POINTS = 2000

@@ -1,7 +1,7 @@
 """A job's report (analysis/jobs.py) as Markdown and self-contained HTML; JSON is render.to_json.
 
 The job's sections come first (summary, checkpoints across nodes, nodes × checkpoints, notes),
-then each host's own report. Every string from a recording goes through report.escape (render._h, render._md_cell).
+then each host's own report. Every string from a recording goes through ckprof.escape (render._h, render._md_cell).
 """
 
 from __future__ import annotations

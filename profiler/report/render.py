@@ -1,7 +1,7 @@
 """Renderers of one analysed recording: JSON (the stable schema), Markdown, self-contained HTML.
 
 HTML: every string taken from a recording (command lines, paths, device names, notes) goes
-through report.escape.html (controls and bidi characters made visible, then html.escape); figures are inline base64 PNGs,
+through ckprof.escape.html (controls and bidi characters made visible, then html.escape); figures are inline base64 PNGs,
 and the interactive timeline (report/interactive.py) carries Bokeh's JavaScript inline, so the file needs nothing else.
 """
 
@@ -11,7 +11,8 @@ import base64
 import json
 import math
 
-from . import escape as E
+from ckprof import escape as E
+
 from . import tables as T
 
 
