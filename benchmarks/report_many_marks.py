@@ -25,8 +25,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from recbuild import GPU_SCHEMA, RecordingBuilder  # noqa: E402
+from ckprof.testing import GPU_SCHEMA, RecordingBuilder
 
 MiB = 2**20
 

@@ -15,20 +15,34 @@ A job of many hosts, each a recording in JOB/host=<name>/ as `ckprof record --jo
 
     job_dir(tmp_path / "job", {"a": RecordingBuilder(), "b": RecordingBuilder(wall_ns=WALL_NS + S // 2)})
 
+A large recording (the benchmarks': a day at 10 Hz) is given as columns, a chunk at a time, each
+chunk one Parquet part; write_parts() puts the chunks given so far on disk, so memory holds one:
+
+    rb = RecordingBuilder(path, duration_s=86_400, interval_s=0.1).collector("block", BLOCK_SCHEMA)
+    for hour in range(24):
+        rb.table("block", {"t_ns": ..., "device": ..., "write_sectors": ...}).write_parts()
+    rb.checkpoint(600, 660, 2**30).finish()
+
 Times are seconds after the recording's start (`t_s`) unless a key says `t_ns` (monotonic ns).
-Nothing is written before finish(): a builder can be filled, then given a path by job_dir().
+Nothing is written before write_parts() or finish(): a builder can be filled, then given a path by
+job_dir(). Tests and benchmarks build every synthetic recording here, and nothing in ckprof imports
+this module.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.host import HOST_SCHEMA
+from ckprof.recording.format import parse_part_name, part_name
 from ckprof.recording.job import host_dir
 from ckprof.recording.writer import RecordingWriter
 
@@ -78,6 +92,17 @@ def _schema(columns) -> pa.Schema:
     return pa.schema(fields if fields and fields[0].name == "t_ns" else [T_NS, *fields])
 
 
+def _columns_table(columns, schema: pa.Schema) -> pa.Table:
+    """Columns (a dict of arrays, or a table) as a table of `schema`: the columns not given are
+    null, as a collector leaves a reading it did not get."""
+    if isinstance(columns, pa.Table):
+        columns = {name: columns.column(name) for name in columns.column_names}
+    n = len(next(iter(columns.values())))
+    return pa.table(
+        {f.name: columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema}, schema=schema
+    )
+
+
 def _value(type_: pa.DataType, x):
     if x is None:
         return None
@@ -111,22 +136,36 @@ class RecordingBuilder:
         self.duration_s, self.interval_s = duration_s, interval_s
         self.meta = {"command": list(command), "host": {"hostname": hostname}, **(meta or {})}
         self.t_s = np.round(np.arange(0, duration_s + interval_s / 2, interval_s), 9)
-        self.collectors: dict[str, dict] = {}  # name → {"schema", "rows", "describe"}
+        self.collectors: dict[str, dict] = {}  # name → {"schema", "rows", "tables", "describe", ...}
         self.events: list[dict] = []
+        self._writer: RecordingWriter | None = None  # made by the first write_parts()
 
     def ns(self, seconds: float) -> int:
         """Seconds after this recording's start → monotonic ns."""
         return t(seconds, self.start_ns)
 
     # -- samples ------------------------------------------------------------------------------
-    def collector(self, name: str, columns=None, describe: dict | None = None) -> "RecordingBuilder":
-        """Declare a collector: its schema (or `col` fields) and what meta.json describes of it.
-        Declared once; later calls add to `describe`."""
+    def collector(
+        self, name: str, columns=None, describe: dict | None = None, period_s: float | None = None
+    ) -> "RecordingBuilder":
+        """Declare a collector: its schema (or `col` fields), what meta.json describes of it and
+        its period (the builder's interval unless given). Declared once; later calls add to
+        `describe`."""
         if name not in self.collectors:
             if columns is None:
                 raise ValueError(f"collector {name!r}: give its columns (a schema or col() fields)")
-            self.collectors[name] = {"schema": _schema(columns), "rows": [], "describe": {}}
+            self.collectors[name] = {
+                "schema": _schema(columns),
+                "rows": [],
+                "tables": [],  # chunks of columns not yet written, one Parquet part each
+                "describe": {},
+                "period_s": self.interval_s,
+                "parts": 0,  # chunks already written
+                "last_t_ns": None,  # their last reading
+            }
         self.collectors[name]["describe"].update(describe or {})
+        if period_s is not None:
+            self.collectors[name]["period_s"] = period_s
         return self
 
     def rows(self, name: str, rows, columns=None) -> "RecordingBuilder":
@@ -137,6 +176,14 @@ class RecordingBuilder:
             if "t_s" in r:
                 r["t_ns"] = self.ns(r.pop("t_s"))
             self.collectors[name]["rows"].append(r)
+        return self
+
+    def table(self, name: str, columns, schema=None) -> "RecordingBuilder":
+        """Append a chunk of columns (a dict of arrays or a table, `t_ns` in monotonic ns; the
+        schema's other columns null) to a collector: one Parquet part of its own, as a recorder's
+        flush writes it. For recordings too large to give row by row."""
+        c = self.collector(name, schema).collectors[name]
+        c["tables"].append(_columns_table(columns, c["schema"]))
         return self
 
     def series(self, name: str, columns=None, **values) -> "RecordingBuilder":
@@ -234,28 +281,48 @@ class RecordingBuilder:
         return self
 
     # -- on disk ------------------------------------------------------------------------------
+    def write_parts(self, path=None) -> "RecordingBuilder":
+        """Write the chunks of columns given so far (table()) as Parquet parts now, and let them
+        go; the recording is begun (meta.json, status "recording") by the first call."""
+        self.path = str(path) if path is not None else self.path
+        if self.path is None:
+            raise ValueError("write_parts(path): this builder was made without a path")
+        if self._writer is None or self._writer.path != self.path:
+            self._writer = RecordingWriter(self.path)
+            self._writer.create(
+                {
+                    "ckprof_version": "test",
+                    **self.meta,
+                    "notes": self.meta.get("notes", []),
+                    "start": {"monotonic_ns": self.start_ns, "wall_ns": self.wall_ns, "uncertainty_ns": 0},
+                    "interval_s": self.interval_s,
+                }
+            )
+        for name, c in self.collectors.items():
+            folder = self._writer.collector_dir(name)
+            os.makedirs(folder, exist_ok=True)
+            for table in c["tables"]:  # numbered after the parts already there, as the writer does
+                n = max([r[1] + 1 for r in map(parse_part_name, os.listdir(folder)) if r] or [0])
+                pq.write_table(table, os.path.join(folder, part_name(n, n)), compression="zstd")
+                c["parts"] += 1
+                if table.num_rows:
+                    last = pc.max(table.column("t_ns")).as_py()
+                    c["last_t_ns"] = last if c["last_t_ns"] is None else max(c["last_t_ns"], last)
+            c["tables"] = []
+        return self
+
     def finish(self, path=None, complete: bool = True) -> str:
         """Write the recording (at `path`, else the builder's own) and return where it is.
         complete=False leaves it as a recorder killed mid-run leaves one: status "recording", no end."""
-        self.path = str(path) if path is not None else self.path
-        if self.path is None:
-            raise ValueError("finish(path): this builder was made without a path")
-        w = RecordingWriter(self.path)
-        w.create(
-            {
-                "ckprof_version": "test",
-                **self.meta,
-                "notes": self.meta.get("notes", []),
-                "start": {"monotonic_ns": self.start_ns, "wall_ns": self.wall_ns, "uncertainty_ns": 0},
-                "interval_s": self.interval_s,
-            }
-        )
+        self.write_parts(path)
+        w = self._writer
         described = {}
         for name, c in self.collectors.items():
-            w.add_collector(name, c["schema"])
-            w.append(name, c["rows"])
+            if c["rows"] or not c["parts"]:  # rows go after the parts written from columns, and
+                w.add_collector(name, c["schema"])  # only these are merged (as a recorder's last flush)
+                w.append(name, c["rows"])
             described[name] = {
-                "period_s": self.interval_s,
+                "period_s": c["period_s"],
                 "columns": schema_units(c["schema"]),
                 "describe": c["describe"],
             }
@@ -267,6 +334,7 @@ class RecordingBuilder:
                     self.ns(self.duration_s),
                     *(e["t_ns"] for e in self.events),
                     *(r["t_ns"] for c in self.collectors.values() for r in c["rows"]),
+                    *(c["last_t_ns"] for c in self.collectors.values() if c["last_t_ns"] is not None),
                 ]
             )
             w.finish(
@@ -275,6 +343,7 @@ class RecordingBuilder:
         else:
             w.write_meta(collectors=described)
             w.flush()
+        self._writer = None  # finished: a later finish() writes the recording anew
         return self.path
 
 

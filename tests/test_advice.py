@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from recbuild import RecordingBuilder
 from test_nvme_parse import read
 
 import ckprof
@@ -10,6 +9,7 @@ from ckprof.analysis import analyze
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.report import render
+from ckprof.testing import RecordingBuilder
 
 GIB, MIB = 2**30, 2**20
 

@@ -5,11 +5,11 @@ inferred windows split at 1 s gaps."""
 
 import numpy as np
 import pytest
-from recbuild import RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.report import render
+from ckprof.testing import RecordingBuilder
 
 MiB = 2**20
 

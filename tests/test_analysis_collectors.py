@@ -8,13 +8,13 @@
 
 import numpy as np
 import pytest
-from recbuild import RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.ipmi import IPMI_SCHEMA
 from ckprof.collectors.rapl import RAPL_SCHEMA
+from ckprof.testing import RecordingBuilder
 
 MiB = 2**20
 RANGE_UJ = 1_000_000_000  # 1 kJ: the package counter wraps inside the window

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from recbuild import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.power.integrate import cumulative_j, power_j, unwrap_counter
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, RecordingBuilder
 
 
 def counter_energy_j(t, raw, joules_per_unit, a, b):

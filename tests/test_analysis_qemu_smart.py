@@ -7,10 +7,10 @@ import os
 
 import numpy as np
 import pytest
-from recbuild import NVME_SCHEMA, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
+from ckprof.testing import NVME_SCHEMA, RecordingBuilder
 
 QEMU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "nvme", "qemu")
 

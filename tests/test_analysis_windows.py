@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from recbuild import GPU_SCHEMA, NVME_SCHEMA, START_NS, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze, scale
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, START_NS, RecordingBuilder
 
 MiB = 2**20
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from recbuild import START_NS, RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.record import fskind
+from ckprof.testing import START_NS, RecordingBuilder
 
 MiB = 2**20
 NFS, P9, EXT4, OVERLAY = 0x6969, 0x01021997, 0xEF53, 0x794C7630

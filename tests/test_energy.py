@@ -28,12 +28,12 @@ def counter_energy(t_ns, raw, a, b, joules_per_unit, width=None):
     return cumulative_j(t_ns, unwrap_counter(raw, width) * joules_per_unit, a, b), coverage(t_ns, a, b)
 
 
-from recbuild import START_NS, RecordingBuilder, t
 from test_rapl import PKG_RANGE, make_powercap, set_energy
 
 from ckprof.errors import UsageError
 from ckprof.record.recorder import Recorder
 from ckprof.recording.writer import RecordingWriter
+from ckprof.testing import START_NS, RecordingBuilder, t
 
 METER = [col("power_w", pa.float64(), "W")]  # one power reading, no label: a meter on one thing
 

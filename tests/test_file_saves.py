@@ -1,13 +1,12 @@
 """Saves from file activity (analysis/filesaves.py): the split rule and the join with framework calls,
-on synthetic `file_activity` events with known answers (tests/recbuild.py)."""
+on synthetic `file_activity` events with known answers (ckprof.testing (profiler/testing.py))."""
 
 from __future__ import annotations
-
-from recbuild import RecordingBuilder
 
 import ckprof
 from ckprof.analysis import windows as W
 from ckprof.analysis.analyze import analyze
+from ckprof.testing import RecordingBuilder
 
 MiB = 2**20
 ROOT = "/ck"

@@ -1,14 +1,13 @@
 """File saves beside the saves a program marks itself (analysis/filesaves.py): a scratch file made
 and removed at once, a file written and closed before the call, and the bytes the program stated
-(synthetic `file_activity` events with known answers, tests/recbuild.py; the real cases are the
+(synthetic `file_activity` events with known answers, ckprof.testing (profiler/testing.py); the real cases are the
 bundled workload's write test and manifest in tests/test_job.py's torchrun test)."""
 
 from __future__ import annotations
 
-from recbuild import RecordingBuilder
-
 import ckprof
 from ckprof.analysis import windows as W
+from ckprof.testing import RecordingBuilder
 
 MiB = 2**20
 ROOT = "/ck"

@@ -13,10 +13,9 @@ path that a writer of the save's files made while they were written is part of i
 
 from __future__ import annotations
 
-from recbuild import RecordingBuilder
-
 import ckprof
 from ckprof.analysis import windows as W
+from ckprof.testing import RecordingBuilder
 
 MiB = 2**20
 ROOT = "/ck"

@@ -12,10 +12,9 @@ joined to both pieces, and the two saves became one checkpoint."""
 
 from __future__ import annotations
 
-from recbuild import RecordingBuilder
-
 import ckprof
 from ckprof.analysis import windows as W
+from ckprof.testing import RecordingBuilder
 
 MiB = 2**20
 ROOT = "/ck"

@@ -67,10 +67,9 @@ def test_written_files_beyond_the_bound_are_counted_not_watched(tracker, tmp_pat
 
 
 def test_a_saves_file_the_tracker_never_looked_at_makes_its_durability_unknown(tmp_path):
-    from recbuild import RecordingBuilder
-
     import ckprof
     from ckprof.analysis.analyze import analyze
+    from ckprof.testing import RecordingBuilder
 
     rb = RecordingBuilder(tmp_path / "rec", duration_s=5)
     rb.event("file_tracker", 0.0, source="recorder", ok=True, reason=None, period_s=0.1)

@@ -10,13 +10,13 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
-from recbuild import WALL_NS, RecordingBuilder, t
 
 import ckprof
 from ckprof.collectors.base import col
 from ckprof.errors import UsageError
 from ckprof.power.energy import energy_j
 from ckprof.recording.import_power import parse_time_ns, read_trace
+from ckprof.testing import WALL_NS, RecordingBuilder, t
 
 
 def ckprof_cli(*args, cwd=None):

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from recbuild import job_dir
 from test_job_report import MiB, host, on
 
 from ckprof.cli import main
+from ckprof.testing import job_dir
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] (the dev extra) is not installed")
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recbuild import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
 from ckprof.report import job_render, render
+from ckprof.testing import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "job_golden"
 REGEN = os.environ.get("CKPROF_REGEN_JOB_GOLDEN") == "1"

@@ -1,6 +1,6 @@
 """`ckprof report|compare|export JOBDIR`: every host analysed, then joined per checkpoint.
 
-Synthetic hosts (tests/recbuild.py: the real RecordingWriter) give known answers: the stall on the
+Synthetic hosts (ckprof.testing (profiler/testing.py): the real RecordingWriter) give known answers: the stall on the
 wall clock, the slowest node and device, the spread, the totals. Real `ckprof record --job-dir`
 runs are in tests/test_job.py.
 """
@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from recbuild import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
 from ckprof.cli import main
+from ckprof.testing import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
 MiB = 2**20
 EVIL = "<script>alert('x')</script>"
@@ -215,9 +215,8 @@ def test_compare_a_job_of_one_host_says_what_it_needs(tmp_path):
 def test_a_devices_first_interval_counts_in_the_hosts_total(tmp_path):
     """An interval goes to the bin holding its middle; a long first interval (0 → 0.35 s) lies
     bins before its end, and the host's total (the job's throughput is made from it) keeps it."""
-    from recbuild import BLOCK_SCHEMA
-
     from ckprof.analysis import timeline
+    from ckprof.testing import BLOCK_SCHEMA
 
     rb = RecordingBuilder(duration_s=2.0)
     times = [0.0, 0.35, *np.round(np.arange(0.45, 2.0, 0.1), 9)]

@@ -1,11 +1,10 @@
 """SSD power from a recording: drive-measured (TP4199 IPM, then the Power Measurement log) over
 estimated (power-state table), each interval saying which and from what; energy_j's fallback to
-it. Recordings: tests/recbuild.py (the real RecordingWriter), starting at monotonic 0."""
+it. Recordings: ckprof.testing (profiler/testing.py) (the real RecordingWriter), starting at monotonic 0."""
 
 import math
 
 import pytest
-from recbuild import RecordingBuilder
 from test_nvme_parse import read
 
 import ckprof
@@ -15,6 +14,7 @@ from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.power.energy import components, energy_j
 from ckprof.power.ssd import ssd_power
 from ckprof.recording.import_power import POWER_SCHEMA
+from ckprof.testing import RecordingBuilder
 
 S = 1_000_000_000
 

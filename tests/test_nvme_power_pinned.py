@@ -2,7 +2,7 @@
 controllers side by side (written before ssd_power was vectorised, and passing against the
 row-by-row version it replaced); then the package against the row-by-row reference kept in
 benchmarks/ssd_power.py, on seeded random recordings with gaps, failed polls and traces.
-Expected figures are worked out by hand from the rows below. Recordings: tests/recbuild.py."""
+Expected figures are worked out by hand from the rows below. Recordings: ckprof.testing (profiler/testing.py)."""
 
 import importlib.util
 import math
@@ -10,7 +10,6 @@ import os
 
 import pandas as pd
 import pytest
-from recbuild import RecordingBuilder, t
 from test_nvme_parse import read
 
 import ckprof
@@ -20,6 +19,7 @@ from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.power.energy import energy_j
 from ckprof.power.ssd import power_state_changes, ssd_power
 from ckprof.recording.import_power import POWER_SCHEMA
+from ckprof.testing import RecordingBuilder, t
 
 SPEC = "spec", "id-ctrl.nvmecli2-scales.json"  # PS0 8.5/3.5/7.2 W, PS1 4.5 W, PS2 0.05 W idle only
 WDC = "public", "id-ctrl.nvmecli1x.wdc-sn730.ironic.json"  # max power only: 5, 3.5, 3, 0.07, 0.0035 W

@@ -14,9 +14,9 @@ import subprocess
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 from ckprof.cli import main
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 MiB = 2**20
 FLAGS = [

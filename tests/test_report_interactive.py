@@ -15,11 +15,11 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 from test_report_chromium import chromium
 from test_report_chromium import make as make_recording
 
 from ckprof.cli import main
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 MiB = 2**20
 ARGS = [

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from recbuild import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, job_dir
 
 from ckprof.cli import main
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, job_dir
 
 MiB = 2**20
 EVIL = "<script>alert('x')</script>"

@@ -5,12 +5,12 @@ power trace — while a long window keeps its point value."""
 
 import numpy as np
 import pytest
-from recbuild import RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.power.sources import energy_sources
 from ckprof.recording.import_power import POWER_SCHEMA
+from ckprof.testing import RecordingBuilder
 
 
 def true_w(t):

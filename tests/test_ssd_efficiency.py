@@ -3,7 +3,6 @@
 
 import numpy as np
 import pytest
-from recbuild import RecordingBuilder
 from test_nvme_parse import read
 
 import ckprof
@@ -11,6 +10,7 @@ from ckprof.analysis import analyze
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.collectors.nvme_parse import parse_id_ctrl
 from ckprof.report.compare import compare
+from ckprof.testing import RecordingBuilder
 
 GIB = 2**30
 

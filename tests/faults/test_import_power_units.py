@@ -8,9 +8,9 @@ import json
 import os
 
 import pytest
-from recbuild import WALL_NS, RecordingBuilder, t
 
 import ckprof
+from ckprof.testing import WALL_NS, RecordingBuilder, t
 
 from .conftest import ck
 

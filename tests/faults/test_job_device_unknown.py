@@ -6,16 +6,11 @@ the remaining devices' bytes."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from recbuild import WALL_NS, RecordingBuilder, job_dir  # noqa: E402
-
-import ckprof  # noqa: E402
+import ckprof
 from ckprof.analysis.jobs import analyze_job  # noqa: E402
+from ckprof.testing import WALL_NS, RecordingBuilder, job_dir
 
 MiB = 2**20
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from recbuild import WALL_NS, RecordingBuilder, job_dir
 
 import ckprof
+from ckprof.testing import WALL_NS, RecordingBuilder, job_dir
 
 from .conftest import CKPROF, ck
 

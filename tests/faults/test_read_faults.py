@@ -80,7 +80,7 @@ def test_no_block_samples_is_unknown_bytes_not_zero(rec, tmp_path):
 def test_a_sampling_gap_makes_the_bandwidth_unknown(tmp_path):
     """A recorder starved for 0.9 s inside a checkpoint: its bytes are still exact (counters), its
     bandwidth is not measured, and the report says so."""
-    from recbuild import RecordingBuilder
+    from ckprof.testing import RecordingBuilder
 
     rb = RecordingBuilder(tmp_path / "gap", duration_s=10, interval_s=0.1)
     rb.block("sda", lambda s: ((s > 4) & (s <= 7)) * 50.0 * MiB)

@@ -8,11 +8,11 @@ import json
 
 import numpy as np
 import pytest
-from recbuild import RecordingBuilder
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.report import interactive, plots
+from ckprof.testing import RecordingBuilder
 
 from .conftest import ck, fill
 
@@ -229,7 +229,7 @@ def test_a_full_disk_leaves_the_previous_output_whole(small_rec, small_fs, args,
 
 
 def test_a_job_export_on_a_full_disk_leaves_the_previous_one_whole(small_fs, tmp_path):
-    from recbuild import job_dir
+    from ckprof.testing import job_dir
 
     hosts = {}
     for h in ("a", "b"):

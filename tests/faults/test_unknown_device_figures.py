@@ -189,7 +189,7 @@ def test_a_save_after_the_recorder_was_killed_has_unknown_device_figures(make_lo
 def built(tmp_path, keep, checkpoints, name="rec", events=(), complete=True):
     """A recording of sda writing 50 MiB/s in each checkpoint, its block rows kept where keep(t_s);
     complete=False: as a killed recorder leaves it (no end, status `recording`)."""
-    from recbuild import RecordingBuilder
+    from ckprof.testing import RecordingBuilder
 
     rb = RecordingBuilder(tmp_path / name, duration_s=10, interval_s=0.1)
     rb.block("sda", lambda s: sum(((s > a) & (s <= b)) * 50.0 * MiB for a, b in checkpoints))
@@ -289,7 +289,7 @@ def test_the_rule_is_one_function_others_can_call(tmp_path):
 def test_a_device_gone_from_diskstats_without_a_uevent(tmp_path):
     """sda's rows end at 5 s while sdb's go on (no uevent seen: a rootless container gets none):
     the save at 6–7 s is unknown on sda, and the reason says the device left, not the recorder."""
-    from recbuild import RecordingBuilder
+    from ckprof.testing import RecordingBuilder
 
     rb = RecordingBuilder(tmp_path / "rec", duration_s=10, interval_s=0.1)
     rb.block("sda", lambda s: ((s > 6) & (s <= 7)) * 50.0 * MiB).block("sdb", lambda s: 0 * s)

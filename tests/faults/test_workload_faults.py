@@ -239,7 +239,8 @@ def test_failed_rank_publishes_nothing_and_the_report_shows_the_checkpoint_faile
     """F9: a checkpoint whose rank raised was `ok: None` ('did not return before the recording
     ended'); must keep holding: a rank SIGKILLed mid-save publishes nothing, exit 1 naming it."""
     from ckprof.analysis.analyze import analyze
-    from ckprof.report.render import to_json, to_markdown
+    from ckprof.jsonsafe import to_json
+    from ckprof.report.render import to_markdown
 
     target, rec = tmp_path / "t", tmp_path / "rec"
     r = ck(
