@@ -8,6 +8,7 @@ import pytest
 
 import ckprof
 from ckprof.analysis import analyze
+from ckprof.jsonsafe import to_json
 from ckprof.report import render
 from ckprof.testing import RecordingBuilder
 
@@ -207,7 +208,7 @@ def test_failed_and_unfinished_saves_are_shown_and_left_out_of_bandwidth(tmp_pat
     assert f"FAILED: {err}" in md and "did not finish before the recording ended" in md
     html = render.to_html(rep, {})
     assert f"FAILED: {err}" in html and "did not finish before the recording ended" in html
-    assert '"ok": false' in render.to_json(rep) and err in render.to_json(rep)
+    assert '"ok": false' in to_json(rep) and err in to_json(rep)
 
 
 def test_marked_and_automatic_windows_show_together(tmp_path):

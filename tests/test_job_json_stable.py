@@ -25,7 +25,8 @@ import pytest
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
-from ckprof.report import job_render, render
+from ckprof.jsonsafe import to_json
+from ckprof.report import job_render
 from ckprof.testing import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "job_golden"
@@ -159,7 +160,7 @@ def _job_sections(md: str) -> str:
 def test_job_report_json_is_unchanged(tmp_path, name):
     path = JOBS[name](tmp_path / "job")
     report = analyze_job(ckprof.load(str(path)), keep_analyses=0, engine="serial").report
-    got = _normalise(json.loads(render.to_json(report)), str(path))
+    got = _normalise(json.loads(to_json(report)), str(path))
     md = _job_sections(job_render.to_markdown(report)).replace(str(path), "<job>")
     json_file, md_file = GOLDEN / f"{name}.json", GOLDEN / f"{name}.md"
     if REGEN:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
 from ckprof.version import VERSION
@@ -16,7 +17,6 @@ from . import thermal as T
 from . import windows as W
 from .checkpoints import (
     DEVICE_READ_WARN_SHARE,
-    _f,
     attribute_device_bytes,
     checkpoint_row,
     device_sampling,

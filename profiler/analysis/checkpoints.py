@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 
@@ -17,14 +18,6 @@ from .timeline import in_window
 # A block-sample interval this many times the analysis resolution inside a window is a gap in
 # sampling (a stalled or starved recorder): its device rate is not measured.
 GAP_FACTOR = 3
-
-
-def _f(x):
-    """JSON-safe float: NaN → None."""
-    if x is None:
-        return None
-    x = float(x)
-    return None if np.isnan(x) or np.isinf(x) else x
 
 
 def _s(tl, t_ns):

@@ -42,8 +42,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-import pandas as pd
-
+from ckprof.jsonsafe import json_value as _v
 from ckprof.record.filetracker import FILE_ACTIVITY_ID
 from ckprof.record.fskind import kind_of
 
@@ -55,10 +54,6 @@ FILE_EVENTS = (
     "file_untracked",
 )
 MIB = 1024 * 1024
-
-
-def _v(x):
-    return None if x is None or (isinstance(x, float) and pd.isna(x)) else x
 
 
 @dataclass

@@ -50,6 +50,8 @@ import os
 
 import pandas as pd
 
+from ckprof.jsonsafe import json_value as _clean
+
 from .grouping import _STEP, _merge, step_in_path
 
 SAVE_GAP_S = 1.0  # a quiet gap this long within one key starts a new save
@@ -70,10 +72,6 @@ def source_of(rec) -> dict | None:
         "source": str(r.get("file_activity_source")),
         "paths": list(r.get("paths")) if isinstance(r.get("paths"), list) else [],
     }
-
-
-def _clean(v):
-    return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
 
 
 def bursts_of(rec) -> tuple[list[dict], dict[int, dict]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 
+from ckprof.jsonsafe import to_json
 from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
 from ckprof.version import VERSION
 
@@ -28,8 +29,6 @@ def _options(kw: dict) -> dict:
 
 
 def _to_json(part: dict) -> dict:
-    from ckprof.report.render import to_json
-
     figures = [{"kind": k[0], "step": k[1], "figures": v} for k, v in part["figures"].items()]
     body = {k: v for k, v in part.items() if k not in ("analysis", "figures")}
     return json.loads(to_json({**body, "figures": figures}))

@@ -23,13 +23,14 @@ import os
 from dataclasses import dataclass, field
 
 from ckprof.errors import CkprofError, RecordingError, UsageError, debugging
+from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 from ckprof.version import VERSION
 
 from . import host_summary, job_throughput
 from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s, analyze, merged_spans
-from .checkpoints import _f, device_stats, returned_last, window_device_unknown
+from .checkpoints import device_stats, returned_last, window_device_unknown
 from .fields import FIELDS
 
 SLOW_DEVICE_MIN_SHARE = 0.10

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ckprof.jsonsafe import json_value
+
 from . import filesaves
 from .grouping import group_saves
 
@@ -154,8 +156,7 @@ def marker_windows(rec) -> list[dict]:
             if isinstance(e.get("renamed_to"), str):
                 cur[2] = (str(e["path"]), e["renamed_to"])  # written under a temporary name, then renamed
 
-    def clean(v):
-        return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
+    clean = json_value
 
     for _, r in cp.iterrows():
         out.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ckprof.errors import RecordingError, say, unexpected_as_one_line
+from ckprof.jsonsafe import to_json
 
 
 def load_job(path: str, include_foreign_hosts: bool = False):
@@ -33,11 +34,11 @@ def analyse_job(job, **kw):
 
 
 def report(job, fmt: str, output: str | None, write, **kw) -> None:
-    from ckprof.report import job_plots, job_render, plots, render
+    from ckprof.report import job_plots, job_render, plots
 
     ja = analyse_job(job, keep_analyses=job_render.MAX_HOST_PLOTS if fmt == "html" else 0, **kw)
     if fmt == "json":
-        write(render.to_json(ja.report), output)
+        write(to_json(ja.report), output)
     elif fmt == "md":
         write(job_render.to_markdown(ja.report), output)
     else:

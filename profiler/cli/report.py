@@ -9,6 +9,7 @@ import click
 
 from ckprof.atomic import replacing
 from ckprof.errors import UsageError, say, unexpected_as_one_line
+from ckprof.jsonsafe import to_json
 from ckprof.units import click_callback, parse_duration
 
 _mtbf = click_callback(parse_duration)
@@ -159,7 +160,7 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
     bps, basis = _read_rate(read_bw)
     an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows, read_bps=bps, read_bps_basis=basis)
     if fmt == "json":
-        _write(render.to_json(an.report), output)
+        _write(to_json(an.report), output)
     elif fmt == "md":
         _write(render.to_markdown(an.report), output)
     else:
@@ -190,7 +191,7 @@ def compare(recordings, fmt, output, include_foreign_hosts):
     reports = [analyse_path(p).report for p in recordings]
     cmp = C.compare(reports)
     if fmt == "json":
-        _write(render.to_json(cmp), output)
+        _write(to_json(cmp), output)
     else:
         headers, rows = C.table(cmp)
         _write("\n".join(render._md_table(headers, rows)) + "\n", output)

@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ckprof.atomic import replacing
-
-from .render import _clean
+from ckprof.jsonsafe import plain
 
 MAX_COUNTER_POINTS = 20000
 
@@ -78,7 +77,7 @@ def perfetto(an) -> dict:
             continue
         end = r["app_end_s"] if r["app_end_s"] is not None else r["start_s"]
         name = f"{r['kind']} step {r['step']}" if r["step"] is not None else f"{r['kind']} {r['id']}"
-        args = _clean(
+        args = plain(
             {
                 k: r[k]
                 for k in (

@@ -1,4 +1,4 @@
-"""A job's report (analysis/jobs.py) as Markdown and self-contained HTML; JSON is render.to_json.
+"""A job's report (analysis/jobs.py) as Markdown and self-contained HTML; JSON is ckprof.jsonsafe.to_json.
 
 The job's sections come first (summary, checkpoints across nodes, nodes × checkpoints, notes),
 then each host's own report. Every string from a recording goes through ckprof.escape (render._h, render._md_cell).

@@ -1,4 +1,4 @@
-"""Renderers of one analysed recording: JSON (the stable schema), Markdown, self-contained HTML.
+"""Renderers of one analysed recording: Markdown and self-contained HTML (its JSON: ckprof.jsonsafe.to_json).
 
 HTML: every string taken from a recording (command lines, paths, device names, notes) goes
 through ckprof.escape.html (controls and bidi characters made visible, then html.escape); figures are inline base64 PNGs,
@@ -8,30 +8,10 @@ and the interactive timeline (report/interactive.py) carries Bokeh's JavaScript 
 from __future__ import annotations
 
 import base64
-import json
-import math
 
 from ckprof import escape as E
 
 from . import tables as T
-
-
-def _clean(o):
-    """NaN/inf → null, so the JSON is standard (RFC 8259 has no NaN)."""
-    if isinstance(o, float):
-        return None if (math.isnan(o) or math.isinf(o)) else o
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if hasattr(o, "item"):  # numpy scalars
-        return _clean(o.item())
-    return o
-
-
-def to_json(rep: dict) -> str:
-    return json.dumps(_clean(rep), indent=2, default=str) + "\n"
-
 
 MAX_DEVICE_ROWS = 400  # per-device rows in HTML/Markdown; JSON and `ckprof export` have them all
 
