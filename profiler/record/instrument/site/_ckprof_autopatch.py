@@ -401,7 +401,18 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
             _emit("checkpoint_end", ok=False, error=f"{type(e).__name__}: {e}", **common)
             raise
         blocking_s = (time.monotonic_ns() - t0) / 1e9
-        fut = getattr(result, "add_done_callback", None)
+        # DCP's async_save returns a Future, or with an AsyncStager such as DefaultStager an
+        # AsyncSaveResponse holding two: staging_completion (the state copied to host memory, in the
+        # background) and upload_completion (the write). The save ends with the upload.
+        staging = getattr(result, "staging_completion", None) if is_async else None
+        upload = getattr(result, "upload_completion", result) if is_async else result
+        fut = getattr(upload, "add_done_callback", None)
+        if is_async and callable(getattr(staging, "add_done_callback", None)):
+
+            def staged(f, common=common):
+                _emit("checkpoint_phase", phase="staging", ok=not f.cancelled() and f.exception() is None, id=common["id"])
+
+            staging.add_done_callback(staged)
         if is_async and callable(fut):
 
             def done(f, common=common, blocking_s=blocking_s):
@@ -424,7 +435,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 )
                 _remember(cid, path, is_dir, files)
 
-            result.add_done_callback(done)
+            upload.add_done_callback(done)
             return result
         _leave()
         t_ret = time.monotonic_ns()  # the save's return
