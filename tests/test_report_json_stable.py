@@ -179,6 +179,36 @@ def case_file_saves(path):
     return rb, []
 
 
+def case_ranks_throttle(path):
+    """Four ranks' DCP calls grouped into one save (parts, the slowest part), saved again later;
+    an NVMe SSD heating up and throttling in the last save (onsets, hot vs cool)."""
+    rb = RecordingBuilder(path, duration_s=14)
+    spans = [(1, 2.3), (6, 7), (11, 12.5)]
+    rb.block(
+        "nvme0n1",
+        lambda t: bursts(spans, 400 * MiB)(t) - np.where(t > 11, 200 * MiB, 0) * bursts(spans, 1)(t),
+        queue=lambda t: bursts(spans, 16.0)(t),
+    )
+    rb.series(
+        "nvme",
+        NVME_SCHEMA,
+        device="nvme0",
+        temp_c=lambda t: 40 + 3 * t,
+        critical_warning=lambda t: np.where(t > 11.5, 0x02, 0),
+        thm_temp1_trans_count=lambda t: np.where(t > 11, 1, 0),
+        thm_temp1_total_time=lambda t: np.clip(t - 11, 0, None).astype(int),
+        power_w=5,
+    )
+    dcp = "torch.distributed.checkpoint.save"
+    for step, (a, b) in enumerate(spans):
+        for r in range(4 if step == 0 else 1):
+            mark = {"id": f"s{step}r{r}", "kind": "save", "source": "patch", "pid": 100 + r, "rank": r}
+            mark |= {"path": "/ck/dcp", "name": dcp, "bytes": int(400 * MiB * (b - a))}
+            rb.event("checkpoint_start", a + 0.01 * r, **mark)
+            rb.event("checkpoint_end", b + 0.1 * r if step == 0 else b, **mark, ok=True)
+    return rb, []
+
+
 def case_empty(path):
     """Nothing but the host collector: no block samples, no energy, no temperature."""
     rb = RecordingBuilder(path, duration_s=3)

@@ -13,7 +13,7 @@ Provenance (docs/report-format.md): measured, read from a counter or sensor; der
 measured values by a stated rule; estimated, from a model. An energy entry carries its own (the
 worst of its sources'): PER_ENTRY.
 
-JSON (RFC 8259) has no NaN or infinity: they are written as null, the one NaN rule (`jsonable`).
+JSON (RFC 8259) has no NaN or infinity: they are written as null (the one NaN rule, ckprof.jsonsafe).
 A field holding ABSENT is left out of the JSON object (a key only some rows have, e.g. a load's
 restore figures); a field whose metadata says `json_name` is written under that name.
 """
@@ -21,13 +21,13 @@ restore figures); a field whose metadata says `json_name` is written under that 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import types
 import typing
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
+
+from ckprof import jsonsafe
 
 MEASURED, DERIVED, ESTIMATED = "measured", "derived", "estimated"
 PER_ENTRY = "per entry"  # an energy entry's own provenance (its `provenance` key)
@@ -105,7 +105,7 @@ def jsonable(o: Any) -> Any:
     if o is None or isinstance(o, (str, bool, int)):
         return o
     if isinstance(o, float):
-        return None if (math.isnan(o) or math.isinf(o)) else o
+        return jsonsafe.json_float(o)
     if hasattr(o, "to_jsonable") and not isinstance(o, type):
         return jsonable(o.to_jsonable())
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
@@ -125,7 +125,7 @@ def jsonable(o: Any) -> Any:
 
 def to_json(o: Any) -> str:
     """The JSON text of a model (or a plain dict): indented, standard (no NaN), newline-ended."""
-    return json.dumps(jsonable(o), indent=2, default=str) + "\n"
+    return jsonsafe.to_json(jsonable(o))
 
 
 class Model:
