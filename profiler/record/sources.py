@@ -16,6 +16,8 @@ from ckprof.collectors.blockdev import BlockCollector
 from ckprof.collectors.gpu import GpuCollector
 from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.collectors.ipmi import IpmiCollector
+from ckprof.collectors.net import NetCollector
+from ckprof.collectors.nfs import nfs_collectors
 from ckprof.collectors.nvme import nvme_collectors
 from ckprof.collectors.rapl import RaplCollector
 from ckprof.collectors.topology import BlockNode, Topology
@@ -122,6 +124,10 @@ def build_sources(opts: SourceOptions) -> Sources:
     if os.path.realpath(opts.sys_root) == "/sys":  # uevents are about this machine, not a test's tree
         candidates.append(UeventCollector(watched_devices(topo, devices)))
     candidates += nvme_collectors(topo, devices, opts.nvme_interval_s, power_s, opts.sys_root, opts.nvme_bin)
+    # interfaces and NFS mounts at the fast interval (docs/remote.md); with no NFS mount, one note
+    candidates.append(NetCollector(period_s=opts.interval_s, sys_root=opts.sys_root))
+    nfs = nfs_collectors(period_s=opts.interval_s, proc_root=opts.proc_root)
+    candidates += nfs if nfs[0].probe().ok else nfs[:1]
     collectors, probes = [], {}
     for c in candidates:
         p = c.probe()

@@ -1,0 +1,126 @@
+"""Network interfaces: bytes, packets, errors and drops per interface, from sysfs.
+
+Each counter is a file under /sys/class/net/<iface>/statistics/ holding one decimal number
+(Documentation/ABI/testing/sysfs-class-net-statistics): rx_bytes/tx_bytes "the total number of
+bytes received/transmitted by this network device", rx_packets/tx_packets, rx_errors/tx_errors
+("the number of receive/transmit errors"), rx_dropped/tx_dropped ("packets received but not
+processed, e.g. due to lack of resources or unsupported protocol" / "packets dropped during
+transmission"). The kernel fills them from dev_get_stats() (struct rtnl_link_stats64: u64), the
+same numbers /proc/net/dev prints (which `sar -n DEV` reads); a driver keeping 32-bit counters
+wraps at 2**32, which ckprof.recording.counters handles when rates are derived on read.
+
+Stored as cumulative counters, like the block columns; per-second rates come on read
+(ckprof.recording.remote_rates.interface_rates). The interfaces are those under /sys/class/net
+when recording starts; one that goes away has null counters (its files cannot be read), never 0.
+Each file is kept open and re-read with pread(2) at offset 0 (sysfs regenerates it: FileReader).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from .base import T_NS, FileReader, Probe, RawCollector, col, read_text
+
+# (column, unit, doc) in the order a reading holds them; the column is the sysfs file's name
+COUNTERS = (
+    ("rx_bytes", "B", "bytes received"),
+    ("tx_bytes", "B", "bytes transmitted"),
+    ("rx_packets", "packets", "packets received"),
+    ("tx_packets", "packets", "packets transmitted"),
+    ("rx_errors", "packets", "receive errors"),
+    ("tx_errors", "packets", "transmit errors"),
+    ("rx_dropped", "packets", "packets received but not processed"),
+    ("tx_dropped", "packets", "packets dropped on transmit"),
+)
+SOURCE = "/sys/class/net/<iface>/statistics/<counter> (Documentation/ABI/testing/sysfs-class-net-statistics)"
+
+NET_SCHEMA = pa.schema(
+    [T_NS, col("interface", pa.string(), "", "label", doc="/sys/class/net/<iface>")]
+    + [col(name, pa.int64(), unit, "counter", doc=f"{doc}: {SOURCE}") for name, unit, doc in COUNTERS]
+)
+
+# what describe() keeps of each interface (Documentation/ABI/testing/sysfs-class-net)
+_ATTRS = ("type", "mtu", "speed", "operstate", "address")
+
+
+def list_interfaces(sys_root: str = "/sys") -> list[str]:
+    """The interfaces under /sys/class/net, sorted (empty when it cannot be listed)."""
+    try:
+        return sorted(os.listdir(os.path.join(sys_root, "class", "net")))
+    except OSError:
+        return []
+
+
+class NetCollector(RawCollector):
+    name = "net"
+    schema = NET_SCHEMA
+
+    def __init__(self, period_s: float = 0.1, sys_root: str = "/sys", interfaces: list[str] | None = None):
+        super().__init__()
+        self.period_s = period_s
+        self.sys_root = sys_root
+        self.interfaces = list_interfaces(sys_root) if interfaces is None else list(interfaces)
+        self._readers = [[FileReader(self._stat_path(i, c), 64) for c, _, _ in COUNTERS] for i in self.interfaces]
+
+    def _stat_path(self, iface: str, counter: str) -> str:
+        return os.path.join(self.sys_root, "class", "net", iface, "statistics", counter)
+
+    def probe(self) -> Probe:
+        if not self.interfaces:
+            return Probe(False, f"no network interface under {self.sys_root}/class/net", "mount /sys")
+        unreadable = [i for i in self.interfaces if read_text(self._stat_path(i, "rx_bytes")) is None]
+        if len(unreadable) == len(self.interfaces):
+            return Probe(False, f"cannot read {SOURCE}", "mount /sys (in a container: bind-mount /sys)")
+        return Probe(True, f"{len(self.interfaces)} interface(s): {', '.join(self.interfaces)}")
+
+    def describe(self) -> dict:
+        out = {}
+        for i in self.interfaces:
+            base = os.path.join(self.sys_root, "class", "net", i)
+            attrs = {a: read_text(os.path.join(base, a)) for a in _ATTRS}
+            # speed is Mb/s (sysfs-class-net); -1 or unreadable where the link has none (lo, virtual)
+            speed = attrs.pop("speed")
+            attrs["speed_mbit_s"] = int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None
+            out[i] = attrs
+        return {"interfaces": out, "source": SOURCE}
+
+    def read_raw(self) -> tuple:
+        """Per interface, per counter: the file's bytes, or None where it cannot be read."""
+        out = []
+        for readers in self._readers:
+            vals = []
+            for r in readers:
+                try:
+                    vals.append(r.read())
+                except OSError:
+                    vals.append(None)
+            out.append(tuple(vals))
+        return tuple(out)
+
+    def table(self, ts: list[int], raws: list) -> pa.Table:
+        cols: dict[str, list] = {f.name: [] for f in NET_SCHEMA}
+        names = [c for c, _, _ in COUNTERS]
+        for t_ns, reading in zip(ts, raws):
+            for iface, vals in zip(self.interfaces, reading):
+                cols["t_ns"].append(t_ns)
+                cols["interface"].append(iface)
+                for name, v in zip(names, vals):
+                    cols[name].append(_int(v))
+        return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in NET_SCHEMA], schema=NET_SCHEMA)
+
+    def close(self) -> None:
+        for readers in self._readers:
+            for r in readers:
+                r.close()
+
+
+def _int(raw: bytes | None) -> int | None:
+    """A counter file's number; None where unread or not a number (never 0 for unknown)."""
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
