@@ -6,7 +6,7 @@ job's per-node joules, imported traces, compare, exports and the public API:
     e = ckprof.power.energy.energy_j(rec, "gpu", start_ns, end_ns, baseline_w=2.5)
     e.joules, e.above_baseline_j, e.provenance, e.method, e.sources, e.coverage
 
-A recording's power is a list of EnergySource (ckprof.power.sources finds them): one per device
+A recording's power is a list of EnergySource (ckprof.power.readings; ckprof.power.sources finds them): one per device
 and reading, each an energy counter (NVML total energy, RAPL energy_uj), a power gauge
 (NVML/IPMI/imported watts) or the SSD model's running sum. Counters beat integrated power
 (design.md, "Energy"). Provenance of a result, the weakest of its parts:
@@ -14,158 +14,30 @@ and reading, each an energy counter (NVML total energy, RAPL energy_uj), a power
   derived    some part was integrated from measured power readings
   estimated  some part came from a model (e.g. NVMe power from the power-state table)
 
-Components, one vocabulary (docs/power.md): gpu, cpu (RAPL packages), dram, ssd, node (a BMC's
+Components, one vocabulary (docs/power.md; a column's is named by ckprof.recording.columns.component_of): gpu, cpu (RAPL packages), dram, ssd, node (a BMC's
 whole-node reading), external:<name> (an imported trace), and core, uncore, psys (RAPL domains
 inside or around a package: answered when asked for, never added to a total).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from ckprof.errors import UsageError
 
-from . import integrate as I
+from .readings import EnergySource, worst
+from .sources import energy_sources
 
-RANK = {"measured": 0, "derived": 1, "estimated": 2}
 # Answered when asked for, never added to a total: RAPL's core and uncore are inside its package,
 # psys holds the whole platform (Documentation/power/powercap/powercap.rst).
 PARTS_OF_OTHERS = ("core", "uncore", "psys")
-RAPL_DOMAIN_COMPONENT = {"package": "cpu", "dram": "dram", "core": "core", "uncore": "uncore", "psys": "psys"}
-
-
-def worst(provs) -> str:
-    """The weakest provenance of several (measured < derived < estimated)."""
-    provs = list(provs) or ["measured"]
-    return max(provs, key=lambda p: RANK.get(p, 3))
-
-
-def integrated(prov: str) -> str:
-    """Integrating measured power readings gives a derived figure."""
-    return worst([prov, "derived"])
 
 
 def in_total(component: str) -> bool:
     return component not in PARTS_OF_OTHERS
-
-
-def component_of(collector: str, info: dict | None = None, domain: str | None = None) -> str:
-    """The component a collector's readings belong to: its own `component` in meta.json, else
-    from its name (gpu*, rapl*/cpu* by RAPL domain, nvme*, ipmi*, power_<name> from import-power:
-    an NVMe controller's name is that SSD, any other name is external:<name>)."""
-    info = info or {}
-    comp = (info.get("describe") or {}).get("component") or info.get("component")
-    if comp:
-        return str(comp)
-    n = collector.lower()
-    if n.startswith("gpu") or "nvml" in n:
-        return "gpu"
-    if n.startswith(("rapl", "cpu")):
-        d = (domain or "package").split("-")[0]
-        return RAPL_DOMAIN_COMPONENT.get(d, "cpu")
-    if n.startswith(("nvme", "ssd", "smart")):
-        return "ssd"
-    if n.startswith("power_"):
-        name = collector[len("power_") :]
-        return "ssd" if re.fullmatch(r"nvme\d+", name) else f"external:{name}"
-    if n.startswith(("ipmi", "node", "bmc", "pdu")):
-        return "node"
-    return "other"
-
-
-@dataclass
-class EnergySource:
-    """One device's energy readings: a counter, a power gauge, or a running sum of joules."""
-
-    component: str  # gpu | cpu | dram | ssd | node | external:<name> | core | uncore | psys
-    device: str  # what a user names it by: gpu0, intel-rapl:0, nvme0, node, psu
-    name: str  # where it came from, e.g. "gpu/0.energy_mj"
-    provenance: str  # of the figures it gives (integrated power is already 'derived')
-    method: str  # "energy counter" | "integrated power" | "SSD power per interval"
-    t_ns: np.ndarray  # reading times, in order
-    values: np.ndarray  # raw counter, power, or running joules
-    scale: float  # raw units → J (counters, running sums) or W (power)
-    width: int | None = None  # a counter's wrap point
-    cumulative: bool = False  # values are already a running sum of joules (no wrap)
-    interval_provenance: np.ndarray | None = None  # per interval t[i-1]..t[i] (len t - 1), where it varies
-
-    @property
-    def is_power(self) -> bool:
-        return self.method == "integrated power"
-
-    @cached_property
-    def running_j(self) -> np.ndarray:
-        """Joules since the first reading (a counter unwrapped once, for every window to read)."""
-        if self.cumulative:
-            return np.asarray(self.values, dtype=float) * self.scale
-        return I.unwrap_counter(self.values, self.width) * self.scale
-
-    def energy_j(self, a: float, b: float) -> float:
-        if self.is_power:
-            return I.power_j(self.t_ns, np.asarray(self.values, dtype=float) * self.scale, a, b)
-        return I.cumulative_j(self.t_ns, self.running_j, a, b)
-
-    def coverage(self, a: float, b: float) -> float:
-        return I.coverage(self.t_ns, a, b)
-
-    def provenance_in(self, a: float, b: float) -> str:
-        """The provenance of this source's figure for [a, b]: the weakest interval it used."""
-        if self.interval_provenance is None:
-            return self.provenance
-        t = np.asarray(self.t_ns, dtype=float)
-        used = (t[1:] > a) & (t[:-1] < b)
-        return worst(self.interval_provenance[used]) if used.any() else self.provenance
-
-    def mean_w(self, a: float, b: float) -> float:
-        """Mean power over the covered part of [a, b] (W)."""
-        s = I.span(self.t_ns, a, b)
-        return float("nan") if s is None else self.energy_j(*s) / ((s[1] - s[0]) / 1e9)
-
-    @cached_property
-    def update_period_s(self) -> float | None:
-        """How often the sensor's value really changes (s): the median time between changes of
-        its reading. An NVML power reading polled at 10 Hz may change once a second, an SSD's
-        power once per NVMe poll; polling faster than this adds no information. None: fewer than
-        three changes."""
-        v = self.running_j if not self.is_power else np.asarray(self.values, dtype=float)
-        t = np.asarray(self.t_ns, dtype=float)
-        if len(v) < 3:
-            return None
-        changed = np.flatnonzero(np.diff(v) != 0) + 1
-        if len(changed) < 3:
-            return None
-        return float(np.median(np.diff(t[changed]))) / 1e9
-
-    def power_bounds_w(self, a: float, b: float) -> tuple[float, float] | None:
-        """(low, high) power (W) during [a, b] as far as a sensor that updates every P seconds can
-        tell: the lowest and highest readings from one update before to one after, widened by the
-        largest change between two consecutive updates there — a reading is a mean (or a sample)
-        over its period, and inside one the power can stray from it by about as much as it moved
-        from one update to the next (the assumption: it changes no faster than the sensor saw)."""
-        p = (self.update_period_s or 0.0) * 1e9
-        t, w = self.power_series()
-        ok = ~np.isnan(w)
-        near = ok & (t >= a - p) & (t <= b + 2 * p)
-        if not near.any():
-            return None
-        wide = w[ok & (t >= a - 2 * p) & (t <= b + 3 * p)]
-        distinct = wide[np.concatenate([[True], np.diff(wide) != 0])] if len(wide) else wide
-        step = float(np.max(np.abs(np.diff(distinct)))) if len(distinct) > 1 else 0.0
-        return max(0.0, float(np.min(w[near])) - step), float(np.max(w[near])) + step
-
-    def power_series(self) -> tuple[np.ndarray, np.ndarray]:
-        """(t_ns, W): power readings, or the counter's rate between readings."""
-        if self.is_power:
-            return self.t_ns, np.asarray(self.values, dtype=float) * self.scale
-        dt = np.diff(self.t_ns) / 1e9
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(dt > 0, np.diff(self.running_j) / np.where(dt > 0, dt, 1), np.nan)
-        return self.t_ns[1:], w
 
 
 @dataclass(frozen=True)
@@ -385,8 +257,6 @@ def _select(sources: list[EnergySource], what: str) -> list[EnergySource]:
 def components(rec) -> list[str]:
     """The components energy_j can answer for in this recording (it also takes a device's name:
     gpu0, nvme0, intel-rapl:0)."""
-    from .sources import energy_sources
-
     return sorted({s.component for s in energy_sources(rec)})
 
 
@@ -394,8 +264,6 @@ def energy_j(rec, component: str, start_ns: int, end_ns: int, baseline_w: float 
     """Joules `component` (or one device: 'gpu0', 'nvme0') used over [start_ns, end_ns]
     (monotonic ns), with provenance. Above idle uses `baseline_w` (W, for the whole component)
     when given, else nothing (above_idle_j None)."""
-    from .sources import energy_sources
-
     srcs = energy_sources(rec)
     chosen = _select(srcs, component)
     if not chosen:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ckprof.recording import columns as S
 
-from .energy import EnergySource, component_of, integrated, worst
+from .readings import EnergySource, integrated, worst
 
 # Power gauges, best first, when a collector has several (NVML's instant reading over its 1 s
 # average; IPMI's reading over its min/max/avg of the BMC's period).
@@ -143,7 +143,7 @@ def energy_sources(
                 if ent not in zones:
                     continue
                 width = width or zones[ent][1]
-                comp = component_of(col.collector, col.collector_info, zones[ent][0])
+                comp = S.component_of(col.collector, col.collector_info, zones[ent][0])
             if len(df) < 2:  # e.g. a GPU without the total-energy counter: its power is used
                 continue
             out.append(

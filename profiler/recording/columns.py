@@ -1,7 +1,7 @@
 """Finding a recording's power, energy, temperature, utilisation and throttle series by what
 meta.json says about each column (unit, kind, provenance), not by which collector wrote it.
-A column's component (gpu, cpu, ssd...) is named by the energy engine's one vocabulary
-(ckprof.power.energy.component_of).
+A column's component (gpu, cpu, ssd...) is named here, in the energy engine's one vocabulary
+(`component_of`, docs/power.md).
 
 The analysis reads whatever the recording has: the GPU collector's `energy_mj` counter and
 `power_w`, RAPL's `energy_uj` per domain, NVMe `temp_c` and SMART `thm_*` counters, or any
@@ -10,6 +10,7 @@ later collector that declares its columns the same way (collectors/base.py `col`
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,31 @@ import pandas as pd
 ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
 POWER_UNITS = {"W": 1.0, "mW": 1e-3, "uW": 1e-6, "µW": 1e-6, "kW": 1e3}
 TEMP_UNITS = {"C", "°C", "degC", "celsius"}
+RAPL_DOMAIN_COMPONENT = {"package": "cpu", "dram": "dram", "core": "core", "uncore": "uncore", "psys": "psys"}
+
+
+def component_of(collector: str, info: dict | None = None, domain: str | None = None) -> str:
+    """The component a collector's readings belong to: its own `component` in meta.json, else
+    from its name (gpu*, rapl*/cpu* by RAPL domain, nvme*, ipmi*, power_<name> from import-power:
+    an NVMe controller's name is that SSD, any other name is external:<name>)."""
+    info = info or {}
+    comp = (info.get("describe") or {}).get("component") or info.get("component")
+    if comp:
+        return str(comp)
+    n = collector.lower()
+    if n.startswith("gpu") or "nvml" in n:
+        return "gpu"
+    if n.startswith(("rapl", "cpu")):
+        d = (domain or "package").split("-")[0]
+        return RAPL_DOMAIN_COMPONENT.get(d, "cpu")
+    if n.startswith(("nvme", "ssd", "smart")):
+        return "ssd"
+    if n.startswith("power_"):
+        name = collector[len("power_") :]
+        return "ssd" if re.fullmatch(r"nvme\d+", name) else f"external:{name}"
+    if n.startswith(("ipmi", "node", "bmc", "pdu")):
+        return "node"
+    return "other"
 
 
 @dataclass(frozen=True)
@@ -37,8 +63,6 @@ class Column:
 
     @property
     def component(self) -> str:
-        from ckprof.power.energy import component_of  # the one vocabulary (read side only)
-
         return component_of(self.collector, self.collector_info)
 
     @property

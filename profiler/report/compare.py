@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from ckprof.power.readings import worst
+
 from . import tables as T
 
 # (label, unit, provenance, function of a report → value)
@@ -44,8 +46,6 @@ def _mean(v):
 
 def _energy_provenance(reports: list[dict]) -> str:
     """The weakest provenance of any component's energy in any save (the engine's ranking)."""
-    from ckprof.power.energy import worst
-
     provs = [
         e["provenance"] for r in reports for c in r["checkpoints"] if c["kind"] == "save" for e in c["energy"].values()
     ]
@@ -84,8 +84,6 @@ def _ssd_efficiency(reports: list[dict]) -> list[tuple]:
             for cp in r["checkpoints"]
             if cp["kind"] == "save" and ctrl in (cp.get("ssd_efficiency") or {})
         ]
-        from ckprof.power.energy import worst
-
         prov = worst(provs) if provs else "estimated"
         for key, label, unit in (
             ("gb_per_s_per_w", "SSD efficiency", "GB/s per W"),
