@@ -52,7 +52,9 @@ def main(argv=None) -> None:
     ap.add_argument("--truth", help="JSON-lines file for the program's own timings (CLOCK_MONOTONIC ns)")
     a = ap.parse_args(argv)
 
-    dev = torch.device("cuda" if a.device == "auto" and torch.cuda.is_available() else ("cpu" if a.device == "auto" else a.device))
+    dev = torch.device(
+        "cuda" if a.device == "auto" and torch.cuda.is_available() else ("cpu" if a.device == "auto" else a.device)
+    )
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     w = a.width
     model = nn.Sequential(nn.Linear(w, w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(), nn.Linear(w, 1)).to(dev)
@@ -71,7 +73,9 @@ def main(argv=None) -> None:
         from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
         gpu = dev.type == "cuda"  # pinned memory and non-blocking copies need an accelerator
-        stager = DefaultStager(StagingOptions(use_pinned_memory=gpu, use_shared_memory=False, use_non_blocking_copy=gpu))
+        stager = DefaultStager(
+            StagingOptions(use_pinned_memory=gpu, use_shared_memory=False, use_non_blocking_copy=gpu)
+        )
     pending: list[dict] = []  # saves whose futures have not completed
 
     def poll(final: bool = False) -> None:

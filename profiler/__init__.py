@@ -7,7 +7,7 @@ rec = ckprof.load("ckprof-20261121-120000")               # read a recording any
 rec.block()                                               # derived rates per device
 """
 
-from ckprof.record.markers import checkpoint, mark
+from ckprof.record.markers import checkpoint, mark, step
 
 from .errors import CkprofError, RecordingError, UsageError
 from .version import VERSION as __version__
@@ -28,4 +28,4 @@ def load(path: str):
     return _load(path)
 
 
-__all__ = ["checkpoint", "mark", "load", "evict", "CkprofError", "RecordingError", "UsageError", "__version__"]
+__all__ = ["checkpoint", "mark", "step", "load", "evict", "CkprofError", "RecordingError", "UsageError", "__version__"]

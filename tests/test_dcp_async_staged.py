@@ -54,5 +54,9 @@ def test_staged_async_save_blocks_only_for_the_call(tmp_path):
         assert end_ns <= done[c["step"]]["done_ns"] + 5e6
         assert c["duration_s"] > c["blocking_s"]
 
-    phases = [e for e in map(json.loads, (rec_dir / "events.jsonl").read_text().splitlines()) if e["event"] == "checkpoint_phase"]
+    phases = [
+        e
+        for e in map(json.loads, (rec_dir / "events.jsonl").read_text().splitlines())
+        if e["event"] == "checkpoint_phase"
+    ]
     assert len(phases) == 3 and all(p["phase"] == "staging" and p["ok"] for p in phases)

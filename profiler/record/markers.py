@@ -76,6 +76,12 @@ def emit(event: str, **fields) -> None:
     eventfile.append_or_say(path, _line(rec))  # never raises: a lost mark is said once, the run goes on
 
 
+def step(n: int | None = None, **fields) -> None:
+    """The end of a training step, e.g. ckprof.step() at the bottom of the loop: for loops whose
+    steps torch.optim's post-hook cannot see (no torch optimizer). A no-op outside a recording."""
+    emit("train_step", n=n, via="api", **fields)
+
+
 def mark(text: str, **fields) -> None:
     """A point event with a note, e.g. ckprof.mark("epoch 3 done")."""
     emit("mark", text=text, **fields)

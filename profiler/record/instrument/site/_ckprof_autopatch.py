@@ -18,6 +18,9 @@ called right after (EXTEND_S) the save returned or the previous such call did, w
 the time that call returned; the analysis moves the window's end there, and the recorder's file
 tracker follows a renamed file to its new name.
 
+Training steps: a global torch.optim post-hook writes a `train_step` event after every optimizer
+step (the step boundaries the async phases are measured against).
+
 Calls made while another wrapped call runs in the process are not windows of their own (DCP's
 writer may call torch.save per item, in worker threads); so two saves from two threads at once
 count as one window. An async_save's window ends when its future completes; `blocking_s` is the
@@ -410,7 +413,9 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         if is_async and callable(getattr(staging, "add_done_callback", None)):
 
             def staged(f, common=common):
-                _emit("checkpoint_phase", phase="staging", ok=not f.cancelled() and f.exception() is None, id=common["id"])
+                _emit(
+                    "checkpoint_phase", phase="staging", ok=not f.cancelled() and f.exception() is None, id=common["id"]
+                )
 
             staging.add_done_callback(staged)
         if is_async and callable(fut):
@@ -623,6 +628,36 @@ def patch_megatron(mod):
     _patch(mod, "save", "megatron.core.dist_checkpointing.save", "save", _megatron_dir, is_dir=True)
 
 
+_optimizers = None  # optimizer -> [index in the order they first stepped, steps], weakly held
+
+
+def _optimizer_stepped(opt, args, kwargs):
+    """A training step ended: torch.optim's global post-hook runs after every optimizer.step(), so
+    steps are known with no code in the training loop (HF Trainer and Lightning step through it too;
+    with gradient accumulation it is the optimizer's step, the step a checkpoint's step counts). One
+    `train_step` event per step; `optimizer` tells two optimizers (or a wrapper and its inner one) apart."""
+    global _optimizers
+    if not os.environ.get(_ENV):
+        return
+    if _optimizers is None:
+        import weakref
+
+        _optimizers = weakref.WeakKeyDictionary()
+    try:
+        seen = _optimizers.setdefault(opt, [len(_optimizers), 0])
+    except TypeError:  # not weakly referenceable: count it under one shared entry
+        seen = [-1, 0]
+    seen[1] += 1
+    _emit("train_step", optimizer=seen[0], n=seen[1], via="optimizer")
+
+
+def patch_optimizer(mod):
+    """torch.optim.optimizer: register the global step post-hook once (torch >= 2.0)."""
+    register = getattr(mod, "register_optimizer_step_post_hook", None)
+    if register is not None and not getattr(mod, "_ckprof_step_hook", None):
+        mod._ckprof_step_hook = register(_optimizer_stepped)
+
+
 def _s3_url(args, kwargs):
     """boto3's upload_file(Filename, Bucket, Key) / upload_fileobj(Fileobj, Bucket, Key)."""
     bucket = args[2] if len(args) > 2 else kwargs.get("Bucket", kwargs.get("bucket"))
@@ -660,6 +695,7 @@ def patch_botocore(mod):
 
 TARGETS = {
     "torch": patch_torch,
+    "torch.optim.optimizer": patch_optimizer,
     "torch.distributed.checkpoint": patch_dcp,
     "safetensors.torch": patch_safetensors,
     "megatron.core.dist_checkpointing.serialization": patch_megatron,
