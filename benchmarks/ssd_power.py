@@ -28,12 +28,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import ckprof
-from ckprof.collectors.base import schema_units
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.power.ssd import COLUMNS, EXTERNAL_MIN_COVERAGE, power_state_changes, ssd_power
 from ckprof.recording.counters import counter_delta
 from ckprof.recording.import_power import POWER_SCHEMA
+from ckprof.recording.schema import schema_units
 from ckprof.recording.writer import RecordingWriter, part_name
 
 S = 1_000_000_000

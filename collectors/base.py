@@ -3,7 +3,7 @@
 A collector knows nothing about checkpoints or recordings. It declares its columns once, as a
 pyarrow schema whose field metadata carry the unit, whether the value is a cumulative counter or
 a gauge, and its provenance (measured | estimated | derived), so every figure downstream can say
-what it is.
+what it is: the vocabulary (`col`, `T_NS`, `schema_units`) is the recording's, ckprof.recording.schema.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from ckprof.recording.schema import T_NS
 
 
 @dataclass(frozen=True)
@@ -27,18 +29,6 @@ class Probe:
         return {"ok": self.ok, "detail": self.detail, "hint": self.hint}
 
 
-def col(
-    name: str, type_: pa.DataType, unit: str, kind: str = "gauge", provenance: str = "measured", doc: str = ""
-) -> pa.Field:
-    """One column: `kind` is 'counter' (cumulative, rates derived on read), 'gauge', 'label' (names an
-    entity: device, gpu, zone) or 'time' (a timestamp other than t_ns, e.g. an imported trace's own)."""
-    return pa.field(
-        name, type_, nullable=True, metadata={"unit": unit, "kind": kind, "provenance": provenance, "doc": doc}
-    )
-
-
-T_NS = col("t_ns", pa.int64(), "ns", "label", doc="CLOCK_MONOTONIC of the reading")
-
 # In the native sampler's int64 rows (ckprof/record/colsampler.c, CKP_NULL): a value the source
 # did not give, null in the collector's table (checked against the library when it loads).
 NATIVE_NULL = -(2**63)
@@ -51,20 +41,6 @@ def read_text(path: str) -> str | None:
             return f.read().strip()
     except OSError:
         return None
-
-
-def label_columns(schema: pa.Schema) -> list[str]:
-    """The columns that say which entity a row is about (device, gpu, zone), t_ns aside."""
-    return [f.name for f in schema if f.name != "t_ns" and f.metadata and f.metadata.get(b"kind") == b"label"]
-
-
-def schema_units(schema: pa.Schema) -> dict:
-    """{column: {unit, kind, provenance, doc}} for meta.json and docs."""
-    out = {}
-    for f in schema:
-        md = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
-        out[f.name] = md
-    return out
 
 
 class Collector:

@@ -19,7 +19,9 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
-from .base import NATIVE_NULL, T_NS, FileReader, Probe, RawCollector, col
+from ckprof.recording.schema import T_NS, col
+
+from .base import NATIVE_NULL, FileReader, Probe, RawCollector
 from .diskstats import FIELDS, parse_diskstats, parse_inflight, parse_stat_values, parse_sys_block_stat
 
 _UNITS = {

@@ -8,12 +8,10 @@ After "major minor name" a line holds, by kernel version:
   17 fields  5.5+  adds flushes (ios, ticks); later kernels may append more, ignored
 Linux 2.4 printed the same 11 counters in /proc/partitions, after "major minor #blocks name"
 (15 fields in all). /sys/block/<dev>/stat has the 11/15/17 counters with no name.
-Sectors are always 512 bytes, whatever the device's block size (iostats.rst).
+Sectors are always 512 bytes, whatever the device's block size (iostats.rst): ckprof.recording.schema.SECTOR_BYTES.
 """
 
 from __future__ import annotations
-
-SECTOR_BYTES = 512
 
 FIELDS = (
     "read_ios",

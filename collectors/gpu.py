@@ -24,8 +24,9 @@ import psutil
 import pyarrow as pa
 
 from ckprof.errors import CollectorUnavailable
+from ckprof.recording.schema import T_NS, col
 
-from .base import T_NS, Collector, Probe, col
+from .base import Collector, Probe
 
 try:  # optional dependency: without it the probe says how to install it
     import pynvml

@@ -14,7 +14,9 @@ import numpy as np
 import psutil
 import pyarrow as pa
 
-from .base import NATIVE_NULL, T_NS, Collector, FileReader, Probe, RawCollector, col
+from ckprof.recording.schema import T_NS, col
+
+from .base import NATIVE_NULL, Collector, FileReader, Probe, RawCollector
 
 HOST_SCHEMA = pa.schema(
     [

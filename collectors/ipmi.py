@@ -20,8 +20,9 @@ import subprocess
 import pyarrow as pa
 
 from ckprof.errors import CollectorUnavailable
+from ckprof.recording.schema import T_NS, col
 
-from .base import T_NS, Collector, Probe, col
+from .base import Collector, Probe
 
 IPMI_SCHEMA = pa.schema(
     [

@@ -21,7 +21,9 @@ import os
 
 import pyarrow as pa
 
-from .base import T_NS, FileReader, Probe, RawCollector, col, read_text
+from ckprof.recording.schema import T_NS, col
+
+from .base import FileReader, Probe, RawCollector, read_text
 
 # (column, unit, doc) in the order a reading holds them; the column is the sysfs file's name
 COUNTERS = (

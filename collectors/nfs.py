@@ -21,7 +21,9 @@ import os
 
 import pyarrow as pa
 
-from .base import T_NS, FileReader, Probe, RawCollector, col
+from ckprof.recording.schema import T_NS, col
+
+from .base import FileReader, Probe, RawCollector
 from .nfs_parse import BYTE_COUNTERS, OP_FIELDS, XPRT_SUMS, parse_mountstats
 
 SOURCE = "/proc/self/mountstats"

@@ -20,7 +20,9 @@ import re
 
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe, col
+from ckprof.recording.schema import T_NS, col
+
+from .base import Collector, Probe
 from .nvme_cli import INSTALL_HINT, NvmeCli, NvmeCliError
 from .nvme_hwmon import NvmeHwmonCollector
 from .nvme_parse import (

@@ -18,7 +18,9 @@ import re
 
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe, col, read_text
+from ckprof.recording.schema import T_NS, col
+
+from .base import Collector, Probe, read_text
 
 SCHEMA = pa.schema(
     [

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from .base import T_NS, Collector, Probe
+from ckprof.recording.schema import T_NS
+
+from .base import Collector, Probe
 
 try:
     import pyudev

@@ -39,11 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.host import HOST_SCHEMA
 from ckprof.recording.format import parse_part_name, part_name
 from ckprof.recording.job import host_dir
+from ckprof.recording.schema import T_NS, col, schema_units
 from ckprof.recording.writer import RecordingWriter
 
 S = 1_000_000_000  # ns in a second

@@ -11,12 +11,12 @@ import pytest
 
 import ckprof
 from ckprof.analysis.gpu_idle import idle_fraction as gpu_idle
-from ckprof.collectors.base import col
 from ckprof.collectors.gpu import GPU_SCHEMA
 from ckprof.collectors.rapl import RaplCollector
 from ckprof.power.energy import components, energy_j
 from ckprof.power.integrate import coverage, cumulative_j, power_j, unwrap_counter
 from ckprof.record.clock import FakeClock
+from ckprof.recording.schema import col
 
 
 def integrate_power(t_ns, watts, a, b):

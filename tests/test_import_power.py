@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 import ckprof
-from ckprof.collectors.base import col
 from ckprof.errors import UsageError
 from ckprof.power.energy import energy_j
 from ckprof.recording.import_power import parse_time_ns, read_trace
+from ckprof.recording.schema import col
 from ckprof.testing import WALL_NS, RecordingBuilder, t
 
 

@@ -3,10 +3,11 @@
 import pyarrow as pa
 
 import ckprof
-from ckprof.collectors.base import T_NS, Collector, col
+from ckprof.collectors.base import Collector
 from ckprof.collectors.blockdev import BlockCollector
 from ckprof.record.clock import FakeClock
 from ckprof.record.recorder import Recorder
+from ckprof.recording.schema import T_NS, col
 from ckprof.recording.writer import RecordingWriter
 
 

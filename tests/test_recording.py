@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import ckprof
-from ckprof.collectors.base import T_NS, col
 from ckprof.errors import RecordingError
 from ckprof.recording.format import META, parse_part_name
 from ckprof.recording.reader import read_part
+from ckprof.recording.schema import T_NS, col
 from ckprof.recording.writer import RecordingWriter
 
 SCHEMA = pa.schema([T_NS, col("device", pa.string(), "", "label"), col("x", pa.int64(), "B", "counter")])

@@ -16,7 +16,7 @@ import pytest
 
 import ckprof
 from ckprof.analysis import analyze
-from ckprof.collectors.diskstats import SECTOR_BYTES
+from ckprof.recording.schema import SECTOR_BYTES
 from ckprof.workloads import store
 
 CKPROF = [sys.executable, "-m", "ckprof.cli"]

@@ -23,10 +23,9 @@ import pyarrow as pa
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ckprof.collectors.base import label_columns
-from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError
 from ckprof.recording.counters import counter_delta
+from ckprof.recording.schema import SECTOR_BYTES, label_columns
 
 from .eventtail import EventTail
 

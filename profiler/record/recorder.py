@@ -20,7 +20,8 @@ import threading
 import time
 import traceback
 
-from ckprof.collectors.base import Collector, label_columns, schema_units
+from ckprof.collectors.base import Collector
+from ckprof.recording.schema import label_columns, schema_units
 from ckprof.recording.writer import RecordingWriter
 
 from . import native

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import psutil
 
-from ckprof.collectors.diskstats import SECTOR_BYTES
 from ckprof.errors import UsageError, say
 from ckprof.recording import job
 from ckprof.recording.counters import counter_delta
 from ckprof.recording.format import EVENTS
+from ckprof.recording.schema import SECTOR_BYTES
 from ckprof.recording.writer import RecordingWriter, clear_recording, may_replace
 from ckprof.units import fmt_bytes, fmt_seconds
 from ckprof.version import VERSION

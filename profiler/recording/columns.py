@@ -5,7 +5,7 @@ A column's component (gpu, cpu, ssd...) is named here, in the energy engine's on
 
 The analysis reads whatever the recording has: the GPU collector's `energy_mj` counter and
 `power_w`, RAPL's `energy_uj` per domain, NVMe `temp_c` and SMART `thm_*` counters, or any
-later collector that declares its columns the same way (collectors/base.py `col`).
+later collector that declares its columns the same way (recording/schema.py `col`).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 import pyarrow as pa
 
-from ckprof.collectors.base import T_NS, col, schema_units
 from ckprof.errors import CkprofError, UsageError
+from ckprof.recording.schema import T_NS, col, schema_units
 
 from .reader import read_meta
 from .timebase import Timebase

@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ckprof.collectors.diskstats import SECTOR_BYTES
-
 from .counters import counter_delta
+from .schema import SECTOR_BYTES
 
 BLOCK_COUNTERS = (
     "read_ios",

@@ -13,7 +13,7 @@ import resource
 import pyarrow as pa
 
 import ckprof
-from ckprof.collectors.base import T_NS, col
+from ckprof.recording.schema import T_NS, col
 from ckprof.recording.writer import RecordingWriter
 
 SCHEMA = pa.schema([T_NS, col("device", pa.string(), "", "label"), col("x", pa.int64(), "B", "counter")])
