@@ -1,8 +1,9 @@
 """What the file-activity source (record/fileactivity.py: fanotify + the proc connector) costs the
 recorder, printed for a person to read (never asserted).
 
-`ckprof record --path DIR -- CMD` is run with the source on and off (CKPROF_FILE_ACTIVITY=off),
-alternately, for two commands:
+`ckprof record --path DIR -- CMD` is run with the source on (its C reader, record/fanreader.c),
+on with the Python reader forced (CKPROF_FILE_ACTIVITY_READER=python) and off
+(CKPROF_FILE_ACTIVITY=off), in alternating order, for three commands:
 
   * idle: `sleep D`;
   * files: a Python loop creating, writing and closing small files under DIR at a steady rate
@@ -18,7 +19,8 @@ process at the recording's end: all its threads, not the command's); the extra C
 per second of recording, in % of one core. The source's own thread (meta.json
 `file_activity.cpu_s`) is printed too, with how many kernel events it read (after the kernel's
 merging) and how many were the recorded tree's: it is the precise figure, the process's on − off is
-within what start-up varies by (±1.5 % of a core at 10 s here). Needs root (fanotify, CAP_SYS_ADMIN).
+within what start-up varies by (±1.5 % of a core at 10 s here). The two readers are compared as a
+ratio (Python ÷ C) of the source thread's CPU. Needs root (fanotify, CAP_SYS_ADMIN).
 
 With --baseline-python PY (an interpreter whose `ckprof` is another version, e.g. another
 checkout's virtual env), each round also records with the source on under PY, in alternating
@@ -80,10 +82,13 @@ print(f"{n / (time.monotonic() - t0):.0f}", flush=True)
 """
 
 
-def record(root: str, out: str, cmd: list[str], on: bool, python: str = sys.executable) -> tuple[dict, str]:
+def record(root: str, out: str, cmd: list[str], on, python: str = sys.executable) -> tuple[dict, str]:
     env = dict(os.environ)
+    env.pop("CKPROF_FILE_ACTIVITY_READER", None)
     if not on:
         env["CKPROF_FILE_ACTIVITY"] = "off"
+    elif on == "python":
+        env["CKPROF_FILE_ACTIVITY_READER"] = "python"
     r = subprocess.run(
         [python, "-m", "ckprof", "record", "-q", "--force", "-o", out, "--path", root, "--", *cmd],
         capture_output=True,
@@ -119,16 +124,19 @@ def main() -> None:
         }
         for case in a.cases:
             cmd = cases[case]
-            cpu = {True: [], False: [], "baseline": []}
-            thread = {True: [], "baseline": []}  # the source thread's own CPU, % of a core
-            runs = [(True, sys.executable), (False, sys.executable)]
+            cpu = {True: [], False: [], "python": [], "baseline": []}
+            thread = {True: [], "python": [], "baseline": []}  # the source thread's own CPU, % of a core
+            files = {True: [], "python": [], "baseline": []}  # file bursts a second
+            runs = [(True, sys.executable), (False, sys.executable), ("python", sys.executable)]
             if a.baseline_python:
                 runs.append(("baseline", a.baseline_python))
             for k in range(a.rounds):
                 for on, python in runs if k % 2 == 0 else runs[::-1]:
                     root = os.path.join(tmp, "ckpt")
                     os.makedirs(root, exist_ok=True)
-                    meta, said = record(root, os.path.join(tmp, "rec"), cmd(root), bool(on), python)
+                    meta, said = record(
+                        root, os.path.join(tmp, "rec"), cmd(root), True if on == "baseline" else on, python
+                    )
                     shutil.rmtree(root)
                     span = (meta["end"]["monotonic_ns"] - meta["start"]["monotonic_ns"]) / 1e9
                     cpu[on].append(meta["recorder_cpu_s"]["process"] / span)
@@ -136,11 +144,13 @@ def main() -> None:
                     extra = f", generator offered {said} events/s" if said else ""
                     if on:
                         thread[on].append(100 * fa.get("cpu_s", 0) / span)
-                        label = "on " if on is True else "baseline on"
+                        files[on].append((fa.get("files") or 0) / span)
+                        label = {True: "on, C reader", "python": "on, Python reader"}.get(on, "baseline on")
                         print(
                             f"{case} round {k + 1} {label}: process {100 * cpu[on][-1]:.3f} % of a core; "
                             f"source thread {100 * fa.get('cpu_s', 0) / span:.3f} %; read {fa.get('events_read')} "
-                            f"kernel events, {fa.get('events_in_tree')} the tree's, {fa.get('files')} file bursts{extra}"
+                            f"kernel events ({fa.get('events_in_c', 0)} taken in C), {fa.get('events_in_tree')} the "
+                            f"tree's, {fa.get('files')} file bursts; reader {fa.get('reader')!r}{extra}"
                         )
                     else:
                         print(f"{case} round {k + 1} off: process {100 * cpu[on][-1]:.3f} % of a core{extra}")
@@ -149,7 +159,14 @@ def main() -> None:
                 f"== {case}: extra CPU with the source {100 * (on_m - off_m):+.3f} % of a core "
                 f"(medians: on {100 * on_m:.3f} %, off {100 * off_m:.3f} %; ratio {on_m / off_m:.2f}×)"
             )
-            print(f"   source thread: median {statistics.median(thread[True]):.3f} % of a core")
+            c_m, py_m = statistics.median(thread[True]), statistics.median(thread["python"])
+            print(
+                f"   source thread: C reader median {c_m:.3f} % of a core at {statistics.median(files[True]):.0f} "
+                f"files/s; Python reader {py_m:.3f} % at {statistics.median(files['python']):.0f} files/s; "
+                f"Python ÷ C {py_m / c_m if c_m else float('nan'):.2f}×"
+            )
+            py_m = statistics.median(cpu["python"])
+            print(f"   process with the Python reader: extra CPU {100 * (py_m - off_m):+.3f} % of a core")
             if cpu["baseline"]:
                 base_m = statistics.median(cpu["baseline"])
                 print(

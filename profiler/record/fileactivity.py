@@ -44,6 +44,7 @@ device bursts as before. CKPROF_FILE_ACTIVITY=off turns it off (to measure what 
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import threading
@@ -51,6 +52,7 @@ import time
 from collections import OrderedDict
 
 from . import fanotify as F
+from . import fanreader
 from .proctree_events import ProcTree, describe
 
 MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
@@ -58,9 +60,11 @@ MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
 # wake-ups a second for them; a save's files created meanwhile keep their birth time as their start
 OTHERS_PAUSE_S = 0.2
 MAX_BIRTH_LEAD_S = 5.0  # a birth time further before its create event was read is not this burst's
+_LEAD_NS = int(MAX_BIRTH_LEAD_S * 1e9)
 ACTIVE_S = 2.0  # this long after the tree's last file event, its forks and execs wake the reader
 DRAIN_S = 5.0  # idle, the proc connector's queue is taken this often (8 MiB holds ~100,000 forks)
 QUIET_S = 1.0  # a file with no event for this long has finished its burst: its event is written
+_QUIET_NS = int(QUIET_S * 1e9)
 # past this many directories under the paths the file systems are marked instead (each inode mark
 # is kernel memory, and the walk at start-up reads every directory); meta.json says so and why
 MAX_DIR_MARKS = 10_000
@@ -79,6 +83,15 @@ _OPS = (
     (F.FAN_MOVED_FROM, "moved_away"),
     (F.FAN_DELETE, "delete"),
 )
+# what an entry says (the C reader writes the same texts: they are handed to it)
+FOUND_BY = "its new directory's listing (made before the directory was marked)"
+WRITERS_UNKNOWN = "written before its directory was marked: no event named the writer"
+SIZE_DELETED, SIZE_GONE = "deleted", "gone when its burst ended"
+
+
+def new_c_reader() -> fanreader.Reader:
+    """The C reader (OSError where it cannot run), writing this module's texts."""
+    return fanreader.Reader(_OPS, (FOUND_BY, WRITERS_UNKNOWN, SIZE_DELETED, SIZE_GONE))
 
 
 class _Burst:
@@ -130,6 +143,10 @@ class FileActivity:
         self.source = "fanotify"
         self.group: F.Group | None = None
         self.tree: ProcTree | None = None
+        # the reader in C (record/fanreader.c) where it is built: it holds the burst table then
+        self._c: fanreader.Reader | None = None
+        self.reader = "python"
+        self._c_counts: dict | None = None
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)
         # (directory handle, name) → its open burst, the longest quiet first (moved to the end on each event)
@@ -165,6 +182,8 @@ class FileActivity:
         ev["paths"] = list(self.roots)
         if self.group is not None:
             self.tree = ProcTree()
+            self._start_reader()
+            ev["reader"] = self.reader
             ev["process_tree"] = self.tree.basis
             ev["paired_renames"] = self.group.paired_renames
             ev["marks"] = self._marks()
@@ -174,6 +193,18 @@ class FileActivity:
             ev["fallback"] = "checkpoint windows from the patch's markers, else device write bursts"
         self.writer.event(ev)
         return self
+
+    def _start_reader(self) -> None:
+        why = fanreader.why_not()
+        if why is None:
+            try:
+                self._c = new_c_reader()
+                self.reader = "C (record/fanreader.c)"
+                self.tree.on_leave = self._c.drop_pid  # a pid reused outside the tree
+                return
+            except (OSError, MemoryError) as e:
+                why = str(e)
+        self.reader = f"python: {why}"
 
     def set_root(self, pid: int) -> None:
         if self.tree is not None:
@@ -190,9 +221,14 @@ class FileActivity:
             self.group.close()
         if self.tree is not None:
             self.tree.close()
+        if self._c is not None:
+            self._c_counts = self._c.counts()
+            self.events_kept, self.files = self._c_counts["events_kept"], self._c_counts["files"]
+            self._c.close()
         meta = {"source": self.source, "paths": list(self.roots)}
         if self.group is not None:
             meta.update(
+                reader=self.reader,
                 process_tree=self.tree.basis if self.tree else None,
                 events_read=self.events_read,
                 events_in_tree=self.events_kept,
@@ -201,6 +237,8 @@ class FileActivity:
                 marks=self._marks(),
                 cpu_s=round(self.cpu_s, 4),
             )
+            if self._c_counts is not None:
+                meta["events_in_c"] = self._c_counts["events_in_c"]  # taken whole by the C reader
         return meta
 
     # -- what is marked ---------------------------------------------------------------------
@@ -277,6 +315,9 @@ class FileActivity:
                 continue
 
     def _add_scanned(self, path: str, t_ns: int, is_dir: bool) -> None:
+        if self._c is not None:
+            self._c.add_scanned(path, t_ns, is_dir)
+            return
         if path in self._scanned:
             return
         b = _Burst(path, t_ns, is_dir)
@@ -370,8 +411,9 @@ class FileActivity:
         ACTIVE_S after the tree's last file event, as they come): the machine's other forks do not
         wake this thread."""
         timeout = DRAIN_S
-        if self._bursts:
-            first_quiet = next(iter(self._bursts.values())).end_ns + QUIET_S * 1e9
+        first_end = self._first_end_ns()
+        if first_end is not None:
+            first_quiet = first_end + QUIET_S * 1e9
             timeout = min(DRAIN_S, max(0.0, (first_quiet - self.clock.now_ns()) / 1e9))
         fds = [self.group.fd, self._wake_r]
         nl = self.tree.fileno()
@@ -394,15 +436,41 @@ class FileActivity:
             self.tree.drain()
         return False
 
+    def _first_end_ns(self) -> int | None:
+        """The last event of the longest-quiet open burst (None when none is open)."""
+        if self._c is not None:
+            return self._c.first_end_ns()
+        return next(iter(self._bursts.values())).end_ns if self._bursts else None
+
     def _read_all(self) -> int:
         n = 0
         while True:
             self.tree.drain()  # forks before these file events are known before they are judged
             t_ns = self.clock.now_ns()
+            if self._c is not None:
+                got = self._c.read(self.group.fd)
+                if not got:
+                    return n
+                n += self._take_c(got, t_ns)
+                continue
             buf = self.group.read()
             if not buf:
                 return n
             n += self._take(buf, t_ns)
+
+    def _take_c(self, nbytes: int, t_ns: int) -> int:
+        """The C reader takes the buffer's usual events; the others are judged here, in order."""
+        self._offset_ns = None
+        c, fast0, n = self._c, self._c.counts()["events_in_c"], 0
+        for raw in c.take(nbytes, t_ns, self._realtime_offset_ns(), _LEAD_NS):
+            for mask, pid, recs in F.parse(raw):
+                n += 1
+                self._event(mask, pid, recs, t_ns)
+        counts = c.counts()
+        n += counts["events_in_c"] - fast0
+        self.events_kept = counts["events_kept"]
+        self.events_read += n
+        return n
 
     def _dir(self, handle: bytes) -> str | None:
         try:
@@ -429,6 +497,8 @@ class FileActivity:
             elif any(_under(r, (d,)) for r in self.roots):
                 keep = _EACH  # a root's parent, or an excluded path below: entry by entry
             self._dir_keep[handle] = (d, keep)
+            if keep == _ALL and self._c is not None:
+                self._c.set_dir(handle, d)  # its entries' events are the C reader's to take
         if keep == _NONE:
             return None
         path = d if name in (b"", b".") else d + "/" + name.decode("utf-8", "surrogateescape")
@@ -436,59 +506,70 @@ class FileActivity:
 
     def _take(self, buf: bytes, t_ns: int) -> int:
         self._offset_ns = None
-        contains, bursts, n = self.tree.contains, self._bursts, 0
+        n = 0
         for mask, pid, recs in F.parse(buf):
             n += 1
-            if mask & F.FAN_Q_OVERFLOW:
-                self.overflows += 1
-                self.writer.event(
-                    {
-                        "t_ns": t_ns,
-                        "event": "file_activity_lost",
-                        "source": "fanotify",
-                        "why": "the kernel's event queue overflowed",
-                    }
-                )
-                continue
-            if mask & F.FAN_ONDIR and mask & _DIR_CHANGES and recs:  # whoever made it: mark it now
-                self._dir_changed(mask, pid, recs, t_ns)
-            if mask & _SELF:  # a marked directory deleted or moved away: a --path itself?
-                self._root_gone(t_ns)
-                continue
-            if not recs or not contains(pid):
-                continue
-            if mask & F.FAN_RENAME:
-                old = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_OLD_DFID_NAME), None)
-                new = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME), None)
-                if old and new:
-                    self._rename(old, new, pid, t_ns, bool(mask & F.FAN_ONDIR))
-                continue
-            _t, handle, name = recs[0]
-            key = (handle, name)
-            b = bursts.get(key)
-            if b is None:  # a new burst: is it under the recorded paths?
-                path = self._entry_path(handle, name)
-                if path is None:
-                    continue
-                scan_key = self._scanned.pop(path, None) if self._scanned else None
-                b = bursts.pop(scan_key, None) if scan_key else None  # found by a scan before this event
-                if b is None:
-                    b = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
-                if not mask & _ENDS:
-                    bursts[key] = b
-            elif mask & _ENDS:
-                del bursts[key]
-            else:
-                bursts.move_to_end(key)
-            self.events_kept += 1
-            self._note(b, mask, pid, t_ns)
-            if mask & _ENDS:
-                # a close for writing ends the burst (its size is the one the writer left: each of
-                # a loop's saves of one file is its own burst); so does a deletion. A small file
-                # written at once is one event (the kernel merged its create, writes and close)
-                self._write(b, deleted=bool(mask & F.FAN_DELETE))
+            self._event(mask, pid, recs, t_ns)
         self.events_read += n
         return n
+
+    def _event(self, mask: int, pid: int, recs, t_ns: int) -> None:
+        """One event, judged here (the Python reader's every event; the C reader's unusual ones)."""
+        contains, bursts = self.tree.contains, self._bursts
+        if mask & F.FAN_Q_OVERFLOW:
+            self.overflows += 1
+            self.writer.event(
+                {
+                    "t_ns": t_ns,
+                    "event": "file_activity_lost",
+                    "source": "fanotify",
+                    "why": "the kernel's event queue overflowed",
+                }
+            )
+            return
+        if mask & F.FAN_ONDIR and mask & _DIR_CHANGES and recs:  # whoever made it: mark it now
+            self._dir_changed(mask, pid, recs, t_ns)
+        if mask & _SELF:  # a marked directory deleted or moved away: a --path itself?
+            self._root_gone(t_ns)
+            return
+        if not recs or not contains(pid):
+            return
+        if mask & F.FAN_RENAME:
+            old = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_OLD_DFID_NAME), None)
+            new = next((r for r in recs if r[0] == F.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME), None)
+            if old and new:
+                self._rename(old, new, pid, t_ns, bool(mask & F.FAN_ONDIR))
+            return
+        _t, handle, name = recs[0]
+        if self._c is not None:  # the burst table is C's: the same rule, fanreader.c's fr_note
+            path = self._entry_path(handle, name)
+            if self._c.note(handle, name, path, mask, pid, t_ns, self._realtime_offset_ns(), _LEAD_NS):
+                self._seen(pid, t_ns)
+                self._c.add_pid(pid)  # described, the tree's: its next events are C's
+            return
+        key = (handle, name)
+        b = bursts.get(key)
+        if b is None:  # a new burst: is it under the recorded paths?
+            path = self._entry_path(handle, name)
+            if path is None:
+                return
+            scan_key = self._scanned.pop(path, None) if self._scanned else None
+            b = bursts.pop(scan_key, None) if scan_key else None  # found by a scan before this event
+            if b is None:
+                b = _Burst(path, t_ns, bool(mask & F.FAN_ONDIR))
+            if not mask & _ENDS:
+                bursts[key] = b
+        elif mask & _ENDS:
+            del bursts[key]
+        else:
+            bursts.move_to_end(key)
+        self.events_kept += 1
+        self._note(b, mask, pid, t_ns)
+        if mask & _ENDS:
+            # a close for writing ends the burst (its size is the one the writer left: each of
+            # a loop's saves of one file is its own burst); so does a deletion. A small file
+            # written at once is one event (the kernel merged its create, writes and close)
+            self._write(b, deleted=bool(mask & F.FAN_DELETE))
 
     def _note(self, b: _Burst, mask: int, pid: int, t_ns: int) -> None:
         b.mask |= mask
@@ -497,6 +578,10 @@ class FileActivity:
         b.pids.add(pid)
         if mask & _WRITE:
             b.writers.add(pid)
+        self._seen(pid, t_ns)
+
+    def _seen(self, pid: int, t_ns: int) -> None:
+        """A pid's first kept event: who it is, as one `file_activity_process` event."""
         if pid not in self._procs:
             self._procs.add(pid)
             who = describe(pid)
@@ -519,10 +604,17 @@ class FileActivity:
         if is_dir:  # paths under it changed: forget the cached directories, move the open bursts
             self._dirs.clear()
             self._dir_keep.clear()
+            if self._c is not None:
+                self._c.clear_dirs()
+                self._c.move_prefix(old_path, new_path)
             for b in self._bursts.values():
                 if b.path.startswith(old_path + os.sep):
                     b.path = new_path + b.path[len(old_path) :]
         if not (self._keep(old_path) or self._keep(new_path)):
+            return
+        if self._c is not None:
+            self._c.rename(old, new, old_path, new_path, pid, t_ns, is_dir)
+            self._seen(pid, t_ns)
             return
         self.events_kept += 1
         b = self._bursts.pop((old[1], old[2]), None)
@@ -537,6 +629,9 @@ class FileActivity:
 
     def _emit(self, now_ns: int, everything: bool) -> None:
         """Write the bursts quiet for QUIET_S (all of them at the end), the longest quiet first."""
+        if self._c is not None:
+            self._c.emit(now_ns, _QUIET_NS, everything, self._realtime_offset_ns(), _LEAD_NS)
+            return
         bursts, quiet_ns = self._bursts, QUIET_S * 1e9
         while bursts and (everything or now_ns - next(iter(bursts.values())).end_ns >= quiet_ns):
             self._write(bursts.popitem(last=False)[1], deleted=False)
@@ -549,12 +644,12 @@ class FileActivity:
 
     def _write(self, b: _Burst, deleted: bool) -> None:
         """One file's burst as an entry of the next `file_activity` event (written by _flush)."""
-        size, why, start_ns, basis = None, None, b.start_ns, "read"
+        size, why, start_ns, btime = None, None, b.start_ns, False
         look = None if deleted else self.group.statx(b.path)
         if deleted:
-            why = "deleted"
+            why = SIZE_DELETED
         elif look is None:
-            why = "gone when its burst ended"
+            why = SIZE_GONE
         else:
             size = None if b.is_dir else look[0]
             if look[1] is not None and b.mask & F.FAN_CREATE:
@@ -562,35 +657,69 @@ class FileActivity:
                 # with it (the read stamp is later by the reader's latency); a coarse clock floors it
                 born_ns = look[1] - self._realtime_offset_ns()
                 if born_ns < start_ns and start_ns - born_ns < MAX_BIRTH_LEAD_S * 1e9:
-                    start_ns, basis = born_ns, "btime"
+                    start_ns, btime = born_ns, True
+        if b.scanned:
+            self._scanned.pop(b.path, None)
+        writers, pids = sorted(b.writers), sorted(b.pids)
+        self._entry(
+            b.path,
+            start_ns,
+            btime,
+            b.end_ns,
+            b.mask,
+            writers,
+            pids,
+            size,
+            why,
+            b.n,
+            b.is_dir,
+            b.renamed_from,
+            b.scanned,
+        )
+
+    def _entry(
+        self, path, start_ns, btime, end_ns, mask, writers, pids, size, why, events, is_dir, renamed_from, scanned
+    ):
+        """A finished burst of the Python reader's as an entry of the next `file_activity` event
+        (the C reader writes the same entry, fanreader.c's finish(); tests/test_fanreader.py holds
+        the two to the same events)."""
         self.files += 1
         f = {
-            "path": b.path,
+            "path": path,
             "start_ns": start_ns,
-            "start_from": basis,
-            "end_ns": b.end_ns,
-            "ops": self._ops.get(b.mask) or self._ops.setdefault(b.mask, [n for bit, n in _OPS if b.mask & bit]),
-            "writers": sorted(b.writers),
+            "start_from": "btime" if btime else "read",
+            "end_ns": end_ns,
+            "ops": self._ops.get(mask) or self._ops.setdefault(mask, [n for bit, n in _OPS if mask & bit]),
+            "writers": writers,
             "size_bytes": size,
-            "kernel_events": b.n,
+            "kernel_events": events,
         }
-        if b.pids != b.writers:
-            f["pids"] = sorted(b.pids)
-        if b.is_dir:
+        if pids != writers:
+            f["pids"] = pids
+        if is_dir:
             f["dir"] = True
         elif why:
             f["size_unknown"] = why
-        if b.renamed_from:
-            f["renamed_from"] = b.renamed_from
-        if b.scanned:
-            self._scanned.pop(b.path, None)
-            f["found_by"] = "its new directory's listing (made before the directory was marked)"
-            if not b.writers:
-                f["writers_unknown"] = "written before its directory was marked: no event named the writer"
+        if renamed_from:
+            f["renamed_from"] = renamed_from
+        if scanned:
+            f["found_by"] = FOUND_BY
+            if not writers:
+                f["writers_unknown"] = WRITERS_UNKNOWN
         self._out.append(f)
 
     def _flush(self) -> None:
         """The entries written since the last flush as one event: one line, one write(2)."""
+        if self._c is not None:  # the entries are JSON already: one line, written as it is
+            got = self._c.finished()
+            if got is not None:
+                files_json, t_ns = got
+                line = b'{"t_ns":%d,"event":"file_activity","source":"fanotify","files":[%s]}' % (t_ns, files_json)
+                if hasattr(self.writer, "event_json"):
+                    self.writer.event_json(line)
+                else:  # a writer that takes dicts only
+                    self.writer.event(json.loads(line))
+            return
         if self._out:
             ev = {"t_ns": max(f["end_ns"] for f in self._out), "event": "file_activity", "source": "fanotify"}
             self.writer.event({**ev, "files": self._out})

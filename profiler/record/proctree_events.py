@@ -69,6 +69,7 @@ class ProcTree:
         self.comms: dict[
             int, str
         ] = {}  # a member → its comm as it exec'd (PROC_EVENT_COMM)  # a member → what it ran, read as it exec'd
+        self.on_leave = None  # called with a pid found reused outside the tree (the C file reader's set)
         self.sock: socket.socket | None = None
         self.basis = "proc connector"
         try:
@@ -146,6 +147,8 @@ class ProcTree:
             self.parents[child] = parent
         elif child != self.root:  # the root's own fork may be read after set_root
             self.members.discard(child)  # a pid reused outside the tree
+            if self.on_leave is not None:
+                self.on_leave(child)
 
     def contains(self, pid: int) -> bool:
         if pid in self.members:

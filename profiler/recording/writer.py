@@ -40,8 +40,9 @@ import pyarrow.parquet as pq
 
 from ckprof.atomic import replacing
 from ckprof.errors import say
-from ckprof.record.markers import append_event
 
+from . import events as eventfile
+from .events import append_event
 from .format import (
     EVENTS,
     FORMAT_NAME,
@@ -137,7 +138,7 @@ class RecordingWriter:
         self._warn = warn or (lambda msg: say(f"ckprof: {msg}"))
         self.meta: dict = {}
         self._held: dict[str, list[pa.Table]] = {}  # collector → flushes not yet written, oldest first
-        self._held_events: list[dict] = []
+        self._held_events: list[dict | bytes] = []
         self._events_lock = threading.Lock()
         self._stall: dict | None = None  # since when and why nothing could be written
         self._said_stall = False
@@ -210,11 +211,22 @@ class RecordingWriter:
             self._held_events.append(event)
             self._write_held_events()
 
+    def event_json(self, line: bytes) -> None:
+        """One event already encoded as one JSON object, no newline (the C file reader's batches,
+        record/fanreader.c), written in turn with the others."""
+        with self._events_lock:
+            self._held_events.append(line)
+            self._write_held_events()
+
     def _write_held_events(self) -> bool:
         """Write the events waiting, in order (under _events_lock); True when none is left."""
         while self._held_events:
             try:
-                append_event(self.events_path, self._held_events[0])
+                ev = self._held_events[0]
+                if isinstance(ev, bytes):
+                    eventfile.append(self.events_path, ev + b"\n")
+                else:
+                    append_event(self.events_path, ev)
             except OSError as e:
                 if e.errno in TRANSIENT_ERRNOS and not self.failed:
                     self._stalled(e, EVENTS)

@@ -1,0 +1,335 @@
+"""The fanotify reader in C (record/fanreader.c) gives the `file_activity` events the Python reader
+gives, and carries the load it is there for.
+
+The same real kernel events — a workload that makes directories, writes small and streamed files,
+renames, deletes, writes from a forked child, beside a process outside the tree writing into the
+same directories, with an excluded folder — are read once from a real fanotify group (the Python
+reader, its buffers kept as read), then replayed byte for byte through a pipe into both readers,
+with the same clock, pids and files on disk: the events written must be equal, entry for entry.
+Then `ckprof record` runs a many-small-files save with the C reader and with the Python reader
+forced, and says which ran (start event, meta.json); the C reader takes nearly every event whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from support.command import CKPROF
+
+from ckprof.record import fanotify as F
+from ckprof.record import fanreader
+from ckprof.record.clock import MonotonicClock
+from ckprof.record.fileactivity import FileActivity, new_c_reader
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def root_only():
+    if os.geteuid() != 0:
+        pytest.skip("fanotify needs root (CAP_SYS_ADMIN)")
+
+
+@pytest.fixture
+def c_reader():
+    why = fanreader.why_not()
+    if why is not None:
+        pytest.skip(f"the C reader cannot run here: {why}")
+
+
+WORKLOAD = r"""
+import os, sys, time
+root = sys.argv[1]
+sys.stdin.readline()  # the tree's root is known: go
+for s in range(3):
+    d = os.path.join(root, f"step_{s}")
+    os.mkdir(d)
+    time.sleep(0.1)  # its mark is in place: the files below give events
+    for i in range(40):  # small files, each one merged event
+        with open(os.path.join(d, f"shard_{i}.bin"), "wb") as f:
+            f.write(bytes([i]) * (100 + i))
+    with open(os.path.join(d, "stream.bin"), "wb") as f:  # a stream of writes: modify events
+        for _ in range(6):
+            f.write(b"z" * 4096)
+            f.flush()
+            time.sleep(0.03)
+    pid = os.fork()
+    if pid == 0:  # a forked writer, and a file two processes write
+        with open(os.path.join(d, "child.bin"), "wb") as f:
+            f.write(b"c" * 777)
+        with open(os.path.join(d, "shared.bin"), "ab") as f:
+            f.write(b"k" * 10)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    with open(os.path.join(d, "shared.bin"), "ab") as f:
+        f.write(b"p" * 10)
+    for name in (b"bad\xff\xe2\x82name", "na\u00efve \"q\" \\ \n\t\u2603.bin".encode()):  # names JSON escapes
+        with open(os.path.join(os.fsencode(d), name), "wb") as f:
+            f.write(b"n")
+    os.rename(os.path.join(d, "shard_0.bin"), os.path.join(d, "renamed.bin"))
+    os.unlink(os.path.join(d, "shard_1.bin"))
+    with open(os.path.join(root, "skip", f"x{s}"), "wb") as f:  # excluded
+        f.write(b"x")
+    new = os.path.join(d, "made_and_filled")  # made and filled at once: some files by listing
+    os.mkdir(new)
+    for i in range(5):
+        with open(os.path.join(new, f"f{i}"), "wb") as f:
+            f.write(b"m" * (10 * i + 1))
+    time.sleep(0.3)
+"""
+
+OTHER = r"""
+import os, sys, time
+root = sys.argv[1]
+t0 = time.monotonic()
+n = 0
+while time.monotonic() - t0 < 4:  # outside the tree, in the tree's directories
+    for d in sorted(os.listdir(root)):
+        if d.startswith("step_"):
+            try:
+                with open(os.path.join(root, d, f"other_{n}"), "wb") as f:
+                    f.write(b"o")
+            except OSError:
+                pass
+    n += 1
+    time.sleep(0.05)
+"""
+
+
+class _Writer:
+    def __init__(self):
+        self.events: list[dict] = []
+
+    def event(self, ev):
+        self.events.append(ev)
+
+    def event_json(self, line: bytes):  # the C reader's batches, as RecordingWriter takes them
+        assert line.startswith(b"{") and b"\n" not in line
+        self.events.append(json.loads(line))
+
+
+class _Clock:
+    def __init__(self):
+        self.t = time.monotonic_ns()
+
+    def now_ns(self):
+        return self.t
+
+
+class _Tap(FileActivity):
+    """The Python reader, keeping every buffer it reads (and when)."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.buffers: list[tuple[bytes, int]] = []
+
+    def _take(self, buf, t_ns):
+        self.buffers.append((buf, t_ns))
+        return super()._take(buf, t_ns)
+
+
+class _ReplayGroup(F.Group):
+    """A real group for the marks and handles, whose events come from a pipe."""
+
+    def __init__(self):
+        super().__init__()
+        self.real_fd = self.fd
+        self.fd, self.w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def _mark(self, flags, extra, path):
+        fd, self.fd = self.fd, self.real_fd
+        try:
+            return super()._mark(flags, extra, path)
+        finally:
+            self.fd = fd
+
+    def close(self):
+        os.close(self.w)
+        os.close(self.real_fd)
+        super().close()
+
+
+class _Tree:
+    """The live run's tree, as it ended (membership is the proc connector's, tested elsewhere)."""
+
+    def __init__(self, live):
+        self.members = set(live.members)
+        self.execs, self.parents, self.comms = dict(live.execs), dict(live.parents), dict(live.comms)
+        self.basis = live.basis
+        self.on_leave = None
+
+    def contains(self, pid):
+        return pid in self.members
+
+    def drain(self):
+        pass
+
+    def fileno(self):
+        return None
+
+    def close(self):
+        pass
+
+
+def _live(root, tmp_path):
+    """Run the workload under the Python reader, keeping the buffers it read."""
+    os.environ[fanreader.ENV] = "python"
+    try:
+        fa = _Tap(_Writer(), MonotonicClock(), [str(root)], exclude=[str(root / "skip")])
+        fa.start()
+    finally:
+        del os.environ[fanreader.ENV]
+    assert fa.source == "fanotify" and fa.reader.startswith("python")
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    (tmp_path / "o.py").write_text(OTHER)
+    p = subprocess.Popen([sys.executable, str(tmp_path / "w.py"), str(root)], stdin=subprocess.PIPE, text=True)
+    fa.set_root(p.pid)
+    other = subprocess.Popen([sys.executable, str(tmp_path / "o.py"), str(root)])
+    p.stdin.write("go\n")
+    p.stdin.close()
+    assert p.wait(timeout=60) == 0
+    other.wait(timeout=60)
+    time.sleep(0.3)
+    tree = _Tree(fa.tree)
+    fa.stop()
+    return fa.buffers, tree
+
+
+def _replay(root, buffers, tree, reader: str, offset_ns: int) -> tuple[list[dict], FileActivity]:
+    writer, clock = _Writer(), _Clock()
+    fa = FileActivity(writer, clock, [str(root)], exclude=[str(root / "skip")])
+    fa._realtime_offset_ns = lambda: offset_ns  # CLOCK_REALTIME − CLOCK_MONOTONIC: one for both readers
+    fa.group = _ReplayGroup()
+    fa.group.add_filesystem(str(root))
+    fa.tree = tree
+    if reader == "c":
+        fa._c = new_c_reader()
+    for buf, t_ns in buffers:
+        clock.t = t_ns
+        os.write(fa.group.w, buf)
+        assert fa._read_all() > 0
+        fa._emit(t_ns, everything=False)
+        fa._flush()
+    fa._emit(clock.t + 10**10, everything=True)
+    fa._flush()
+    fa.group.close()
+    if fa._c is not None:
+        fa._c_counts = fa._c.counts()
+        fa.files = fa._c_counts["files"]
+        fa._c.close()
+    return writer.events, fa
+
+
+def test_both_readers_write_the_same_events_from_the_same_kernel_events(root_only, c_reader, tmp_path):
+    root = tmp_path / "ckpt"
+    (root / "skip").mkdir(parents=True)
+    buffers, tree = _live(root, tmp_path)
+    assert sum(len(b) for b, _ in buffers) > 0
+    offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+    py_events, py = _replay(root, buffers, tree, "python", offset_ns)
+    c_events, c = _replay(root, buffers, tree, "c", offset_ns)
+    files = [f for ev in py_events if ev["event"] == "file_activity" for f in ev["files"]]
+    # the workload's every kind of entry is there, so the comparison covers them
+    ops = {tuple(f["ops"]) for f in files}
+    assert ("create", "modify", "close_write") in ops and any("rename" in o for o in ops)
+    assert any(f.get("size_unknown") == "deleted" for f in files)
+    assert any(f.get("pids") for f in files)  # a file another process of the tree also wrote
+    assert any(f.get("found_by") for f in files) or all("made_and_filled" not in f["path"] for f in files)
+    assert any(f.get("dir") for f in files)
+    assert any(f["path"].endswith("bad\udcff\udce2\udc82name") for f in files)
+    assert any(f["path"].endswith('na\u00efve "q" \\ \n\t\u2603.bin') for f in files)
+    assert not any("/skip/" in f["path"] for f in files)
+    # other processes' files are not named, unless a new directory's listing found them (no writer)
+    assert not any("other_" in f["path"] and not f.get("found_by") for f in files), [
+        f for f in files if "other_" in f["path"]
+    ][:3]
+    assert len(files) >= 3 * 40
+    # entry for entry, in the same order and the same events
+    assert c_events == py_events
+    assert (c.events_read, c.events_kept, c.files) == (py.events_read, py.events_kept, py.files)
+    assert c._c_counts["events_in_c"] > 0  # the C reader took events whole (how many: the load's test)
+
+
+SMALL_FILES = r"""
+import os, sys
+root = sys.argv[1]
+for s in range(2):
+    d = os.path.join(root, f"step_{s}")
+    os.mkdir(d)
+    for i in range(1500):
+        with open(os.path.join(d, f"f{i}"), "wb") as f:
+            f.write(b"x" * 512)
+"""
+
+
+def _record(tmp_path, name, env_extra):
+    root = tmp_path / name
+    root.mkdir()
+    (tmp_path / "s.py").write_text(SMALL_FILES)
+    out = tmp_path / f"rec_{name}"
+    env = dict(os.environ)
+    env.pop(fanreader.ENV, None)
+    env.update(env_extra)
+    cmd = [*CKPROF, "record", "-q", "-o", str(out), "--path", str(root), "--", sys.executable, str(tmp_path / "s.py")]
+    r = subprocess.run([*cmd, str(root)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    meta = json.loads((out / "meta.json").read_text())["file_activity"]
+    start, files = None, []
+    with open(out / "events.jsonl") as f:
+        for line in f:
+            ev = json.loads(line)
+            if ev["event"] == "file_activity_source":
+                start = ev
+            elif ev["event"] == "file_activity":
+                files += ev["files"]
+    return meta, start, files
+
+
+def test_a_recording_says_which_reader_ran_and_both_see_every_file(root_only, c_reader, tmp_path):
+    c_meta, c_start, c_files = _record(tmp_path, "c", {})
+    py_meta, py_start, py_files = _record(tmp_path, "py", {fanreader.ENV: "python"})
+    assert c_meta["reader"] == c_start["reader"] == "C (record/fanreader.c)"
+    assert py_meta["reader"] == py_start["reader"] == f"python: {fanreader.ENV}=python"
+    for files, root in ((c_files, tmp_path / "c"), (py_files, tmp_path / "py")):
+        sizes = {os.path.relpath(f["path"], root): f["size_bytes"] for f in files if not f.get("dir")}
+        assert sizes == {f"step_{s}/f{i}": 512 for s in range(2) for i in range(1500)}
+    # the load the C reader is there for is taken in C: nearly every kernel event, parsed, judged
+    # and kept without Python (the few others: each new directory's first events, the first pid's)
+    assert c_meta["events_in_c"] >= 0.95 * c_meta["events_read"]
+    assert "events_in_c" not in py_meta
+
+
+def test_without_the_library_the_python_reader_runs_and_says_why(root_only, tmp_path, monkeypatch):
+    monkeypatch.setattr(fanreader, "_LIB", None)
+    monkeypatch.setattr(fanreader, "_WHY_NOT", "the C reader was not built (no C compiler when ckprof was installed)")
+    fa = FileActivity(_Writer(), _Clock(), [str(tmp_path)])
+    fa.start()
+    try:
+        assert fa._c is None
+        assert fa.reader == "python: the C reader was not built (no C compiler when ckprof was installed)"
+        start = next(ev for ev in fa.writer.events if ev["event"] == "file_activity_source")
+        assert start["reader"] == fa.reader
+    finally:
+        fa.stop()
+
+
+def test_a_library_from_another_fanreader_c_is_not_used(tmp_path, monkeypatch):
+    """fr_abi() must match the Python side, or the library's records would be misread."""
+    src = open(os.path.join(os.path.dirname(fanreader.__file__), "fanreader.c")).read()
+    (tmp_path / "fanreader.c").write_text(src.replace("#define FR_ABI 1", "#define FR_ABI 99"))
+    so = tmp_path / "_fanreader.so"
+    r = subprocess.run(
+        ["cc", "-O1", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fanreader.c")], capture_output=True
+    )
+    if r.returncode:
+        pytest.skip(f"no C compiler: {r.stderr[-200:]!r}")
+    monkeypatch.setattr(fanreader, "_LIB", None)
+    monkeypatch.setattr(fanreader, "_WHY_NOT", None)
+    monkeypatch.setattr(fanreader.importlib.machinery, "EXTENSION_SUFFIXES", [".so"])
+    assert fanreader._load(str(tmp_path)) is None
+    assert "does not match this ckprof's Python side" in fanreader.why_not()
