@@ -11,6 +11,7 @@ import os
 from contextlib import contextmanager
 
 from ckprof.record import markers
+from ckprof.recording import events
 
 
 @contextmanager
@@ -91,7 +92,7 @@ def end_open_windows(out_dir: str | None, error: str) -> int:
                 open_.pop(ev.get("id"), None)
     for ev in open_.values():
         end = {k: ev.get(k) for k in ("id", "kind", "step", "path", "name", "rank", "host") if ev.get(k) is not None}
-        markers.append_event(
+        events.append_event(
             path,
             {
                 "t_ns": time.monotonic_ns(),

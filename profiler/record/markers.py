@@ -10,14 +10,13 @@ JSON line appended with a single write(2) on an O_APPEND descriptor, so many pro
 can write at once without interleaving (lines stay well under a page), and an event is on disk
 the moment it happens, whatever becomes of the recorder. The writing itself (which descriptor; a
 command running as another user; a mark that cannot be written) is the one writer's,
-instrument/site/_ckprof_events.py, shared with the automatic markers. Not under ckprof, every
+ckprof/recording/events.py, shared with the automatic markers. Not under ckprof, every
 call returns after one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import socket
 import sys
@@ -27,7 +26,7 @@ import time
 # same module, so a lost mark is said once per process whichever marker lost it
 eventfile = sys.modules.get("_ckprof_events")
 if eventfile is None:
-    from .instrument.site import _ckprof_events as eventfile
+    from ckprof.recording import events as eventfile
 
 ENV_EVENTS = eventfile.ENV_EVENTS
 ENV_EVENTS_FD = eventfile.ENV_EVENTS_FD
@@ -38,16 +37,6 @@ _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PR
 _ids = itertools.count(1)
 ENV_HOST = "CKPROF_HOST"  # the host name a job's recording files this process under
 _HOST = os.environ.get(ENV_HOST) or socket.gethostname()
-
-
-def _line(event: dict) -> bytes:
-    return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
-
-
-def append_event(path: str, event: dict) -> None:
-    """Append one event as one line with one write(2) (O_APPEND: atomic position, no interleaving).
-    Raises OSError: the recorder's writer decides what a failed write means for the recording."""
-    eventfile.append(path, _line(event))
 
 
 def current_rank() -> int | None:
@@ -73,7 +62,7 @@ def emit(event: str, **fields) -> None:
     rec["rank"] = current_rank() if rank is None else rank
     rec.setdefault("source", os.environ.get(ENV_SOURCE, "api"))
     rec.update({k: v for k, v in fields.items() if v is not None})
-    eventfile.append_or_say(path, _line(rec))  # never raises: a lost mark is said once, the run goes on
+    eventfile.append_or_say(path, eventfile.line(rec))  # never raises: a lost mark is said once, the run goes on
 
 
 def step(n: int | None = None, **fields) -> None:

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 
-import _ckprof_events  # the one writer; the sitecustomize loaded it from this folder
+import _ckprof_events  # the one writer (ckprof/recording/events.py); the sitecustomize loaded it
 
 _ENV = _ckprof_events.ENV_EVENTS
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")

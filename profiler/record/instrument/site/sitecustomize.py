@@ -38,11 +38,11 @@ def _chain(here):
         traceback.print_exc()
 
 
-def _load(here, name):
-    """A module of this folder, by its path (the folder is no longer on sys.path)."""
+def _load(name, path):
+    """A module by its file's path (this folder is no longer on sys.path), under `name`."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, os.path.join(here, name + ".py"))
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
@@ -50,11 +50,14 @@ def _load(here, name):
 
 
 _here = os.path.dirname(os.path.abspath(__file__))
+# the one events writer lives with the recording's format: ckprof/recording/events.py, from
+# ckprof/record/instrument/site/ (standard library only, like everything this file loads)
+_events_py = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_here))), "recording", "events.py")
 _leave_sys_path(_here)
 _chain(_here)
 if os.environ.get("CKPROF_EVENTS") and os.environ.get("CKPROF_PATCH", "1") != "0":
     try:
-        _load(_here, "_ckprof_events")  # the one writer, which the patches and ckprof.mark() share
-        _load(_here, "_ckprof_autopatch").install()
+        _load("_ckprof_events", _events_py)  # the one writer, which the patches and ckprof.mark() share
+        _load("_ckprof_autopatch", os.path.join(_here, "_ckprof_autopatch.py")).install()
     except Exception as e:  # instrumentation must never stop the user's program
         print(f"ckprof: automatic checkpoint marking disabled: {type(e).__name__}: {e}", file=sys.stderr)

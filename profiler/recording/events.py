@@ -1,6 +1,8 @@
 """The one writer of a recording's events.jsonl, for every process that writes events: ckprof's
-recorder, `ckprof.checkpoint()` / `ckprof.mark()` (ckprof.record.markers), the workload's ranks and
-the automatic markers of the injected sitecustomize (_ckprof_autopatch).
+recorder (recording/writer.py), `ckprof.checkpoint()` / `ckprof.mark()` (ckprof.record.markers), the
+workload's ranks and the automatic markers of the injected sitecustomize (_ckprof_autopatch), which
+loads this file by its path under the name `_ckprof_events`. It lives with the recording's format,
+below the recorder and the markers (docs/architecture.md, "Layers").
 
 Each event is one line appended with one write(2) on an O_APPEND descriptor (atomic position, no
 interleaving between processes: docs/architecture.md, "Events go straight to a file").
@@ -22,6 +24,7 @@ Self-contained (the standard library only): the command may run a Python without
 
 import errno
 import fcntl
+import json
 import os
 
 ENV_EVENTS = "CKPROF_EVENTS"
@@ -113,3 +116,14 @@ def _say_once(e):
         os.write(2, msg.encode())
     except OSError:
         pass
+
+
+def line(event):
+    """An event as its line: one JSON object, compact, newline-ended."""
+    return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
+
+
+def append_event(path, event):
+    """Append one event as one line with one write(2) (O_APPEND: atomic position, no interleaving).
+    Raises OSError: the recorder's writer decides what a failed write means for the recording."""
+    append(path, line(event))
