@@ -110,7 +110,7 @@ t0 = time.perf_counter()
 job = ckprof.load(sys.argv[1])
 t1 = time.perf_counter()
 from ckprof.analysis.jobs import analyze_job
-summary = analyze_job(job, keep_analyses=0, engine=engine).report["job"]["checkpoints"]
+summary = analyze_job(job, keep_analyses=0, engine=engine).report.job.checkpoints
 t2 = time.perf_counter()
 b = job.block(10.0) if sys.argv[3] == "block" else []
 t3 = time.perf_counter()
@@ -120,8 +120,8 @@ if cluster is not None:
     cluster.close()
 print(json.dumps({"load_s": t1 - t0, "summary_s": t2 - t1, "block_s": t3 - t2, "block1_s": t4 - t3,
                   "block1_rows": len(b1), "checkpoints": len(summary),
-                  "block_rows": len(b), "slowest": max(sorted(set(c["slowest_host"] for c in summary)),
-                                                         key=[c["slowest_host"] for c in summary].count),
+                  "block_rows": len(b), "slowest": max(sorted(set(c.slowest_host for c in summary)),
+                                                         key=[c.slowest_host for c in summary].count),
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "children_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
 """

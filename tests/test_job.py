@@ -1,6 +1,5 @@
 """A job across hosts: one recording per node under host=<name>/, read back as one Job."""
 
-import json
 import os
 import shutil
 import socket
@@ -78,13 +77,13 @@ def test_two_nodes_one_job(tmp_path):
     cps = j.checkpoints()
     assert len(cps) == 8 and set(cps["rank"]) == {0, 1, 2, 3}
     assert set(cps[cps["host"] == "node-b"]["rank"]) == {2, 3}
-    summary = analyze_job(j).report["job"]["checkpoints"]  # the stall's one rule
-    assert [c["step"] for c in summary] == [1, 2]
+    summary = analyze_job(j).report.job.checkpoints  # the stall's one rule
+    assert [c.step for c in summary] == [1, 2]
     for row in summary:
-        assert row["slowest_host"] == "node-b" and row["hosts"] == 2 and row["ranks"] == 4
-        assert row["slowest_host_s"] >= 0.55 and row["fastest_host_s"] < row["slowest_host_s"]
-        assert row["spread_s"] > 0.3 and row["stall_s"] >= row["slowest_host_s"] - 1e-6  # wall-clock float rounding
-        assert row["bytes_app"] == 4 << 20
+        assert row.slowest_host == "node-b" and row.hosts == 2 and row.ranks == 4
+        assert row.slowest_host_s >= 0.55 and row.fastest_host_s < row.slowest_host_s
+        assert row.spread_s > 0.3 and row.stall_s >= row.slowest_host_s - 1e-6  # wall-clock float rounding
+        assert row.bytes_app == 4 << 20
     b = j.block()
     assert set(b["host"]) == {"node-a", "node-b"} and "t_wall_ns" in b
     # the same interface as one host's Recording: each frame gains `host` and `t_wall_ns`
@@ -291,7 +290,7 @@ def test_host_summaries_stand_for_the_samples(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(jobs, "host_part", lambda *a, **k: calls.append(a) or pytest.fail("analysed"))
     rep = analyze_job(ckprof.load(str(job)), keep_analyses=0, engine="serial").report
-    assert calls == [] and rep["job"]["checkpoints"][0]["slowest_host"] == "node-b"
+    assert calls == [] and rep.job.checkpoints[0].slowest_host == "node-b"
     monkeypatch.undo()
     for h in ("node-a", "node-b"):
         os.rename(job / f"host={h}" / "summary.json", tmp_path / f"{h}.summary.json")
@@ -304,15 +303,16 @@ def test_host_summaries_stand_for_the_samples(tmp_path, monkeypatch):
     import shutil
 
     copy = shutil.copytree(job, tmp_path / "copy", copy_function=shutil.copyfile)
-    rep = json.loads(ckprof_cmd("report", str(copy), "--format", "json").stdout)
-    assert not any("summary not used" in n for n in rep["notes"]), rep["notes"]
+    notes = analyze_job(ckprof.load(str(copy)), keep_analyses=0, engine="serial").report.notes
+    assert not [n for n in notes if n.code == "host_summaries_not_used"], notes
     part, why = host_summary.read(str(copy / "host=node-a"), {})
-    assert why is None and part["report"]["recording"]["path"] == str(copy / "host=node-a")  # where it is now
+    assert why is None and part.report["recording"]["path"] == str(copy / "host=node-a")  # where it is now
     # a marker added to node-b after its summary was written: its summary is stale, and said so
     with open(job / "host=node-b" / "events.jsonl", "a") as f:
         f.write("\n")
-    rep = json.loads(ckprof_cmd("report", str(job), "--format", "json").stdout)
-    assert any("1 host summary not used (the recording changed since)" in n and "node-b" in n for n in rep["notes"])
+    notes = analyze_job(ckprof.load(str(job)), keep_analyses=0, engine="serial").report.notes
+    (stale,) = [n for n in notes if n.code == "host_summaries_not_used"]
+    assert "(the recording changed since)" in stale.text and "node-b" in stale.text
 
 
 def test_block_rollups_stand_for_the_samples(tmp_path, monkeypatch):

@@ -60,15 +60,15 @@ def test_a_skewed_host_is_put_on_the_reference_clock(tmp_path):
     # the two checkpoints really started is the difference of their monotonic stamps
     cps = j.checkpoints()
     true_ns = float(cps[cps["host"] == "b"]["start_ns"].iloc[0] - cps[cps["host"] == "a"]["start_ns"].iloc[0])
-    (cp,) = analyze_job(j).report["job"]["checkpoints"]
-    a, b = cp["per_host"]["a"]["start_wall_ns"], cp["per_host"]["b"]["start_wall_ns"]
+    (cp,) = analyze_job(j).report.job.checkpoints
+    a, b = cp.per_host["a"].start_wall_ns, cp.per_host["b"].start_wall_ns
     print(f"b started {true_ns / 1e6:.2f} ms after a; on the job's merged clock {(b - a) / 1e6:.2f} ms")
     assert abs((b - a) - true_ns) <= 10e6
     # without the correction the same recording is a quarter of a second apart: the test can fail
     meta_b["job"].pop("clock_offset")
     (job / "host=b" / "meta.json").write_text(json.dumps(meta_b))
-    (cp,) = analyze_job(ckprof.load(str(job))).report["job"]["checkpoints"]
-    raw = cp["per_host"]["b"]["start_wall_ns"] - cp["per_host"]["a"]["start_wall_ns"]
+    (cp,) = analyze_job(ckprof.load(str(job))).report.job.checkpoints
+    raw = cp.per_host["b"].start_wall_ns - cp.per_host["a"].start_wall_ns
     assert raw - true_ns == pytest.approx(SKEW_NS, abs=10e6)
 
 

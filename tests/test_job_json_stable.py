@@ -7,7 +7,8 @@ host's) is kept too, so the renderer's output is held as well.
 
 Run-dependent values dropped before comparing: the job's directory (a temporary path, written as
 "<job>" wherever it appears in a string) and `ckprof_version`. Floats compare to 1e-9 relative
-(a numpy or platform change in the last bits is not a change of the report).
+(a numpy or platform change in the last bits is not a change of the report). The `fields` table
+may gain entries (a figure's unit and provenance newly stated); the entries it had must stay.
 
 To rewrite the files after a change meant to alter the report (say why in the commit):
     CKPROF_REGEN_JOB_GOLDEN=1 .venv/bin/python -m pytest -q tests/test_job_json_stable.py
@@ -25,7 +26,6 @@ import pytest
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
-from ckprof.jsonsafe import to_json
 from ckprof.report import job_render
 from ckprof.testing import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
 
@@ -141,8 +141,8 @@ def _same(got, want, where="$"):
                 return None
         return f"{where}: {got!r} vs {want!r}"
     if isinstance(want, dict) and isinstance(got, dict):
-        if list(got) != list(want):
-            return f"{where}: keys {sorted(set(got) ^ set(want)) or 'in another order'}"
+        if set(got) != set(want):  # key order is no part of JSON (RFC 8259 section 4: unordered)
+            return f"{where}: keys {sorted(set(got) ^ set(want))} gained or lost"
         return next((d for k in want if (d := _same(got[k], want[k], f"{where}.{k}"))), None)
     if isinstance(want, list) and isinstance(got, list):
         if len(got) != len(want):
@@ -160,7 +160,7 @@ def _job_sections(md: str) -> str:
 def test_job_report_json_is_unchanged(tmp_path, name):
     path = JOBS[name](tmp_path / "job")
     report = analyze_job(ckprof.load(str(path)), keep_analyses=0, engine="serial").report
-    got = _normalise(json.loads(to_json(report)), str(path))
+    got = _normalise(json.loads(job_render.to_json(report)), str(path))
     md = _job_sections(job_render.to_markdown(report)).replace(str(path), "<job>")
     json_file, md_file = GOLDEN / f"{name}.json", GOLDEN / f"{name}.md"
     if REGEN:
@@ -168,6 +168,11 @@ def test_job_report_json_is_unchanged(tmp_path, name):
         json_file.write_text(json.dumps(got, indent=1, sort_keys=False) + "\n")
         md_file.write_text(md)
     want = json.loads(json_file.read_text())
+    # `fields` (unit and provenance of each figure) may gain entries (now made from the model:
+    # analysis/job_model.py); every entry it had stays as it was
+    got_fields, want_fields = got.pop("fields"), want.pop("fields")
+    changed = {k: (got_fields.get(k), v) for k, v in want_fields.items() if got_fields.get(k) != v}
+    assert not changed, f"{name}: fields entries changed or gone: {changed}"
     diff = _same(got, want)
     assert diff is None, f"{name}: the job report's JSON changed at {diff} (regenerate: see this file's docstring)"
     assert md == md_file.read_text(), f"{name}: the job sections' Markdown changed"

@@ -76,12 +76,12 @@ def test_overlapping_saves_count_their_shared_seconds_once_in_the_job_total(tmp_
     # host b: step 1 only, 3 to 4 s. Each save's own joules hold 4-5 s; the job's total holds it once.
     a = host(0.0, [(1, 0, 2, 5, 100 * MiB), (2, 0, 4, 6, 100 * MiB)], {"nvme0n1": on(2, 6, 100 * MiB)})
     b = host(0.0, [(1, 1, 3, 4, 100 * MiB)], {"nvme0n1": on(3, 4, 100 * MiB)})
-    j = analyze_job(ckprof.load(str(job_dir(tmp_path / "job", {"a": a, "b": b})))).report["job"]
-    by_step = {c["step"]: c for c in j["checkpoints"]}
-    assert by_step[1]["per_host"]["a"]["energy_j"] == pytest.approx(200 * 3, rel=0.02)
-    assert by_step[2]["per_host"]["a"]["energy_j"] == pytest.approx(200 * 2, rel=0.02)
-    assert sum(c["energy_j"] for c in j["checkpoints"]) == pytest.approx(200 * (3 + 2 + 1), rel=0.02)
-    assert j["run"]["energy_j_total"] == pytest.approx(200 * (4 + 1), rel=0.02)  # a: 2-6 s once; b: 1 s
+    j = analyze_job(ckprof.load(str(job_dir(tmp_path / "job", {"a": a, "b": b})))).report.job
+    by_step = {c.step: c for c in j.checkpoints}
+    assert by_step[1].per_host["a"].energy_j == pytest.approx(200 * 3, rel=0.02)
+    assert by_step[2].per_host["a"].energy_j == pytest.approx(200 * 2, rel=0.02)
+    assert sum(c.energy_j for c in j.checkpoints) == pytest.approx(200 * (3 + 2 + 1), rel=0.02)
+    assert j.run.energy_j_total == pytest.approx(200 * (4 + 1), rel=0.02)  # a: 2-6 s once; b: 1 s
 
 
 def run(*args):
@@ -92,36 +92,36 @@ def run(*args):
 
 def test_known_stall_slowest_node_and_device_spread_totals(tmp_path):
     rep = analyze_job(ckprof.load(str(make_job(tmp_path / "job")))).report
-    j = rep["job"]
-    assert j["hosts"] == ["a", "b"] and j["hosts_left_out"] == [] and j["id"] == "77"
-    (c,) = j["checkpoints"]
-    assert (c["kind"], c["step"], c["hosts"], c["ranks"]) == ("save", 1, 2, 3)
+    j = rep.job
+    assert j.hosts == ["a", "b"] and j.hosts_left_out == [] and j.id == "77"
+    (c,) = j.checkpoints
+    assert (c.kind, c.step, c.hosts, c.ranks) == ("save", 1, 2, 3)
     # wall clock: a from 3.0 to 5.0; b from 3.5 to 6.5 → the stall is 3.5 s
-    assert c["stall_s"] == pytest.approx(3.5, abs=1e-6)
-    assert c["slowest_host"] == "b" and c["slowest_host_s"] == pytest.approx(3.0)
-    assert c["fastest_host_s"] == pytest.approx(2.0) and c["spread_s"] == pytest.approx(1.0)
-    assert c["per_host"]["b"]["start_offset_s"] == pytest.approx(0.5)
-    sd = c["slowest_device"]
-    assert sd["host"] == "b" and sd["device"] == "nvme1n1" and sd["of_devices"] == 2
-    assert sd["gib_per_s"] == pytest.approx(50 / 1024, rel=0.1)
+    assert c.stall_s == pytest.approx(3.5, abs=1e-6)
+    assert c.slowest_host == "b" and c.slowest_host_s == pytest.approx(3.0)
+    assert c.fastest_host_s == pytest.approx(2.0) and c.spread_s == pytest.approx(1.0)
+    assert c.per_host["b"].start_offset_s == pytest.approx(0.5)
+    sd = c.slowest_device
+    assert sd.host == "b" and sd.device == "nvme1n1" and sd.of_devices == 2
+    assert sd.gib_per_s == pytest.approx(50 / 1024, rel=0.1)
     # who it waited for: b's rank 3, the last to return (3 s, 150 MiB), nvme1n1 its slowest device
-    hb = c["held_up_by"]
-    assert (hb["host"], hb["rank"], hb["device"]) == ("b", 3, "nvme1n1")
-    assert hb["seconds"] == pytest.approx(3.0) and hb["bytes_app"] == 150 * MiB
-    assert c["bytes_app"] == 500 * MiB
-    pa, pb = c["per_host"]["a"], c["per_host"]["b"]
-    assert pa["bytes_device"] == pytest.approx(200 * MiB, rel=0.02)
-    assert pb["bytes_device"] == pytest.approx(450 * MiB + 3 * MiB, rel=0.05)  # sda's trickle counts too
-    assert pa["energy_j"] == pytest.approx(200 * (pa["durable_s"]), rel=0.05)  # 200 W over its window
-    assert c["energy_j"] == pytest.approx(pa["energy_j"] + pb["energy_j"]) and c["energy_hosts"] == 2
-    run_ = j["run"]
-    assert run_["checkpoints"] == 1 and run_["bytes_app_total"] == 500 * MiB
-    assert run_["energy_j_total"] == pytest.approx(c["energy_j"])
-    assert j["wall_s"] == pytest.approx(10.5) and run_["blocked_s"] == pytest.approx(3.5)
-    assert run_["blocked_share"] == pytest.approx(3.5 / 10.5)
-    assert run_["slowest_host_counts"] == {"b": 1}
+    hb = c.held_up_by
+    assert (hb.host, hb.rank, hb.device) == ("b", 3, "nvme1n1")
+    assert hb.seconds == pytest.approx(3.0) and hb.bytes_app == 150 * MiB
+    assert c.bytes_app == 500 * MiB
+    pa, pb = c.per_host["a"], c.per_host["b"]
+    assert pa.bytes_device == pytest.approx(200 * MiB, rel=0.02)
+    assert pb.bytes_device == pytest.approx(450 * MiB + 3 * MiB, rel=0.05)  # sda's trickle counts too
+    assert pa.energy_j == pytest.approx(200 * (pa.durable_s), rel=0.05)  # 200 W over its window
+    assert c.energy_j == pytest.approx(pa.energy_j + pb.energy_j) and c.energy_hosts == 2
+    run_ = j.run
+    assert run_.checkpoints == 1 and run_.bytes_app_total == 500 * MiB
+    assert run_.energy_j_total == pytest.approx(c.energy_j)
+    assert j.wall_s == pytest.approx(10.5) and run_.blocked_s == pytest.approx(3.5)
+    assert run_.blocked_share == pytest.approx(3.5 / 10.5)
+    assert run_.slowest_host_counts == {"b": 1}
     # each host's own report is there, unchanged in shape
-    assert set(rep["hosts"]) == {"a", "b"} and len(rep["hosts"]["b"]["checkpoints"]) == 2
+    assert set(rep.hosts) == {"a", "b"} and len(rep.hosts["b"]["checkpoints"]) == 2
 
 
 def test_report_json_md_html(tmp_path):
@@ -150,9 +150,11 @@ def test_half_written_host_and_host_without_checkpoints(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["job"]["hosts"] == ["a", "b", "idle"] and rep["job"]["hosts_left_out"] == ["dead"]
-    assert any(n.startswith("host=dead: left out") for n in rep["notes"])
-    assert any(n.startswith("host=idle: no checkpoint windows") for n in rep["notes"])
-    assert any("not seen on host(s) idle" in n for n in rep["notes"])
+    notes = analyze_job(ckprof.load(str(job)), engine="serial").report.notes
+    assert [n.text for n in notes] == rep["notes"]  # the JSON has each note's text
+    codes = [(n.code, n.subject) for n in notes]
+    assert ("job_reader", None) in codes  # the job reader's own: host=dead has no meta.json
+    assert ("host_no_checkpoints", "idle") in codes and ("checkpoint_not_seen", None) in codes
     c = rep["job"]["checkpoints"][0]
     assert c["slowest_host"] == "b" and c["missing_hosts"] == ["idle"]
     md = run("report", job, "--format", "md")
@@ -244,22 +246,23 @@ def test_a_hosts_throughput_starts_with_its_recording(tmp_path):
     tl = timeline.build(rec)
     s = job_throughput.host_series(rec, tl)
     start_wall_ns = rec.timebase.to_wall_ns(tl.start_ns)
-    assert s["bin_s"] == 1
-    assert s["first_bin"] * 10**9 <= start_wall_ns < (s["first_bin"] + 1) * 10**9
-    assert sum(s["write_bytes"]) == pytest.approx(10 * MiB, rel=0.01) and s["write_bytes"][0] == 0
+    assert s.bin_s == 1
+    assert s.first_bin * 10**9 <= start_wall_ns < (s.first_bin + 1) * 10**9
+    assert sum(s.write_bytes) == pytest.approx(10 * MiB, rel=0.01) and s.write_bytes[0] == 0
 
 
 def test_job_throughput_joins_hosts_of_any_bin_width():
     """Hosts' series at 1 s and 4 s bins (epoch-aligned) join at 4 s: bytes kept, bins lined up."""
+    from ckprof.analysis.job_model import HostSeries
     from ckprof.analysis.job_throughput import join
 
-    a = {"bin_s": 1, "first_bin": 1001, "write_bytes": [1, 2, 3, 4, 5], "read_bytes": [0] * 5}  # s 1001..1005
-    b = {"bin_s": 4, "first_bin": 251, "write_bytes": [10, 20], "read_bytes": [7, 0]}  # s 1004..1011
+    a = HostSeries(bin_s=1, first_bin=1001, write_bytes=[1, 2, 3, 4, 5], read_bytes=[0] * 5)  # s 1001..1005
+    b = HostSeries(bin_s=4, first_bin=251, write_bytes=[10, 20], read_bytes=[7, 0])  # s 1004..1011
     j = join({"a": a, "b": b, "c": None})
-    assert j["bin_s"] == 4 and j["start_wall_ns"] == 1000 * 10**9
-    assert j["write_bytes"] == [1 + 2 + 3, 4 + 5 + 10, 20] and j["read_bytes"] == [0, 7, 0]
-    assert j["write_bytes_total"] == 45 and j["hosts"] == 2 and j["hosts_without_devices"] == ["c"]
-    assert j["peak_write_gib_per_s"] == pytest.approx(20 / 4 / 2**30)
+    assert j.bin_s == 4 and j.start_wall_ns == 1000 * 10**9
+    assert j.write_bytes == [1 + 2 + 3, 4 + 5 + 10, 20] and j.read_bytes == [0, 7, 0]
+    assert j.write_bytes_total == 45 and j.hosts == 2 and j.hosts_without_devices == ["c"]
+    assert j.peak_write_gib_per_s == pytest.approx(20 / 4 / 2**30)
     assert join({"c": None}) is None
 
 

@@ -1,5 +1,5 @@
 """A host's summary, written when its recording closes: what a job report needs from that host
-(analysis.jobs.host_part: its report, its wall-clock span, its figures per checkpoint), a few
+(analysis.job_hosts.host_part, a job_model.HostPart: its report, its wall-clock span, its figures per checkpoint), a few
 kilobytes in `summary.json`, so `ckprof report JOBDIR` reads kilobytes per host instead of every
 sample. The raw samples stay for drill-down.
 
@@ -19,6 +19,10 @@ from ckprof.jsonsafe import to_json
 from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
 from ckprof.version import VERSION
 
+from .job_hosts import host_part
+from .job_model import HostPart, HostSeries, NodeFigures
+from .model_base import Note, jsonable
+
 SUMMARY_SCHEMA = "ckprof-host-summary"
 # the options a record-end summary is made with: `ckprof report`'s defaults
 DEFAULT_OPTIONS = {"mtbf_s": None, "gpus": None, "windows_from": "auto"}
@@ -28,28 +32,32 @@ def _options(kw: dict) -> dict:
     return {**DEFAULT_OPTIONS, **{k: kw[k] for k in DEFAULT_OPTIONS if k in kw}}
 
 
-def _to_json(part: dict) -> dict:
-    figures = [{"kind": k[0], "step": k[1], "figures": v} for k, v in part["figures"].items()]
-    body = {k: v for k, v in part.items() if k not in ("analysis", "figures")}
+def _to_json(part: HostPart) -> dict:
+    figures = [{"kind": k[0], "step": k[1], "figures": jsonable(v)} for k, v in part.figures.items()]
+    body = {k: v for k, v in jsonable(part.without_analysis()).items() if k not in ("analysis", "figures")}
     return json.loads(to_json({**body, "figures": figures}))
 
 
-def from_json(doc: dict) -> dict:
-    part = {k: v for k, v in doc.items() if k != "figures"}
-    part["figures"] = {(f["kind"], f["step"]): f["figures"] for f in doc["figures"]}
-    part["analysis"] = None
-    return part
+def from_json(doc: dict) -> HostPart:
+    series = doc["throughput"]
+    return HostPart(
+        name=doc["name"],
+        report=doc["report"],
+        start_wall_ns=doc["start_wall_ns"],
+        end_wall_ns=doc["end_wall_ns"],
+        figures={(f["kind"], f["step"]): NodeFigures.from_jsonable(f["figures"]) for f in doc["figures"]},
+        saves_energy_j=doc["saves_energy_j"],
+        throughput=None if series is None else HostSeries.from_jsonable(series),
+    )
 
 
 def write(path: str) -> str:
     """Analyse the closed recording at `path` with the default options and write its summary
     (atomically: a temporary file renamed). Returns the summary's path."""
-    from .jobs import host_part
-
     stamp = fingerprint(path)  # before: the analysis only reads
     part = host_part(os.path.basename(path), path, dict(DEFAULT_OPTIONS))
-    if "problem" in part:
-        raise RuntimeError(part["problem"])
+    if isinstance(part, Note):
+        raise RuntimeError(part.text)
     doc = {
         "schema": SUMMARY_SCHEMA,
         "ckprof_version": VERSION,
@@ -65,7 +73,7 @@ def write(path: str) -> str:
     return out
 
 
-def read(path: str, kw: dict) -> tuple[dict | None, str | None]:
+def read(path: str, kw: dict) -> tuple[HostPart | None, str | None]:
     """(the host's part from its summary, None) when the summary is there and current; else
     (None, why not) — a missing summary says nothing (None, None)."""
     p = os.path.join(path, SUMMARY_FILE)
@@ -85,7 +93,7 @@ def read(path: str, kw: dict) -> tuple[dict | None, str | None]:
         return None, why
     try:
         part = from_json(doc["part"])
-        part["report"]["recording"]["path"] = os.path.abspath(path)  # where it is now (a copy: not where it was made)
+        part.report["recording"]["path"] = os.path.abspath(path)  # where it is now (a copy: not where it was made)
         return part, None
     except (KeyError, TypeError) as e:
         return None, f"damaged ({type(e).__name__})"

@@ -18,11 +18,13 @@ import numpy as np
 
 from ckprof.units import GIB
 
+from .job_model import HostSeries, JobThroughput
+
 MAX_HOST_BINS = 1024
 
 
-def host_series(rec, tl) -> dict | None:
-    """One host's {bin_s, first_bin, write_bytes, read_bytes}, or None without device samples."""
+def host_series(rec, tl) -> HostSeries | None:
+    """One host's series, or None without device samples."""
     total = tl.total
     if total is None or total.empty:
         return None
@@ -36,38 +38,38 @@ def host_series(rec, tl) -> dict | None:
     start_bin = math.floor(rec.timebase.to_wall_ns(float(tl.start_ns)) / (bin_s * 1e9))
     first = min(int(idx.min()), start_bin)
     n = int(idx.max()) - first + 1
-    return {
-        "bin_s": bin_s,
-        "first_bin": first,
-        "write_bytes": np.rint(np.bincount(idx - first, total["write_bytes"].to_numpy(), n)).astype(int).tolist(),
-        "read_bytes": np.rint(np.bincount(idx - first, total["read_bytes"].to_numpy(), n)).astype(int).tolist(),
-    }
+    return HostSeries(
+        bin_s=bin_s,
+        first_bin=first,
+        write_bytes=np.rint(np.bincount(idx - first, total["write_bytes"].to_numpy(), n)).astype(int).tolist(),
+        read_bytes=np.rint(np.bincount(idx - first, total["read_bytes"].to_numpy(), n)).astype(int).tolist(),
+    )
 
 
-def join(series: dict[str, dict | None]) -> dict | None:
+def join(series: dict[str, HostSeries | None]) -> JobThroughput | None:
     """The job's series from its hosts' ({host: host_series or None}): bytes per bin summed over
     hosts, at the coarsest host's width; peaks as GiB/s over one bin."""
     have = {h: s for h, s in series.items() if s}
     if not have:
         return None
-    bin_s = max(s["bin_s"] for s in have.values())
-    starts = [s["first_bin"] * s["bin_s"] // bin_s for s in have.values()]
-    ends = [(s["first_bin"] + len(s["write_bytes"]) - 1) * s["bin_s"] // bin_s for s in have.values()]
+    bin_s = max(s.bin_s for s in have.values())
+    starts = [s.first_bin * s.bin_s // bin_s for s in have.values()]
+    ends = [(s.first_bin + len(s.write_bytes) - 1) * s.bin_s // bin_s for s in have.values()]
     first, n = min(starts), max(ends) - min(starts) + 1
     write, read = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     for s in have.values():
-        k = (s["first_bin"] + np.arange(len(s["write_bytes"]))) * s["bin_s"] // bin_s - first
-        np.add.at(write, k, np.asarray(s["write_bytes"], dtype=np.int64))
-        np.add.at(read, k, np.asarray(s["read_bytes"], dtype=np.int64))
-    return {
-        "bin_s": bin_s,
-        "start_wall_ns": first * bin_s * 1_000_000_000,
-        "hosts": len(have),
-        "hosts_without_devices": sorted(h for h, s in series.items() if not s),
-        "write_bytes": write.tolist(),
-        "read_bytes": read.tolist(),
-        "write_bytes_total": int(write.sum()),
-        "read_bytes_total": int(read.sum()),
-        "peak_write_gib_per_s": float(write.max()) / bin_s / GIB,
-        "peak_read_gib_per_s": float(read.max()) / bin_s / GIB,
-    }
+        k = (s.first_bin + np.arange(len(s.write_bytes))) * s.bin_s // bin_s - first
+        np.add.at(write, k, np.asarray(s.write_bytes, dtype=np.int64))
+        np.add.at(read, k, np.asarray(s.read_bytes, dtype=np.int64))
+    return JobThroughput(
+        bin_s=bin_s,
+        start_wall_ns=first * bin_s * 1_000_000_000,
+        hosts=len(have),
+        hosts_without_devices=sorted(h for h, s in series.items() if not s),
+        write_bytes=write.tolist(),
+        read_bytes=read.tolist(),
+        write_bytes_total=int(write.sum()),
+        read_bytes_total=int(read.sum()),
+        peak_write_gib_per_s=float(write.max()) / bin_s / GIB,
+        peak_read_gib_per_s=float(read.max()) / bin_s / GIB,
+    )

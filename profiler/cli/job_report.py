@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from ckprof.errors import RecordingError, say, unexpected_as_one_line
-from ckprof.jsonsafe import to_json
 
 
 def load_job(path: str, include_foreign_hosts: bool = False):
@@ -38,7 +37,7 @@ def report(job, fmt: str, output: str | None, write, **kw) -> None:
 
     ja = analyse_job(job, keep_analyses=job_render.MAX_HOST_PLOTS if fmt == "html" else 0, **kw)
     if fmt == "json":
-        write(to_json(ja.report), output)
+        write(job_render.to_json(ja.report), output)
     elif fmt == "md":
         write(job_render.to_markdown(ja.report), output)
     else:
@@ -66,14 +65,15 @@ def export(job, fmt: str, out: str) -> list[str]:
     """Each host's export, one file: a `host` column (CSV/Parquet), one process per host (trace)."""
     import pandas as pd
 
-    from ckprof.analysis.jobs import _analyse_host
+    from ckprof.analysis.job_hosts import analyse_host
+    from ckprof.analysis.model_base import Note
     from ckprof.report.export import checkpoints_frame, perfetto, timeline_frame, write_tables, write_trace
 
     hosts = {}
     for name, rec in job.hosts.items():
-        an = _analyse_host(name, rec, {})
-        if isinstance(an, str):
-            say(f"ckprof: note: {an}")
+        an = analyse_host(name, rec, {})
+        if isinstance(an, Note):
+            say(f"ckprof: note: {an.text}")
         else:
             hosts[name] = an
     for problem in _other_problems(job):

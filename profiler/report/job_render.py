@@ -1,10 +1,14 @@
-"""A job's report (analysis/jobs.py) as Markdown and self-contained HTML; JSON is ckprof.jsonsafe.to_json.
+"""A job's report (analysis/jobs.py, the model analysis/job_model.py) as JSON, Markdown and
+self-contained HTML; the renderers read the model's attributes.
 
 The job's sections come first (summary, checkpoints across nodes, nodes × checkpoints, notes),
 then each host's own report. Every string from a recording goes through ckprof.escape (render._h, render._md_cell).
 """
 
 from __future__ import annotations
+
+from ckprof.analysis import model_base
+from ckprof.analysis.job_model import JobCheckpoint, JobReport, JobThroughput
 
 from . import render as R
 from .tables import b, num, pct
@@ -13,47 +17,52 @@ MAX_NODE_COLUMNS = 40  # checkpoints as columns of the per-node table; JSON has 
 MAX_HOST_PLOTS = 4  # hosts whose timeline plots go in the HTML (64 timelines would be slow and huge)
 
 
-def _label(c: dict) -> str:
-    return f"{c['kind']} {c['step']}"
+def _label(c: JobCheckpoint) -> str:
+    return f"{c.kind} {c.step}"
 
 
-def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
-    j, run = rep["job"], rep["job"]["run"]
-    most = ", ".join(f"{h} ({n}×)" for h, n in list(run["slowest_host_counts"].items())[:3]) or "—"
+def to_json(rep: JobReport) -> str:
+    """The report as standard JSON (the schema of docs/report-format.md, `job`)."""
+    return model_base.to_json(rep)
+
+
+def summary_rows(rep: JobReport) -> list[tuple[str, str, str]]:
+    j, run = rep.job, rep.job.run
+    most = ", ".join(f"{h} ({n}×)" for h, n in list(run.slowest_host_counts.items())[:3]) or "—"
     return [
-        ("job", f"{j['path']} (id {j['id'] or '—'})", "recorded"),
-        ("nodes reported", f"{len(j['hosts'])}: {', '.join(j['hosts'])}", "recorded"),
-        ("nodes left out", ", ".join(j["hosts_left_out"]) or "none", "see notes"),
-        ("wall time (first start → last end, any node)", num(j["wall_s"], "{:.1f} s"), "measured"),
-        ("checkpoints", f"{run['checkpoints']} save, {run['loads']} load", "measured"),
+        ("job", f"{j.path} (id {j.id or '—'})", "recorded"),
+        ("nodes reported", f"{len(j.hosts)}: {', '.join(j.hosts)}", "recorded"),
+        ("nodes left out", ", ".join(j.hosts_left_out) or "none", "see notes"),
+        ("wall time (first start → last end, any node)", num(j.wall_s, "{:.1f} s"), "measured"),
+        ("checkpoints", f"{run.checkpoints} save, {run.loads} load", "measured"),
         (
             "bytes saved, all nodes (application / devices)",
-            f"{b(run['bytes_app_total'])} / {b(run['bytes_device_total'])}",
+            f"{b(run.bytes_app_total)} / {b(run.bytes_device_total)}",
             "measured",
         ),
-        ("energy of the saves, all nodes", num(run["energy_j_total"], "{:.1f} J"), "see host reports"),
+        ("energy of the saves, all nodes", num(run.energy_j_total, "{:.1f} J"), "see host reports"),
         (
             "time the job was blocked by checkpoints",
-            f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time",
+            f"{num(run.blocked_s, '{:.2f} s')} = {pct(run.blocked_share)} of wall time",
             "derived",
         ),
         (
             "mean / longest stall per save",
-            f"{num(run['mean_stall_s'], '{:.3f} s')} / {num(run['max_stall_s'], '{:.3f} s')}",
+            f"{num(run.mean_stall_s, '{:.3f} s')} / {num(run.max_stall_s, '{:.3f} s')}",
             "derived",
         ),
-        ("largest spread across nodes", num(run["max_spread_s"], "{:.3f} s"), "derived"),
+        ("largest spread across nodes", num(run.max_spread_s, "{:.3f} s"), "derived"),
         ("slowest node most often", most, "derived"),
-        ("peak device write / read rate, all nodes", _peaks(j.get("throughput")), "derived from measured counters"),
+        ("peak device write / read rate, all nodes", _peaks(j.throughput), "derived from measured counters"),
     ]
 
 
-def _peaks(tp: dict | None) -> str:
+def _peaks(tp: JobThroughput | None) -> str:
     if not tp:
         return "unknown (no node has device samples)"
     return (
-        f"{num(tp['peak_write_gib_per_s'], '{:.3f} GiB/s')} / {num(tp['peak_read_gib_per_s'], '{:.3f} GiB/s')} "
-        f"over {tp['bin_s']} s bins, {tp['hosts']} node(s)"
+        f"{num(tp.peak_write_gib_per_s, '{:.3f} GiB/s')} / {num(tp.peak_read_gib_per_s, '{:.3f} GiB/s')} "
+        f"over {tp.bin_s} s bins, {tp.hosts} node(s)"
     )
 
 
@@ -77,62 +86,58 @@ CHECKPOINT_HEADERS = [
 ]
 
 
-def checkpoint_rows(rep: dict) -> list[list[str]]:
+def checkpoint_rows(rep: JobReport) -> list[list[str]]:
     out = []
-    for c in rep["job"]["checkpoints"]:
-        sd = c["slowest_device"]
-        dev = "—" if sd is None else f"{sd['device']} {num(sd['gib_per_s'], '{:.3f}')}"
-        hb = c.get("held_up_by")
+    for c in rep.job.checkpoints:
+        sd = c.slowest_device
+        dev = "—" if sd is None else f"{sd.device} {num(sd.gib_per_s, '{:.3f}')}"
+        hb = c.held_up_by
         held = (
             "—"
             if hb is None
-            else f"{hb['host']}/rank {hb.get('rank', '?')}, {num(hb.get('seconds'), '{:.3f}')}, "
-            f"{b(hb.get('bytes_app'))}, {hb.get('device') or '—'}"
+            else f"{hb.host}/rank {hb.rank}, {num(hb.seconds, '{:.3f}')}, {b(hb.bytes_app)}, {hb.device or '—'}"
         )
         out.append(
             [
-                str(c["kind"]),
-                str(c["step"]),
-                str(c["hosts"]),
-                str(c["ranks"]),
-                num(c["stall_s"], "{:.3f}"),
-                str(c["slowest_host"] or "—"),
-                num(c["slowest_host_s"], "{:.3f}"),
-                num(c["fastest_host_s"], "{:.3f}"),
-                num(c["spread_s"], "{:.3f}"),
+                str(c.kind),
+                str(c.step),
+                str(c.hosts),
+                str(c.ranks),
+                num(c.stall_s, "{:.3f}"),
+                str(c.slowest_host or "—"),
+                num(c.slowest_host_s, "{:.3f}"),
+                num(c.fastest_host_s, "{:.3f}"),
+                num(c.spread_s, "{:.3f}"),
                 dev,
                 held,
-                b(c["bytes_app"]),
-                b(c["bytes_device"]),
-                num(c["device_gib_per_s"], "{:.3f}"),
-                f"{num(c['energy_j'], '{:.1f}')} ({c['energy_hosts']})",
-                ", ".join(c["missing_hosts"]) or "—",
+                b(c.bytes_app),
+                b(c.bytes_device),
+                num(c.device_gib_per_s, "{:.3f}"),
+                f"{num(c.energy_j, '{:.1f}')} ({c.energy_hosts})",
+                ", ".join(c.missing_hosts) or "—",
             ]
         )
     return out
 
 
-def node_table(rep: dict) -> tuple[list[str], list[list[str]], str | None]:
+def node_table(rep: JobReport) -> tuple[list[str], list[list[str]], str | None]:
     """Nodes × checkpoints: each cell is the node's seconds · device GiB/s · joules; the slowest marked."""
-    cps = rep["job"]["checkpoints"]
+    cps = rep.job.checkpoints
     cut = None
     if len(cps) > MAX_NODE_COLUMNS:
         cut = f"first {MAX_NODE_COLUMNS} of {len(cps)} checkpoints; all of them: ckprof report --format json"
         cps = cps[:MAX_NODE_COLUMNS]
     headers = ["node"] + [f"{_label(c)} [s · GiB/s · J]" for c in cps]
     rows = []
-    for h in rep["job"]["hosts"]:
+    for h in rep.job.hosts:
         row = [h]
         for c in cps:
-            n = c["per_host"].get(h)
+            n = c.per_host.get(h)
             if n is None:
                 row.append("not seen")
                 continue
-            cell = (
-                f"{num(n['seconds'], '{:.3f}', 'no end')} · {num(n['device_gib_per_s'], '{:.2f}')} · "
-                f"{num(n['energy_j'], '{:.1f}')}"
-            )
-            row.append(cell + (" ◀ slowest" if h == c["slowest_host"] and c["hosts"] > 1 else ""))
+            cell = f"{num(n.seconds, '{:.3f}', 'no end')} · {num(n.device_gib_per_s, '{:.2f}')} · {num(n.energy_j, '{:.1f}')}"
+            row.append(cell + (" ◀ slowest" if h == c.slowest_host and c.hosts > 1 else ""))
         rows.append(row)
     return headers, rows, cut
 
@@ -141,9 +146,9 @@ def _demote(md: str) -> list[str]:
     return [("#" + line) if line.startswith("#") else line for line in md.splitlines()]
 
 
-def to_markdown(rep: dict) -> str:
+def to_markdown(rep: JobReport) -> str:
     L = [
-        f"# ckprof job report: {R._md_cell(rep['job']['path'])}",
+        f"# ckprof job report: {R._md_cell(rep.job.path)}",
         "",
         "Units are in each header; [m] measured, [d] derived, [e] estimated. Times across nodes are on the "
         "wall clock (each host's anchor).",
@@ -153,21 +158,21 @@ def to_markdown(rep: dict) -> str:
     ]
     L += R._md_table(["what", "value", "provenance"], summary_rows(rep))
     L += ["", "## Checkpoints across nodes", ""]
-    if rep["job"]["checkpoints"]:
+    if rep.job.checkpoints:
         L += R._md_table(CHECKPOINT_HEADERS, checkpoint_rows(rep))
         headers, rows, cut = node_table(rep)
         L += ["", "## Per node", ""] + R._md_table(headers, rows) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows on any node.")
-    L += ["", "## Job notes", ""] + ([f"- {R._md_cell(n)}" for n in rep["notes"]] or ["- none"])
-    for h, hrep in rep["hosts"].items():
+    L += ["", "## Job notes", ""] + ([f"- {R._md_cell(n.text)}" for n in rep.notes] or ["- none"])
+    for h, hrep in rep.hosts.items():
         L += ["", f"## Host {R._md_cell(h)}", ""] + _demote(R.to_markdown(hrep))[1:]
     return "\n".join(L) + "\n"
 
 
-def to_html(rep: dict, plots: dict[str, bytes], host_plots: dict[str, dict[str, bytes]]) -> str:
+def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[str, bytes]]) -> str:
     h = R._h
-    parts = R._html_head(rep["job"]["path"], rep)
+    parts = R._html_head(rep.job.path, {"ckprof_version": rep.ckprof_version, "schema_version": rep.schema_version})
     parts += [
         "<p class='small'>A job of several nodes: times across nodes are on the wall clock (each host's "
         "anchor); each host's own report follows the job's sections.</p>",
@@ -175,7 +180,7 @@ def to_html(rep: dict, plots: dict[str, bytes], host_plots: dict[str, dict[str, 
         R._html_table(["what", "value", "provenance"], summary_rows(rep)),
         "<h2>Checkpoints across nodes</h2>",
     ]
-    if rep["job"]["checkpoints"]:
+    if rep.job.checkpoints:
         parts.append(R._html_table(CHECKPOINT_HEADERS, checkpoint_rows(rep)))
         headers, rows, cut = node_table(rep)
         parts += ["<h2>Per node</h2>", R._html_table(headers, rows)]
@@ -194,10 +199,10 @@ def to_html(rep: dict, plots: dict[str, bytes], host_plots: dict[str, dict[str, 
         ]
     parts.append(
         "<h2>Job notes: hosts left out, clocks, checkpoints not seen everywhere</h2><ul>"
-        + ("".join(f"<li>{h(n)}</li>" for n in rep["notes"]) or "<li>none</li>")
+        + ("".join(f"<li>{h(n.text)}</li>" for n in rep.notes) or "<li>none</li>")
         + "</ul>"
     )
-    for name, hrep in rep["hosts"].items():
+    for name, hrep in rep.hosts.items():
         parts += [
             f"<details id='host-{h(name)}'><summary><b>Host {h(name)}</b></summary>",
             *R.html_body(hrep, host_plots.get(name, {})),

@@ -34,14 +34,14 @@ def _host(wall_shift_s: float, gone_at_s: float | None):
 def test_a_device_gone_before_a_hosts_part_is_unknown_in_the_job(tmp_path):
     job = job_dir(tmp_path / "job", {"a": _host(0.0, None), "b": _host(0.2, 2.0)})
     rep = analyze_job(ckprof.load(str(job))).report
-    (c,) = rep["job"]["checkpoints"]
-    pa, pb = c["per_host"]["a"], c["per_host"]["b"]
-    assert pa["bytes_device"] == pytest.approx(100 * MiB, rel=0.02) and pa["device_unknown"] == []
-    assert pb["bytes_device"] is None and pb["device_gib_per_s"] is None
-    (u,) = pb["device_unknown"]
+    (c,) = rep.job.checkpoints
+    pa, pb = c.per_host["a"], c.per_host["b"]
+    assert pa.bytes_device == pytest.approx(100 * MiB, rel=0.02) and pa.device_unknown == []
+    assert pb.bytes_device is None and pb.device_gib_per_s is None
+    (u,) = pb.device_unknown
     assert (u["device"], u["code"]) == ("sda", "device_gone") and "went away at 2.00 s" in u["reason"]
     # the job's sum over hosts is not known either: not host a's bytes alone
-    assert c["bytes_device"] is None and c["device_gib_per_s"] is None
-    assert c["device_unknown_hosts"] == ["b"]
-    (note,) = [n for n in rep["notes"] if "device figures on host b unknown" in n]
-    assert "sda went away at 2.00 s" in note
+    assert c.bytes_device is None and c.device_gib_per_s is None
+    assert c.device_unknown_hosts == ["b"]
+    (note,) = [n for n in rep.notes if n.code == "device_unknown_host"]
+    assert note.subject == "b" and "sda went away at 2.00 s" in note.text  # the host's reason, carried
