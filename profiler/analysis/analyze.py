@@ -1,4 +1,4 @@
-"""One recording → the report model (a JSON-able dict, docs/report-format.md) and plot data."""
+"""One recording → the report model (analysis/model.py; its JSON form: docs/report-format.md) and plot data."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from .checkpoints import (
     window_device_unknown,
 )
 from .fields import FIELDS
+from .model import Report
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -40,6 +41,9 @@ class Context:
 
 @dataclass
 class Analysis:
+    """`model`: the typed report (analysis/model.py), what the renderers read; `report`: its JSON
+    form (model.to_jsonable(): plain values, NaN as null), what `--format json` writes."""
+
     report: dict
     timeline: timeline.Timeline
     ctx: Context
@@ -47,6 +51,7 @@ class Analysis:
     # device → checkpoints.DeviceSampling: what window_device_unknown needs for any other window
     # over this recording (a job's per-host figures)
     sampling: dict = field(default_factory=dict)
+    model: Report | None = None
 
 
 def merged_spans(intervals) -> list[tuple[float, float]]:
@@ -389,7 +394,8 @@ def analyze(
     notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]
     if (mtbf_s or gpus) and not report["scale"]:
         notes.append("no checkpoint time measured: the optimal interval at scale could not be computed")
-    an = Analysis(report, tl, ctx, sampling=sampling)
+    model = Report.from_jsonable(report)
+    an = Analysis(model.to_jsonable(), tl, ctx, sampling=sampling, model=model)
     an.plot = {"temp_vs_bw": plot_tb}
     n_bins = int(np.ceil(max(wall_s, tl.res_s) / tl.res_s))
     if sources:

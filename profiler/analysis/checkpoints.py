@@ -13,6 +13,7 @@ from ckprof.units import GIB
 from . import thermal as T
 from .durability import storage_of
 from .gpu_idle import window_idle
+from .model import UNKNOWN_DEVICE_ORDER
 from .timeline import in_window
 
 # A block-sample interval this many times the analysis resolution inside a window is a gap in
@@ -202,19 +203,7 @@ def window_device_unknown(
     return out
 
 
-FIGURES = (
-    "write_bytes",
-    "read_bytes",
-    "mean_write_gib_per_s",
-    "peak_write_gib_per_s",
-    "mean_read_gib_per_s",
-    "peak_read_gib_per_s",
-    "mean_aqu_sz",
-    "peak_aqu_sz",
-    "peak_in_flight",
-    "span_s",
-    "longest_interval_s",
-)
+FIGURES = UNKNOWN_DEVICE_ORDER  # a device's figures (analysis/model.py DeviceFigures)
 
 
 def device_stats(

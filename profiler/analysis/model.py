@@ -1,0 +1,405 @@
+"""One recording's report as typed results (docs/report-format.md): frozen dataclasses, every figure
+field with its unit and provenance in its metadata (model_base.figure). The JSON report is
+`Report.to_jsonable()`; the renderers (report/) read these attributes.
+
+Field order is the JSON's key order. A field that is ABSENT is a key only some rows have (a load's
+restore figures, a save's cold-restore prediction): left out of the JSON, not null.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .model_base import ABSENT, DERIVED, ESTIMATED, MEASURED, PER_ENTRY, WORST, Model, Note, figure, plain
+
+SINCE_START = "s since recording start"
+GIBPS = "GiB/s"
+
+
+# -- a checkpoint's parts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceUnknown(Model):
+    """One figure ckprof cannot stand behind (checkpoints.unknown_entry): which device (None: the
+    checkpoint as a whole), a stable `code` (device_gone, no_sample, sampling_gap,
+    no_block_device), the reason in words, since when."""
+
+    device: str | None = plain()
+    code: str = plain()
+    reason: str = plain()
+    since_s: float | None = figure(SINCE_START, DERIVED)
+
+
+# the figures of a device, in the order an unknown device's (null) entry lists them
+UNKNOWN_DEVICE_ORDER = (
+    "write_bytes",
+    "read_bytes",
+    "mean_write_gib_per_s",
+    "peak_write_gib_per_s",
+    "mean_read_gib_per_s",
+    "peak_read_gib_per_s",
+    "mean_aqu_sz",
+    "peak_aqu_sz",
+    "peak_in_flight",
+    "span_s",
+    "longest_interval_s",
+)
+
+
+@dataclass(frozen=True)
+class DeviceFigures(Model):
+    """One block device over a checkpoint (checkpoints.device_stats): null with `unknown` set where
+    the device's figures are unknown there."""
+
+    span_s: float | None = figure("s", DERIVED, "the sampling intervals the window touches")
+    longest_interval_s: float | None = figure("s", MEASURED, "the longest sampling interval among them")
+    unknown: DeviceUnknown | None = plain()
+    write_bytes: float | None = figure("B (this checkpoint's share)", DERIVED)
+    mean_write_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    peak_write_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    read_bytes: float | None = figure("B (this checkpoint's share)", DERIVED)
+    mean_read_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    peak_read_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    mean_aqu_sz: float | None = figure("requests (iostat aqu-sz)", DERIVED)
+    peak_aqu_sz: float | None = figure("requests (iostat aqu-sz)", DERIVED)
+    peak_in_flight: float | None = figure("requests", MEASURED)
+
+    def to_jsonable(self) -> dict:
+        out = super().to_jsonable()
+        if self.unknown is None:
+            return out
+        # an unknown device's entry has always listed its (null) figures in this order: the same
+        # keys, values and order as reports before the typed model (tests/test_report_json_stable.py)
+        return {k: out[k] for k in (*UNKNOWN_DEVICE_ORDER, "unknown")}
+
+
+@dataclass(frozen=True)
+class EnergyFigures(Model):
+    """One component's energy over a checkpoint (ckprof.power.energy.window_energy); its
+    `provenance` is the worst of its sources'."""
+
+    energy_j: float | None = figure("J", PER_ENTRY)
+    above_idle_j: float | None = figure("J", PER_ENTRY)
+    j_per_gib: float | None = figure("J/GiB", PER_ENTRY)
+    above_idle_j_per_gib: float | None = figure("J/GiB", PER_ENTRY)
+    provenance: str = plain()
+    method: str = plain("energy counter | integrated power | SSD power per interval")
+    sources: list[str] = plain(factory=list)
+    coverage: float | None = figure("fraction of window with readings", DERIVED)
+    update_period_s: float | None = figure("s (how often the slowest sensor's value changes)", DERIVED)
+    energy_j_min: float | None = figure("J (a window shorter than two sensor updates)", ESTIMATED)
+    energy_j_max: float | None = figure("J (a window shorter than two sensor updates)", ESTIMATED)
+
+
+@dataclass(frozen=True)
+class SsdEfficiency(Model):
+    """One SSD (NVMe controller) over a checkpoint (checkpoints.ssd_efficiency): labelled with its
+    energy's provenance, since bandwidth is measured but SSD power often is not."""
+
+    bytes: float | None = figure("B (this checkpoint's, on the SSD's block devices)", DERIVED)
+    energy_j: float | None = figure("J", PER_ENTRY)
+    mean_w: float | None = figure("W", PER_ENTRY)
+    gb_per_s_per_w: float | None = figure("GB/s per W (= GB/J, 1 GB = 1e9 B)", PER_ENTRY)
+    j_per_gib: float | None = figure("J/GiB", PER_ENTRY)
+    provenance: str = plain()
+    coverage: float | None = figure("fraction of window with readings", DERIVED)
+    devices: list[str] = plain(factory=list)
+
+
+@dataclass(frozen=True)
+class ThrottleSource(Model):
+    """One throttle signal over a checkpoint."""
+
+    events: int = figure("events", MEASURED)
+    seconds: float = figure("s", MEASURED)
+    what: str = plain()
+
+
+@dataclass(frozen=True)
+class Part(Model):
+    """One rank's or one file's window of a grouped checkpoint (checkpoints.parts_of)."""
+
+    id: str = plain()
+    rank: int | None = plain()
+    host: str | None = plain()
+    pid: int | None = plain()
+    path: str | None = plain()
+    api: str | None = plain()
+    start_s: float | None = figure(SINCE_START, MEASURED)
+    app_end_s: float | None = figure(SINCE_START, MEASURED)
+    duration_s: float | None = figure("s", DERIVED)
+    bytes_app: float | None = figure("B", MEASURED)
+    ok: bool | None = plain()
+    error: str | None = plain()
+
+
+@dataclass(frozen=True)
+class Writer(Model):
+    """A process that wrote files of a file-level save (analysis/filesaves.py); ppid and cmdline
+    are absent where the process was not seen starting."""
+
+    pid: int = plain()
+    ppid: int | None = plain(absent=True)
+    comm: str | None = plain()
+    cmdline: list[str] | None = plain(absent=True)
+    why_unknown: str | None = plain(absent=True)
+    files: int = figure("count", MEASURED)
+    bytes: float | None = figure(
+        "B (the files this process alone wrote, their sizes after the save; null: a size unknown)", MEASURED
+    )
+
+
+@dataclass(frozen=True)
+class Checkpoint(Model):
+    """One checkpoint window: a save or a load (checkpoints.checkpoint_row and the steps after it)."""
+
+    # a load's bytes from the application, the devices and the page cache (checkpoints.restore_truth)
+    restore_bytes_app: float | None = figure("B (a load's files)", MEASURED, absent=True)
+    restore_bytes_device: float | None = figure(
+        "B (read by the recorded devices, this load's share)", DERIVED, absent=True
+    )
+    cache_served_share: float | None = figure(
+        "fraction of a load's bytes in the page cache as it started (cachestat(2))", MEASURED, absent=True
+    )
+    device_read_share: float | None = figure("fraction: device bytes read / the load's bytes", DERIVED, absent=True)
+    restore_basis: list[str] = plain(absent=True)
+    id: str = plain()
+    source: str = plain("markers: api | patch | workload ...; inferred; files")
+    kind: str = plain("save | load")
+    step: int | None = plain()
+    rank: int | None = plain()
+    path: str | None = plain()
+    api: str | None = plain()
+    ok: bool | None = plain()
+    error: str | None = plain()
+    start_s: float = figure(SINCE_START, MEASURED)
+    app_end_s: float | None = figure(SINCE_START, MEASURED)
+    durable_end_s: float | None = figure(SINCE_START, DERIVED)
+    duration_s: float | None = figure("s", DERIVED)
+    blocking_s: float | None = figure("s", DERIVED)
+    durable_duration_s: float | None = figure("s", DERIVED)
+    durable: bool | None = plain()
+    durable_at_return: bool | None = plain()
+    pending_bytes_at_return: float | None = figure("B", DERIVED)
+    durable_basis: list[str] = plain(factory=list)
+    bytes_app: float | None = figure("B (the save's files, each counted once across its parts)", MEASURED)
+    bytes_device: float | None = figure(
+        "B (written for a save, read for a load; this checkpoint's share of each interval it shares with others)",
+        DERIVED,
+    )
+    device_to_app_ratio: float | None = figure("ratio", DERIVED)
+    app_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    device_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    sampling_gap_s: float | None = figure(
+        "s (longest block-sample interval in the window when it is a gap; null otherwise)", MEASURED
+    )
+    device_unknown: list[DeviceUnknown] = plain(factory=list)
+    device_span_s: float | None = figure("s", DERIVED)
+    devices: dict[str, DeviceFigures] = plain(factory=dict)
+    energy: dict[str, EnergyFigures] = plain(factory=dict)
+    energy_total_j: float | None = figure("J", WORST)
+    energy_total_basis: str | None = plain("the components added; a node meter stands for the parts inside it")
+    peak_temp_c: float | None = figure("°C", MEASURED)
+    peak_temp_by_sensor_c: dict[str, float] = figure("°C", MEASURED, default=None)
+    throttle_events: int | None = figure("events", MEASURED)
+    throttle_s: float | None = figure("s (the longest of the sources)", MEASURED)
+    throttle_by_source: dict[str, ThrottleSource] = plain(factory=dict)
+    gpu_idle_s: float | None = figure(
+        "s (mean over the GPUs known in the window; idle: the share of each NVML period no kernel ran: docs/power.md)",
+        DERIVED,
+    )
+    gpu_idle_s_by_gpu: dict[str, float | None] = figure("s", DERIVED, default=None)
+    gpu_idle_basis: str | None = plain("which GPUs the mean stands on, or 'unknown: why'")
+    own_finish_s: float | None = figure("s (the app's fsync/rename after the save call returned)", MEASURED)
+    finished_by: str | None = plain()
+    device_busy_s: float | None = figure("s (the busiest device's %util × time, start → return)", DERIVED)
+    parts: list[Part] | None = plain()
+    slowest_part: Part | None = plain()
+    ssd_efficiency: dict[str, SsdEfficiency] = plain(factory=dict)
+    writers: list[Writer] | None = plain()
+    workload_write_s: float | None = figure(
+        "s (a ckprof workload save: barrier to the last rank's fsync; null for other saves)", MEASURED
+    )
+    durable_where: str | None = plain()
+    file_system: str | None = plain()
+    predicted_cold_restore_s: float | None = figure(
+        "s (its bytes / the devices' cold read rate)", ESTIMATED, absent=True
+    )
+    restore_prediction_basis: str = plain(absent=True)
+    prediction_error: float | None = figure(
+        "fraction: (predicted − measured) / measured, a cold load", DERIVED, absent=True
+    )
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordingInfo(Model):
+    path: str = plain()
+    hostname: str | None = plain()
+    command: list[str] | str | None = plain()
+    start_wall_ns: int | None = figure("ns since the Unix epoch", MEASURED)
+    duration_s: float = figure("s", MEASURED)
+    interval_s: float | None = figure("s (the sampling period asked for)", MEASURED)
+    analysis_resolution_s: float = figure("s", DERIVED)
+    status: str | None = plain()
+    exit: Any = plain()
+    collectors: list[str] = plain(factory=list)
+    devices: list[str] = plain(factory=list)
+
+
+@dataclass(frozen=True)
+class LeftOutSave(Model):
+    id: str = plain()
+    code: str = plain()
+    reason: str = plain()
+
+
+@dataclass(frozen=True)
+class LeftOut(Model):
+    """The saves a run figure stands on: `of` them, `counted`, and each left out with why."""
+
+    of: int = figure("count", DERIVED)
+    counted: int = figure("count", DERIVED)
+    left_out: list[LeftOutSave] = plain(factory=list)
+
+
+@dataclass(frozen=True)
+class DeviceLeftOut(Model):
+    bytes_device_total: LeftOut = plain()
+    mean_device_gib_per_s: LeftOut = plain()
+
+
+@dataclass(frozen=True)
+class Run(Model):
+    wall_s: float = figure("s", MEASURED)
+    checkpoints: int = figure("count (saves that did not fail)", MEASURED)
+    failed_checkpoints: int = figure("count", MEASURED)
+    loads: int = figure("count", MEASURED)
+    windows_from: str = plain("markers | markers+files | files | inferred")
+    blocked_s: float = figure("s", DERIVED)
+    blocked_share: float | None = figure("fraction of wall time", DERIVED)
+    goodput_estimate: float | None = figure("fraction of wall time", ESTIMATED)
+    mean_checkpoint_s: float | None = figure("s", DERIVED)
+    mean_restart_s: float | None = figure("s", DERIVED)
+    bytes_app_total: float | None = figure("B", MEASURED)
+    bytes_device_total: float | None = figure("B", DERIVED)
+    mean_device_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    device_left_out: DeviceLeftOut | None = plain()
+    mean_energy_j: float | None = figure("J", WORST)
+    peak_temp_c: float | None = figure("°C", MEASURED)
+    not_durable_at_return: int = figure("count", DERIVED)
+    write_baseline_bytes_per_s: float | None = figure("B/s", DERIVED)
+    write_threshold_bytes_per_s: float | None = figure("B/s", DERIVED)
+    idle_power_w: dict[str, float | None] = figure("W (per source)", DERIVED, default=None)
+    idle_power_w_by_component: dict[str, float | None] = figure(
+        "W (sum of the component's sources)", DERIVED, default=None
+    )
+
+
+@dataclass(frozen=True)
+class Scale(Model):
+    """The optimal checkpoint interval at a scale (analysis/scale.py); the report's `scale` is {}
+    where it was not asked for or no checkpoint time was measured."""
+
+    mtbf_s: float = figure("s", ESTIMATED)
+    mtbf_source: str = plain()
+    gpus: int | None = plain()
+    checkpoint_s: float = figure("s", DERIVED)
+    restart_s: float = figure("s", DERIVED)
+    restart_source: str = plain()
+    young_interval_s: float = figure("s", ESTIMATED)
+    daly_interval_s: float = figure("s", ESTIMATED)
+    overhead_at_daly: float = figure("fraction of wall time", ESTIMATED)
+    goodput_at_daly: float = figure("fraction of wall time", ESTIMATED)
+
+
+@dataclass(frozen=True)
+class ThrottleOnset(Model):
+    source: str = plain()
+    what: str = plain()
+    t_s: float = figure(SINCE_START, MEASURED)
+    temp_c: float | None = figure("°C", MEASURED)
+
+
+@dataclass(frozen=True)
+class HotVsCool(Model):
+    hottest_id: str = plain()
+    hottest_peak_temp_c: float | None = figure("°C", MEASURED)
+    hottest_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    hottest_mean_aqu_sz: float | None = figure("requests (iostat aqu-sz)", DERIVED)
+    coolest_id: str = plain()
+    coolest_peak_temp_c: float | None = figure("°C", MEASURED)
+    coolest_gib_per_s: float | None = figure(GIBPS, DERIVED)
+    coolest_mean_aqu_sz: float | None = figure("requests (iostat aqu-sz)", DERIVED)
+    bandwidth_ratio_hot_to_cool: float | None = figure("ratio", DERIVED)
+
+
+@dataclass(frozen=True)
+class Throttling(Model):
+    seen: bool = plain()
+    statement: str = plain()
+    onsets: list[ThrottleOnset] = plain(factory=list)
+    events_in_checkpoints: int | None = figure("events", MEASURED)
+    seconds_in_checkpoints: float | None = figure("s", MEASURED)
+    temp_vs_write_correlation: float | None = figure("Pearson r", DERIVED)
+    temp_vs_write_points: int = figure("count", DERIVED)
+    hot_vs_cool: HotVsCool | None = plain()
+
+
+@dataclass(frozen=True)
+class Advice(Model):
+    """One thing that would help, from a measured figure (analysis/advice.py): `id` is its rule."""
+
+    id: str = plain()
+    text: str = plain()
+    figures: dict[str, Any] = plain(factory=dict)
+
+
+@dataclass(frozen=True)
+class Report(Model):
+    schema: str = plain()
+    schema_version: int = plain()
+    ckprof_version: str = plain()
+    recording: RecordingInfo = plain()
+    run: Run = plain()
+    scale: Scale | None = plain()
+    checkpoints: list[Checkpoint] = plain(factory=list)
+    throttling: Throttling = plain()
+    notes: list[Note] = plain(factory=list)
+    fields: dict[str, dict[str, str]] = plain(factory=dict)
+    advice: list[Advice] = plain(factory=list)
+
+    def to_jsonable(self) -> dict:
+        out = super().to_jsonable()
+        if out["scale"] is None:
+            out["scale"] = {}  # the JSON's `scale` is an empty object where it was not computed
+        return out
+
+    @classmethod
+    def from_jsonable(cls, d: dict) -> Report:
+        if isinstance(d, cls):
+            return d
+        if d.get("scale") == {}:
+            d = {**d, "scale": None}
+        return super().from_jsonable(d)
+
+
+__all__ = [
+    "ABSENT",
+    "Advice",
+    "Checkpoint",
+    "DeviceFigures",
+    "DeviceUnknown",
+    "EnergyFigures",
+    "Part",
+    "Report",
+    "Run",
+    "Scale",
+    "SsdEfficiency",
+    "Throttling",
+    "Writer",
+]
