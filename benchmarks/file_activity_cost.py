@@ -22,12 +22,18 @@ merging) and how many were the recorded tree's: it is the precise figure, the pr
 within what start-up varies by (±1.5 % of a core at 10 s here). The two readers are compared as a
 ratio (Python ÷ C) of the source thread's CPU. Needs root (fanotify, CAP_SYS_ADMIN).
 
+With --replay N, the two readers' own work is timed apart from the wake-ups and the machine's
+load: N new small files (a steady rate, --rate / 3 files a second, into 3 existing directories) are
+written once under the Python reader, whose buffers are kept; then the same buffers are fed to each
+reader in turn (ckprof.record.fanreplay), --rounds times, each reader's thread CPU a file printed,
+and the ratio Python ÷ C.
+
 With --baseline-python PY (an interpreter whose `ckprof` is another version, e.g. another
 checkout's virtual env), each round also records with the source on under PY, in alternating
 order: the code before a change and after it, measured in the same run.
 
     sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
-        [--baseline-python OTHER/.venv/bin/python]
+        [--baseline-python OTHER/.venv/bin/python] [--replay 6000]
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 GEN = r"""
 import os, sys, time
@@ -101,6 +108,48 @@ def record(root: str, out: str, cmd: list[str], on, python: str = sys.executable
         return json.load(f), r.stdout.strip()
 
 
+REPLAY_GEN = r"""
+import os, sys, time
+root, rate, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+sys.stdin.readline()  # the reader knows this process: go
+t0 = time.monotonic()
+for i in range(n):
+    with open(os.path.join(root, f"step_{i % 3}", f"f{i}"), "wb") as f:
+        f.write(b"x" * 512)
+    ahead = t0 + (i + 1) / rate - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+"""
+
+
+def replay(tmp: str, files: int, rate: float, rounds: int) -> None:
+    """The readers' CPU a file on the same captured events (module doc)."""
+    from ckprof.record import fanreader, fanreplay
+
+    why = fanreader.why_not()
+    if why is not None:
+        sys.exit(f"the C reader cannot run here: {why}")
+    root = os.path.join(tmp, "replay")
+    for i in range(3):
+        os.makedirs(os.path.join(root, f"step_{i}"))
+    gen = os.path.join(tmp, "replay_gen.py")
+    with open(gen, "w") as f:
+        f.write(REPLAY_GEN)
+    buffers, tree = fanreplay.capture(root, [sys.executable, gen, root, str(rate / 3), str(files)])
+    offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+    print(
+        f"replay: {files} new files at {rate / 3:.0f}/s, {len(buffers)} reads, {sum(len(b) for b, _ in buffers)} bytes"
+    )
+    per_file = {"python": [], "c": []}
+    for k in range(rounds):
+        for reader in ("python", "c") if k % 2 == 0 else ("c", "python"):
+            _ev, fa, cpu_s = fanreplay.replay(root, buffers, tree, reader, offset_ns, writer=fanreplay.EncodingWriter())
+            per_file[reader].append(1e6 * cpu_s / max(fa.files, 1))
+            print(f"replay round {k + 1} {reader}: {per_file[reader][-1]:.2f} µs of CPU a file ({fa.files} files)")
+    py_m, c_m = statistics.median(per_file["python"]), statistics.median(per_file["c"])
+    print(f"== replay: Python reader {py_m:.2f} µs a file, C reader {c_m:.2f} µs; Python ÷ C {py_m / c_m:.2f}×")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -108,11 +157,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--baseline-python", help="also record with the source on under this interpreter's ckprof")
     ap.add_argument("--cases", nargs="+", default=["idle", "files", "writes"], choices=["idle", "files", "writes"])
+    ap.add_argument("--replay", type=int, metavar="FILES", help="time the two readers on the same captured events")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root: fanotify needs CAP_SYS_ADMIN")
     tmp = tempfile.mkdtemp(prefix="ckprof-fa-bench-")
     try:
+        if a.replay:
+            replay(tmp, a.replay, a.rate, a.rounds)
+            return
         gen, writes = os.path.join(tmp, "gen.py"), os.path.join(tmp, "writes.py")
         for path, text in ((gen, GEN), (writes, WRITES)):
             with open(path, "w") as f:

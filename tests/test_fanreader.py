@@ -21,10 +21,9 @@ import time
 import pytest
 from support.command import CKPROF
 
-from ckprof.record import fanotify as F
-from ckprof.record import fanreader
+from ckprof.record import fanreader, fanreplay
 from ckprof.record.clock import MonotonicClock
-from ckprof.record.fileactivity import FileActivity, new_c_reader
+from ckprof.record.fileactivity import FileActivity
 
 pytestmark = pytest.mark.root
 
@@ -101,128 +100,18 @@ while time.monotonic() - t0 < 4:  # outside the tree, in the tree's directories
 """
 
 
-class _Writer:
-    def __init__(self):
-        self.events: list[dict] = []
-
-    def event(self, ev):
-        self.events.append(ev)
-
-    def event_json(self, line: bytes):  # the C reader's batches, as RecordingWriter takes them
-        assert line.startswith(b"{") and b"\n" not in line
-        self.events.append(json.loads(line))
-
-
-class _Clock:
-    def __init__(self):
-        self.t = time.monotonic_ns()
-
-    def now_ns(self):
-        return self.t
-
-
-class _Tap(FileActivity):
-    """The Python reader, keeping every buffer it reads (and when)."""
-
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.buffers: list[tuple[bytes, int]] = []
-
-    def _take(self, buf, t_ns):
-        self.buffers.append((buf, t_ns))
-        return super()._take(buf, t_ns)
-
-
-class _ReplayGroup(F.Group):
-    """A real group for the marks and handles, whose events come from a pipe."""
-
-    def __init__(self):
-        super().__init__()
-        self.real_fd = self.fd
-        self.fd, self.w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-
-    def _mark(self, flags, extra, path):
-        fd, self.fd = self.fd, self.real_fd
-        try:
-            return super()._mark(flags, extra, path)
-        finally:
-            self.fd = fd
-
-    def close(self):
-        os.close(self.w)
-        os.close(self.real_fd)
-        super().close()
-
-
-class _Tree:
-    """The live run's tree, as it ended (membership is the proc connector's, tested elsewhere)."""
-
-    def __init__(self, live):
-        self.members = set(live.members)
-        self.execs, self.parents, self.comms = dict(live.execs), dict(live.parents), dict(live.comms)
-        self.basis = live.basis
-        self.on_leave = None
-
-    def contains(self, pid):
-        return pid in self.members
-
-    def drain(self):
-        pass
-
-    def fileno(self):
-        return None
-
-    def close(self):
-        pass
-
-
 def _live(root, tmp_path):
     """Run the workload under the Python reader, keeping the buffers it read."""
-    os.environ[fanreader.ENV] = "python"
-    try:
-        fa = _Tap(_Writer(), MonotonicClock(), [str(root)], exclude=[str(root / "skip")])
-        fa.start()
-    finally:
-        del os.environ[fanreader.ENV]
-    assert fa.source == "fanotify" and fa.reader.startswith("python")
     (tmp_path / "w.py").write_text(WORKLOAD)
     (tmp_path / "o.py").write_text(OTHER)
-    p = subprocess.Popen([sys.executable, str(tmp_path / "w.py"), str(root)], stdin=subprocess.PIPE, text=True)
-    fa.set_root(p.pid)
-    other = subprocess.Popen([sys.executable, str(tmp_path / "o.py"), str(root)])
-    p.stdin.write("go\n")
-    p.stdin.close()
-    assert p.wait(timeout=60) == 0
-    other.wait(timeout=60)
-    time.sleep(0.3)
-    tree = _Tree(fa.tree)
-    fa.stop()
-    return fa.buffers, tree
+    argv = [sys.executable, str(tmp_path / "w.py"), str(root)]
+    other = [sys.executable, str(tmp_path / "o.py"), str(root)]
+    return fanreplay.capture(str(root), argv, exclude=[str(root / "skip")], others=[other])
 
 
-def _replay(root, buffers, tree, reader: str, offset_ns: int) -> tuple[list[dict], FileActivity]:
-    writer, clock = _Writer(), _Clock()
-    fa = FileActivity(writer, clock, [str(root)], exclude=[str(root / "skip")])
-    fa._realtime_offset_ns = lambda: offset_ns  # CLOCK_REALTIME − CLOCK_MONOTONIC: one for both readers
-    fa.group = _ReplayGroup()
-    fa.group.add_filesystem(str(root))
-    fa.tree = tree
-    if reader == "c":
-        fa._c = new_c_reader()
-    for buf, t_ns in buffers:
-        clock.t = t_ns
-        os.write(fa.group.w, buf)
-        assert fa._read_all() > 0
-        fa._emit(t_ns, everything=False)
-        fa._flush()
-    fa._emit(clock.t + 10**10, everything=True)
-    fa._flush()
-    fa.group.close()
-    if fa._c is not None:
-        fa._c_counts = fa._c.counts()
-        fa.files = fa._c_counts["files"]
-        fa._c.close()
-    return writer.events, fa
+def _replay(root, buffers, tree, reader: str, offset_ns: int):
+    events, fa, _cpu = fanreplay.replay(str(root), buffers, tree, reader, offset_ns, exclude=[str(root / "skip")])
+    return events, fa
 
 
 def test_both_readers_write_the_same_events_from_the_same_kernel_events(root_only, c_reader, tmp_path):
@@ -307,7 +196,7 @@ def test_a_recording_says_which_reader_ran_and_both_see_every_file(root_only, c_
 def test_without_the_library_the_python_reader_runs_and_says_why(root_only, tmp_path, monkeypatch):
     monkeypatch.setattr(fanreader, "_LIB", None)
     monkeypatch.setattr(fanreader, "_WHY_NOT", "the C reader was not built (no C compiler when ckprof was installed)")
-    fa = FileActivity(_Writer(), _Clock(), [str(tmp_path)])
+    fa = FileActivity(fanreplay.ListWriter(), MonotonicClock(), [str(tmp_path)])
     fa.start()
     try:
         assert fa._c is None
