@@ -29,13 +29,40 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ckprof.collectors.net import COUNTERS as NET_COUNTERS
-from ckprof.collectors.nfs_parse import BYTE_COUNTERS, OP_FIELDS
-
 from .counters import counter_delta
 
-NFS_OP_COUNTERS = OP_FIELDS
-NFS_MOUNT_COUNTERS = (*BYTE_COUNTERS, "xprt_sends", "xprt_recvs", "xprt_bad_xids", "xprt_req_u", "xprt_bklog_u")
+# the collectors' counter columns these rates use (collectors/nfs.py, collectors/net.py declare them;
+# this module reads column names only, so it stays below the collectors)
+NFS_OP_COUNTERS = (
+    "ops",
+    "transmissions",
+    "major_timeouts",
+    "bytes_sent",
+    "bytes_received",
+    "queue_ms",
+    "rtt_ms",
+    "execute_ms",
+    "errors",
+)
+NFS_MOUNT_BYTES = (
+    "normal_read_bytes",
+    "normal_write_bytes",
+    "direct_read_bytes",
+    "direct_write_bytes",
+    "server_read_bytes",
+    "server_write_bytes",
+)
+NFS_MOUNT_COUNTERS = (*NFS_MOUNT_BYTES, "xprt_sends", "xprt_recvs", "xprt_bad_xids", "xprt_req_u", "xprt_bklog_u")
+NET_COUNTERS = (
+    "rx_bytes",
+    "tx_bytes",
+    "rx_packets",
+    "tx_packets",
+    "rx_errors",
+    "tx_errors",
+    "rx_dropped",
+    "tx_dropped",
+)
 
 
 def _per(num, den):
@@ -100,8 +127,8 @@ def nfs_mount_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_n
     frames = []
     for (mount, export), t, dt, d in _deltas(samples, ["mount", "export"], NFS_MOUNT_COUNTERS, resample_s, t0_ns):
         out = pd.DataFrame({"t_ns": t, "mount": mount, "export": export, "dt_s": dt})
-        for c in BYTE_COUNTERS:
-            if c.endswith("_bytes"):
+        for c in NFS_MOUNT_BYTES:
+            if c in d:
                 out[f"{c}_per_s"] = d[c] / dt
         out["rpc_sends"] = d["xprt_sends"]
         out["rpc_sends_per_s"] = d["xprt_sends"] / dt
@@ -114,11 +141,10 @@ def nfs_mount_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_n
 
 def interface_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
     """Per interface interval of the `net` collector: each counter's delta and `<counter>_per_s`."""
-    names = [c for c, _, _ in NET_COUNTERS]
     frames = []
-    for (iface,), t, dt, d in _deltas(samples, ["interface"], names, resample_s, t0_ns):
+    for (iface,), t, dt, d in _deltas(samples, ["interface"], NET_COUNTERS, resample_s, t0_ns):
         out = pd.DataFrame({"t_ns": t, "interface": iface, "dt_s": dt})
-        for c in names:
+        for c in NET_COUNTERS:
             if c in d:
                 out[c] = d[c]
                 out[f"{c}_per_s"] = d[c] / dt
