@@ -131,6 +131,7 @@ class FileTracker:
         self.cpu_s = 0.0
         self._watch: FileWatch | None = None
         self.idle_wake = "timer"  # how an idle tracker learns of new events: "inotify", or a timer and why
+        self._fs = fskind.PerFileSystem()  # st_dev → statfs f_type: once per file system
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
         self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
@@ -139,9 +140,9 @@ class FileTracker:
         self._adds, self._adds_at = max(1.0, WRITTEN_PER_S * period_s), time.monotonic()
         self.written_not_watched = 0
 
-    def _emit(self, event: str, t_ns: int | None = None, **fields) -> None:
+    def _emit(self, event: str, t_ns: int | None = None, dev: int | None = None, **fields) -> None:
         if "path" in fields and event.startswith("file_"):  # what is behind the file (statfs(2) f_type)
-            fields.update(fskind.fields(fields["path"]))
+            fields.update(self._fs.fields(fields["path"], dev))
         self.writer.event(
             {"t_ns": self.clock.now_ns() if t_ns is None else t_ns, "event": event, "source": "recorder", **fields}
         )
@@ -316,7 +317,7 @@ class FileTracker:
         or a server (statfs(2) once per file system), else at each turn."""
         dev = got.identity.dev
         if dev not in self._served:
-            self._served[dev] = fskind.kind_of(fskind.magic_of(path))[0] in SERVED_KINDS
+            self._served[dev] = self._fs.kind(path, dev) in SERVED_KINDS
         return int(SERVED_LOOK_S * 1e9) if self._served[dev] else 0
 
     def _poll(self, f: _File) -> bool:
@@ -349,6 +350,7 @@ class FileTracker:
         self._emit(
             event,
             t_ns,
+            dev=f.identity.dev,
             id=f.cid,
             path=f.path,
             bytes=f.size,

@@ -121,3 +121,31 @@ def magic_of(path: str) -> int | None:
 def fields(path: str) -> dict:
     """What a file event carries about the storage behind its file."""
     return {"fs_magic": magic_of(path)}
+
+
+class PerFileSystem:
+    """statfs(2) once per file system: f_type is the superblock's, and a superblock is one st_dev
+    (a bind mount shares its st_dev; a btrfs subvolume has its own, of the same type), so a file
+    whose st_dev is known is answered from the first file of that st_dev. On NFS each statfs is a
+    request to the server (nfs_statfs → the FSSTAT call): once per file system, not per file event.
+    A file with no st_dev known, or a statfs that failed, is asked each time."""
+
+    def __init__(self):
+        self._magic: dict[int, int] = {}
+
+    def magic(self, path: str, dev: int | None = None) -> int | None:
+        if dev is None:
+            return magic_of(path)
+        m = self._magic.get(dev)
+        if m is None:
+            m = magic_of(path)
+            if m is not None:
+                self._magic[dev] = m
+        return m
+
+    def fields(self, path: str, dev: int | None = None) -> dict:
+        """What a file event carries about the storage behind its file (`fields`, cached)."""
+        return {"fs_magic": self.magic(path, dev)}
+
+    def kind(self, path: str, dev: int | None = None) -> str | None:
+        return kind_of(self.magic(path, dev))[0]
