@@ -23,7 +23,7 @@ def evict(path: str) -> dict:
 
 def load(path: str):
     """Read a recording directory (see docs/recording-format.md) into a Recording."""
-    from ckprof.recording.reader import load as _load
+    from ckprof.recording.load import load as _load  # here: `import ckprof` in a training script, no pandas
 
     return _load(path)
 

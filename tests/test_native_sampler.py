@@ -22,7 +22,7 @@ from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.record import native
 from ckprof.record.clock import MonotonicClock
 from ckprof.record.recorder import Recorder
-from ckprof.recording.reader import load
+from ckprof.recording.load import load
 from ckprof.recording.writer import RecordingWriter
 
 

@@ -233,7 +233,7 @@ def _write_host_summary(out_dir: str) -> None:
     costs that reader time (it works from the samples), never the recording, nor the other file."""
     from ckprof.analysis import host_summary
     from ckprof.recording import rollup
-    from ckprof.recording.reader import load
+    from ckprof.recording.load import load
 
     for what, write, fallback in (
         ("1 s roll-up", lambda: rollup.write(load(out_dir)), "block(1.0) reads this host's samples"),

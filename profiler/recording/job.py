@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from ckprof.errors import RecordingError, UsageError
 
+from .timebase import clock_correction
+
 if TYPE_CHECKING:  # pandas is imported only when a job is read
     import pandas as pd
 
@@ -139,7 +141,7 @@ class Job:
     CLOCK_WARN_US = 100_000
 
     def __init__(self, path: str, include_foreign_hosts: bool = False):
-        from .reader import Recording, read_meta
+        from .reader import Recording, read_meta  # here: the recorder imports this module, never pandas
 
         self.path = os.path.abspath(path)
         self.hosts: dict = {}
@@ -262,8 +264,6 @@ class Job:
                 "hosts started more than 10 minutes apart: clocks far apart, "
                 "or recordings of different runs in one job directory"
             )
-        from .timebase import clock_correction
-
         for h, r in self.hosts.items():
             co = _dict(_dict(r.meta.get("job")).get("clock_offset"))
             if co.get("role") == "measured":

@@ -1,4 +1,4 @@
-"""Reading a recording (format v1) on any machine: `ckprof.load(path)` → Recording.
+"""Reading a recording (format v1) on any machine: `ckprof.load(path)` → Recording (recording/load.py).
 
 Nothing here touches hardware. A recording left by a killed recorder loads: parts are complete
 files, a torn last line of events.jsonl is skipped, and each such gap is listed in `problems`.
@@ -311,13 +311,3 @@ def read_meta(path: str) -> dict:
             hint="upgrade ckprof: pip install -U ckprof",
         )
     return meta
-
-
-def load(path: str):
-    """A Recording, or a Job when `path` is a job directory of host=<name>/ recordings."""
-    from .job import Job, is_job_dir
-
-    path = os.path.abspath(path)
-    if is_job_dir(path):
-        return Job(path)
-    return Recording(path, read_meta(path))
