@@ -20,7 +20,7 @@ from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
 from ckprof.version import VERSION
 
 from .job_hosts import host_part
-from .job_model import HostPart, HostSeries, NodeFigures
+from .job_model import HostPart, NodeFigures
 from .model_base import Note, jsonable
 
 SUMMARY_SCHEMA = "ckprof-host-summary"
@@ -39,16 +39,9 @@ def _to_json(part: HostPart) -> dict:
 
 
 def from_json(doc: dict) -> HostPart:
-    series = doc["throughput"]
-    return HostPart(
-        name=doc["name"],
-        report=doc["report"],
-        start_wall_ns=doc["start_wall_ns"],
-        end_wall_ns=doc["end_wall_ns"],
-        figures={(f["kind"], f["step"]): NodeFigures.from_jsonable(f["figures"]) for f in doc["figures"]},
-        saves_energy_j=doc["saves_energy_j"],
-        throughput=None if series is None else HostSeries.from_jsonable(series),
-    )
+    """A part back from its JSON (figures are a list there: their (kind, step) keys are no JSON keys)."""
+    figures = {(f["kind"], f["step"]): NodeFigures.from_jsonable(f["figures"]) for f in doc["figures"]}
+    return HostPart.from_jsonable({**doc, "figures": figures})
 
 
 def write(path: str) -> str:

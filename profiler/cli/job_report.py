@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from ckprof.errors import RecordingError, say, unexpected_as_one_line
 
 
@@ -30,21 +28,6 @@ def analyse_job(job, **kw):
 
     with unexpected_as_one_line(f"{job.path}: could not analyse the job"):  # a line, never a traceback
         return analyze_job(job, **kw)
-
-
-def report(job, fmt: str, output: str | None, write, **kw) -> None:
-    from ckprof.report import job_plots, job_render, plots
-
-    ja = analyse_job(job, keep_analyses=job_render.MAX_HOST_PLOTS if fmt == "html" else 0, **kw)
-    if fmt == "json":
-        write(job_render.to_json(ja.report), output)
-    elif fmt == "md":
-        write(job_render.to_markdown(ja.report), output)
-    else:
-        host_plots = {h: plots.all_plots(an) for h, an in ja.hosts.items()}  # the first MAX_HOST_PLOTS hosts
-        pngs = {"nodes": job_plots.node_durations(ja.report), "throughput": job_plots.job_throughput(ja.report)}
-        out = output or f"{os.path.basename(job.path)}.report.html"
-        write(job_render.to_html(ja.report, {k: v for k, v in pngs.items() if v}, host_plots), out)
 
 
 def expand(paths, include_foreign_hosts: bool = False) -> list[str]:

@@ -143,30 +143,28 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
     ckprof report run1 --gpus 16384                        # optimal interval at that scale
     ckprof report JOBDIR --dask tcp://scheduler:8786       # a job's hosts analysed on Dask
     """
-    from ckprof.report import interactive, plots, render
+    from ckprof.report import formats, job_render
 
     from . import job_report as job_commands
 
     job = job_commands.load_job(recording, include_foreign_hosts)
     if job is not None:  # host=<name>/ recordings of one job: read as one (PNG timelines)
         engine = dask_address or ("serial" if serial else "pool")
-        return job_commands.report(
-            job, fmt, output, _write, engine=engine, mtbf_s=mtbf, gpus=gpus, windows_from=windows
+        keep = job_render.analyses_to_keep(fmt)
+        an = job_commands.analyse_job(
+            job, keep_analyses=keep, engine=engine, mtbf_s=mtbf, gpus=gpus, windows_from=windows
         )
-    if dask_address or serial:
-        raise UsageError(
-            f"--dask and --serial are for a job directory (host=<name>/ recordings); {recording} is one recording"
-        )
-    bps, basis = _read_rate(read_bw)
-    an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows, read_bps=bps, read_bps_basis=basis)
-    if fmt == "json":
-        _write(to_json(an.report), output)
-    elif fmt == "md":
-        _write(render.to_markdown(an.report), output)
     else:
-        out = output or f"{os.path.basename(os.path.abspath(recording))}.report.html"
-        timeline = None if static else interactive.timeline_html(an)
-        _write(render.to_html(an.report, plots.all_plots(an), timeline), out)
+        if dask_address or serial:
+            raise UsageError(
+                f"--dask and --serial are for a job directory (host=<name>/ recordings); {recording} is one recording"
+            )
+        bps, basis = _read_rate(read_bw)
+        an = analyse_path(recording, mtbf_s=mtbf, gpus=gpus, windows_from=windows, read_bps=bps, read_bps_basis=basis)
+    # one dispatch for both (report/formats.py): the renderer makes its own plots
+    _write(
+        formats.render(an, fmt, formats.RenderOptions(static=static)), output or formats.default_output(recording, fmt)
+    )
 
 
 @click.command()

@@ -10,11 +10,17 @@ from __future__ import annotations
 from ckprof.analysis import model_base
 from ckprof.analysis.job_model import JobCheckpoint, JobReport, JobThroughput
 
+from . import job_plots, plots
 from . import render as R
 from .tables import b, num, pct
 
 MAX_NODE_COLUMNS = 40  # checkpoints as columns of the per-node table; JSON has them all
 MAX_HOST_PLOTS = 4  # hosts whose timeline plots go in the HTML (64 timelines would be slow and huge)
+
+
+def analyses_to_keep(fmt: str) -> int:
+    """How many hosts' whole analyses the job's analysis keeps for this format: those drawn in HTML."""
+    return MAX_HOST_PLOTS if fmt == "html" else 0
 
 
 def _label(c: JobCheckpoint) -> str:
@@ -210,3 +216,22 @@ def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[
         ]
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _json(ja, opts) -> str:
+    return to_json(ja.report)
+
+
+def _markdown(ja, opts) -> str:
+    return to_markdown(ja.report)
+
+
+def _html(ja, opts) -> str:
+    """The job's plots, then the first MAX_HOST_PLOTS hosts' own (their whole analyses were kept)."""
+    host_plots = {h: plots.all_plots(an) for h, an in ja.hosts.items()}
+    pngs = {"nodes": job_plots.node_durations(ja.report), "throughput": job_plots.job_throughput(ja.report)}
+    return to_html(ja.report, {k: v for k, v in pngs.items() if v}, host_plots)
+
+
+# the job's renderers, one shape with the host's (report/formats.py): (JobAnalysis, RenderOptions) -> str
+RENDERERS = {"json": _json, "md": _markdown, "html": _html}

@@ -1,0 +1,63 @@
+"""One format dispatch for `ckprof report` (report/formats.py): one recording's analysis and a job's
+are rendered through the same lookup, each renderer (analysed, RenderOptions) -> str making its own
+plots, and the command writes exactly what the dispatch renders."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+import ckprof
+from ckprof.analysis import analyze
+from ckprof.analysis.jobs import JobAnalysis, analyze_job
+from ckprof.cli import main
+from ckprof.report import formats, job_render
+from ckprof.testing import WALL_NS, RecordingBuilder, job_dir
+
+MiB = 2**20
+
+
+def _node(shift_s: float, end_s: float) -> RecordingBuilder:
+    rb = RecordingBuilder(duration_s=6, wall_ns=WALL_NS + int(shift_s * 1e9), meta={"job": {"id": "5"}})
+    rb.block("vda", lambda t: np.where((t > 2) & (t <= end_s), 40 * MiB, 0.0))
+    rb.host()
+    rb.checkpoint(2, end_s, 40 * MiB * (end_s - 2), step=1)
+    return rb
+
+
+def _analysed(tmp_path):
+    one = analyze(ckprof.load(_node(0, 3).finish(tmp_path / "one")))
+    job = job_dir(tmp_path / "job", {"a": _node(0, 3), "b": _node(0.2, 4)})
+    keep = job_render.analyses_to_keep("html")
+    return one, analyze_job(ckprof.load(str(job)), keep_analyses=keep, engine="serial"), job
+
+
+def test_a_recording_and_a_job_go_through_one_dispatch(tmp_path):
+    one, ja, _ = _analysed(tmp_path)
+    assert (formats.kind_of(one), formats.kind_of(ja)) == ("host", "job") and isinstance(ja, JobAnalysis)
+    for analysed in (one, ja):
+        rep = json.loads(formats.render(analysed, "json"))
+        assert rep["schema"] == "ckprof-report"
+        assert formats.render(analysed, "md").startswith("# ckprof ")
+        html = formats.render(analysed, "html", formats.RenderOptions(static=True))
+        assert html.startswith("<!DOCTYPE html>") and "id='plot-timeline'" in html  # drawn by the renderer
+    job = json.loads(formats.render(ja, "json"))["job"]
+    assert job["hosts"] == ["a", "b"] and job["checkpoints"][0]["slowest_host"] == "b"
+    assert "id='plot-nodes'" in formats.render(ja, "html")  # the job's own plot, beside the hosts'
+
+
+def test_the_command_writes_what_the_dispatch_renders(tmp_path, monkeypatch):
+    one, ja, job = _analysed(tmp_path)
+    runner = CliRunner()
+    for path, analysed, extra in ((tmp_path / "one", one, []), (job, ja, ["--serial"])):
+        for fmt in ("json", "md"):
+            r = runner.invoke(main, ["report", str(path), "--format", fmt, *extra], catch_exceptions=False)
+            assert r.exit_code == 0, r.output
+            assert r.stdout == formats.render(analysed, fmt)
+    monkeypatch.chdir(tmp_path)  # HTML without -o: NAME.report.html here, for a recording and a job alike
+    for path, extra in ((tmp_path / "one", ["--static"]), (job, ["--serial"])):
+        r = runner.invoke(main, ["report", f"{path}/", *extra], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        assert (tmp_path / f"{path.name}.report.html").read_text().startswith("<!DOCTYPE html>")
