@@ -140,7 +140,7 @@ class _MountstatsCollector(RawCollector):
     def table(self, ts: list[int], raws: list) -> pa.Table:
         cols: dict[str, list] = {f.name: [] for f in self.schema}
         for t_ns, raw in zip(ts, raws):
-            for m in parse_mountstats(raw.decode(errors="replace")):
+            for m in parse_mountstats(raw.decode(errors="replace"), ops=self.schema is NFS_OPS_SCHEMA):
                 self._rows(cols, t_ns, m)
         return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in self.schema], schema=self.schema)
 
@@ -153,13 +153,13 @@ class NfsOpsCollector(_MountstatsCollector):
     schema = NFS_OPS_SCHEMA
 
     def _rows(self, cols: dict, t_ns: int, m) -> None:
-        for op, vals in m.ops.items():
-            cols["t_ns"].append(t_ns)
-            cols["mount"].append(m.mount_point)
-            cols["export"].append(m.export)
-            cols["op"].append(op)
-            for f in OP_FIELDS:
-                cols[f].append(vals.get(f))
+        n = len(m.op_names)
+        cols["t_ns"] += [t_ns] * n
+        cols["mount"] += [m.mount_point] * n
+        cols["export"] += [m.export] * n
+        cols["op"] += m.op_names
+        for f, values in m.op_columns().items():
+            cols[f] += values
 
 
 class NfsMountCollector(_MountstatsCollector):

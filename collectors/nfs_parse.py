@@ -128,7 +128,31 @@ class NfsMount:
     rpc_version: str | None = None  # "RPC iostats version"
     program: str | None = None  # p/v, e.g. 100003/4
     xprts: list[dict] = field(default_factory=list)
-    ops: dict[str, dict] = field(default_factory=dict)  # op name → OP_FIELDS (errors None before 5.3)
+    op_names: list[str] = field(default_factory=list)  # the per-op lines' names, in file order
+    op_numbers: list[str] = field(default_factory=list)  # and their numbers, as printed
+
+    @property
+    def ops(self) -> dict[str, dict]:
+        """op name → OP_FIELDS (`errors` None before Linux 5.3)."""
+        out = {}
+        for name, nums in zip(self.op_names, self.op_numbers):
+            vals = nums.split()
+            op = dict(zip(OP_FIELDS, map(int, vals)))
+            for f in OP_FIELDS[len(vals) :]:
+                op[f] = None
+            out[name] = op
+        return out
+
+    def op_columns(self) -> dict[str, list]:
+        """The per-op statistics as columns (OP_FIELDS, each a list in `op_names`' order): one
+        int() pass over all the numbers where every line has the same fields, as they do."""
+        widths = {len(nums.split()) for nums in self.op_numbers}
+        if len(widths) != 1:
+            ops = self.ops
+            return {f: [ops[n][f] for n in self.op_names] for f in OP_FIELDS}
+        (k,) = widths
+        flat = list(map(int, " ".join(self.op_numbers).split()))
+        return {f: flat[j::k] if j < k else [None] * len(self.op_names) for j, f in enumerate(OP_FIELDS)}
 
     @property
     def protocol(self) -> str | None:
@@ -166,51 +190,53 @@ def _xprt(words: list[str]) -> dict:
     return out
 
 
-def parse_mountstats(text: str) -> list[NfsMount]:
-    """Every NFS mount (fstype nfs or nfs4) in a /proc/self/mountstats text, in file order.
+# a mount's `device ...` line and the indented lines after it (its statistics; none for other fs)
+_SECTION = re.compile(r"^device (.*)\n((?:[ \t][^\n]*(?:\n|$))*)", re.M)
+# a per-op line: the kernel's procedure names are upper case, every other key of the block is not
+_OP_LINE = re.compile(r"^[ \t]+([A-Z][A-Z0-9_]*): ([0-9 ]*[0-9])[ \t]*$", re.M)
+
+
+def parse_mountstats(text: str, ops: bool = True) -> list[NfsMount]:
+    """Every NFS mount (fstype nfs or nfs4) in a /proc/self/mountstats text, in file order;
+    `ops` False leaves the per-op statistics out (`NfsMount.ops` empty), for a reader of the rest.
 
     Other mounts' lines are skipped. A line that does not parse is skipped with its mount kept
     (its fields stay None): a kernel adding fields must not lose the ones known."""
     mounts: list[NfsMount] = []
-    cur: NfsMount | None = None
-    in_ops = False
-    for line in text.splitlines():
-        words = line.split()
-        if not words:
+    for sec in _SECTION.finditer(text):
+        dev = _device_line(["device", *sec.group(1).split()])
+        if not dev or dev[2] not in NFS_FSTYPES:
             continue
-        if words[0] == "device":
-            dev = _device_line(words)
-            cur = NfsMount(*dev) if dev and dev[2] in NFS_FSTYPES else None
-            in_ops = False
-            if cur is not None:
-                mounts.append(cur)
-            continue
-        if cur is None:
-            continue
-        key = words[0]
-        try:
-            if in_ops and key.endswith(":"):
-                vals = _ints(words[1:])
-                op = dict(zip(OP_FIELDS, vals))
-                for f in OP_FIELDS[len(vals) :]:
-                    op[f] = None
-                cur.ops[key[:-1]] = op
-            elif key == "opts:":
-                for o in "".join(words[1:]).split(","):
-                    k, _, v = o.partition("=")
-                    cur.opts[k] = v if _ else True
-            elif key == "age:":
-                cur.age_s = int(words[1])
-            elif key == "bytes:":
-                cur.byte_counters = dict(zip(BYTE_COUNTERS, _ints(words[1 : 1 + len(BYTE_COUNTERS)])))
-            elif key == "RPC" and len(words) >= 4:  # RPC iostats version: 1.1  p/v: 100003/4 (nfs)
-                cur.rpc_version = words[3]
-                if len(words) >= 6 and words[4] == "p/v:":
-                    cur.program = words[5]
-            elif key == "xprt:" and len(words) >= 2:
-                cur.xprts.append(_xprt(words[1:]))
-            elif key == "per-op":
-                in_ops = True
-        except (ValueError, IndexError):
-            continue
+        cur = NfsMount(*dev)
+        mounts.append(cur)
+        head, sep, per_op = sec.group(2).partition("per-op statistics")
+        for line in head.splitlines():
+            _head_line(cur, line.split())
+        for name, nums in _OP_LINE.findall(per_op) if ops else ():
+            cur.op_names.append(name)
+            cur.op_numbers.append(nums)
     return mounts
+
+
+def _head_line(cur: NfsMount, words: list[str]) -> None:
+    """One line of a mount's block before its per-op statistics."""
+    if not words:
+        return
+    key = words[0]
+    try:
+        if key == "opts:":
+            for o in "".join(words[1:]).split(","):
+                k, eq, v = o.partition("=")
+                cur.opts[k] = v if eq else True
+        elif key == "age:":
+            cur.age_s = int(words[1])
+        elif key == "bytes:":
+            cur.byte_counters = dict(zip(BYTE_COUNTERS, _ints(words[1 : 1 + len(BYTE_COUNTERS)])))
+        elif key == "RPC" and len(words) >= 4:  # RPC iostats version: 1.1  p/v: 100003/4 (nfs)
+            cur.rpc_version = words[3]
+            if len(words) >= 6 and words[4] == "p/v:":
+                cur.program = words[5]
+        elif key == "xprt:" and len(words) >= 2:
+            cur.xprts.append(_xprt(words[1:]))
+    except (ValueError, IndexError):
+        pass
