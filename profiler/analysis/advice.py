@@ -2,12 +2,14 @@
 
 No advice without a measured reason: every rule reads figures the report already holds
 (checkpoints[], run, throttling) and says them; a rule whose figures are missing or too small to
-matter stays silent. Each item is {"id", "text", "figures"}; the test suite checks the figures.
+matter stays silent. Each item is an Advice (id, text, figures); the test suite checks the figures.
 """
 
 from __future__ import annotations
 
 import statistics
+
+from .model import ABSENT, Advice, Checkpoint, Report
 
 MIB = 2**20
 DEVICE_BOUND_SHARE = 0.3  # async advice only when the devices were busy for this share of the blocked time
@@ -15,172 +17,155 @@ HOT_SLOWDOWN = 0.9  # throttle advice when the hottest checkpoint ran below this
 SLOW_PART_FACTOR = 1.5  # a part this many times the median part held the checkpoint up
 
 
-def _saves(rep: dict) -> list[dict]:
-    return [c for c in rep["checkpoints"] if c["kind"] == "save" and c["ok"] is not False and c["app_end_s"]]
+def _saves(rep: Report) -> list[Checkpoint]:
+    return [c for c in rep.checkpoints if c.kind == "save" and c.ok is not False and c.app_end_s]
 
 
-def own_fsync(rep: dict) -> dict | None:
+def own_fsync(rep: Report) -> Advice | None:
     saves = _saves(rep)
-    fin = [c for c in saves if c.get("own_finish_s")]
+    fin = [c for c in saves if c.own_finish_s]
     if not fin:
         return None
-    f_s = sum(c["own_finish_s"] for c in fin)
-    b_s = sum(c["blocking_s"] or 0 for c in saves)
-    return {
-        "id": "own_fsync_on_training_path",
-        "text": (
-            f"the program's own fsync/rename after {len(fin)} save(s) held training for {f_s:.2f} s of the "
-            f"{b_s:.2f} s saves blocked it: an asynchronous save, or the fsync in a background thread, would hide that"
-        ),
-        "figures": {"own_finish_s": f_s, "blocked_s": b_s, "saves": len(fin)},
-    }
+    f_s = sum(c.own_finish_s for c in fin)
+    b_s = sum(c.blocking_s or 0 for c in saves)
+    return Advice(
+        "own_fsync_on_training_path",
+        f"the program's own fsync/rename after {len(fin)} save(s) held training for {f_s:.2f} s of the "
+        f"{b_s:.2f} s saves blocked it: an asynchronous save, or the fsync in a background thread, would hide that",
+        {"own_finish_s": f_s, "blocked_s": b_s, "saves": len(fin)},
+    )
 
 
-def async_save(rep: dict) -> dict | None:
-    sync = [c for c in _saves(rep) if c.get("device_busy_s") is not None and c["blocking_s"] == c["duration_s"]]
+def async_save(rep: Report) -> Advice | None:
+    sync = [c for c in _saves(rep) if c.device_busy_s is not None and c.blocking_s == c.duration_s]
     if not sync:
         return None
-    b_s = sum(c["blocking_s"] for c in sync)
-    d_s = sum(min(c["device_busy_s"], c["blocking_s"]) for c in sync)
+    b_s = sum(c.blocking_s for c in sync)
+    d_s = sum(min(c.device_busy_s, c.blocking_s) for c in sync)
     if b_s <= 0 or d_s / b_s < DEVICE_BOUND_SHARE:
         return None
-    return {
-        "id": "async_save",
-        "text": (
-            f"{len(sync)} synchronous save(s) blocked training for {b_s:.2f} s; the devices were busy writing for "
-            f"{d_s:.2f} s of it ({d_s / b_s:.0%}): an asynchronous save (torch.distributed.checkpoint.async_save, "
-            "`ckprof workload --async`) would take the device time off the training's path"
-        ),
-        "figures": {"blocked_s": b_s, "device_busy_s": d_s, "share": d_s / b_s, "saves": len(sync)},
-    }
+    return Advice(
+        "async_save",
+        f"{len(sync)} synchronous save(s) blocked training for {b_s:.2f} s; the devices were busy writing for "
+        f"{d_s:.2f} s of it ({d_s / b_s:.0%}): an asynchronous save (torch.distributed.checkpoint.async_save, "
+        "`ckprof workload --async`) would take the device time off the training's path",
+        {"blocked_s": b_s, "device_busy_s": d_s, "share": d_s / b_s, "saves": len(sync)},
+    )
 
 
-def throttled(rep: dict) -> dict | None:
-    thr = rep.get("throttling") or {}
-    hc = thr.get("hot_vs_cool")
-    if not hc or hc.get("bandwidth_ratio_hot_to_cool") is None or hc["bandwidth_ratio_hot_to_cool"] >= HOT_SLOWDOWN:
+def throttled(rep: Report) -> Advice | None:
+    thr = rep.throttling
+    hc = thr.hot_vs_cool if thr else None
+    if not hc or hc.bandwidth_ratio_hot_to_cool is None or hc.bandwidth_ratio_hot_to_cool >= HOT_SLOWDOWN:
         return None
-    drop = 1 - hc["bandwidth_ratio_hot_to_cool"]
-    events, secs = thr.get("events_in_checkpoints"), thr.get("seconds_in_checkpoints")
+    drop = 1 - hc.bandwidth_ratio_hot_to_cool
+    events, secs = thr.events_in_checkpoints, thr.seconds_in_checkpoints
     also = f"; {events} throttle event(s), {secs:.1f} s throttled during checkpoints" if events else ""
-    return {
-        "id": "thermal",
-        "text": (
-            f"checkpoint {hc['hottest_id']} at {hc['hottest_peak_temp_c']:.0f} °C wrote at "
-            f"{hc['hottest_gib_per_s']:.2f} GiB/s, checkpoint {hc['coolest_id']} at {hc['coolest_peak_temp_c']:.0f} °C "
-            f"at {hc['coolest_gib_per_s']:.2f} GiB/s: {drop:.0%} slower when hot{also}; cooling or spacing checkpoints would help"
-        ),
-        "figures": {
-            "hot_temp_c": hc["hottest_peak_temp_c"],
-            "cool_temp_c": hc["coolest_peak_temp_c"],
+    return Advice(
+        "thermal",
+        f"checkpoint {hc.hottest_id} at {hc.hottest_peak_temp_c:.0f} °C wrote at "
+        f"{hc.hottest_gib_per_s:.2f} GiB/s, checkpoint {hc.coolest_id} at {hc.coolest_peak_temp_c:.0f} °C "
+        f"at {hc.coolest_gib_per_s:.2f} GiB/s: {drop:.0%} slower when hot{also}; cooling or spacing checkpoints would help",
+        {
+            "hot_temp_c": hc.hottest_peak_temp_c,
+            "cool_temp_c": hc.coolest_peak_temp_c,
             "bandwidth_drop": drop,
             "throttle_events": events,
             "throttle_s": secs,
         },
-    }
+    )
 
 
-def cached_restores(rep: dict) -> dict | None:
-    loads = [c for c in rep["checkpoints"] if c["kind"] == "load" and c.get("cache_served_share") is not None]
-    app = sum(c["restore_bytes_app"] or 0 for c in loads)
+def cached_restores(rep: Report) -> Advice | None:
+    loads = [c for c in rep.checkpoints if c.kind == "load" and c.cache_served_share not in (None, ABSENT)]
+    app = sum(c.restore_bytes_app or 0 for c in loads)
     if not loads or not app:
         return None
-    cached = sum((c["cache_served_share"] or 0) * (c["restore_bytes_app"] or 0) for c in loads)
+    cached = sum((c.cache_served_share or 0) * (c.restore_bytes_app or 0) for c in loads)
     share = cached / app
     if share < 0.5:
         return None
-    return {
-        "id": "cache_served_restores",
-        "text": (
-            f"restores were {share:.0%} served from the page cache ({cached / MIB:.1f} of {app / MIB:.1f} MiB, "
-            "cachestat as they started): their speed is memory's, not storage's; measure a cold restore with "
-            "`ckprof evict PATH` first (no root) or --drop-caches"
-        ),
-        "figures": {"cache_served_share": share, "cached_bytes": cached, "bytes": app, "loads": len(loads)},
-    }
+    return Advice(
+        "cache_served_restores",
+        f"restores were {share:.0%} served from the page cache ({cached / MIB:.1f} of {app / MIB:.1f} MiB, "
+        "cachestat as they started): their speed is memory's, not storage's; measure a cold restore with "
+        "`ckprof evict PATH` first (no root) or --drop-caches",
+        {"cache_served_share": share, "cached_bytes": cached, "bytes": app, "loads": len(loads)},
+    )
 
 
-def not_durable(rep: dict) -> dict | None:
+def not_durable(rep: Report) -> Advice | None:
     # pages in the page cache an fsync would write: not tmpfs's (no storage behind it: no_storage)
-    nd = [c for c in _saves(rep) if c["durable_at_return"] is False and c["pending_bytes_at_return"] is not None]
+    nd = [c for c in _saves(rep) if c.durable_at_return is False and c.pending_bytes_at_return is not None]
     if not nd:
         return None
-    pending = sum(c["pending_bytes_at_return"] or 0 for c in nd)
-    return {
-        "id": "not_durable_at_return",
-        "text": (
-            f"{len(nd)} save(s) returned with {pending / MIB:.1f} MiB still only in the page cache: a crash or power "
-            "loss right after would lose them; fsync the files (or os.sync) before counting the checkpoint as taken"
-        ),
-        "figures": {"saves": len(nd), "pending_bytes": pending},
-    }
+    pending = sum(c.pending_bytes_at_return or 0 for c in nd)
+    return Advice(
+        "not_durable_at_return",
+        f"{len(nd)} save(s) returned with {pending / MIB:.1f} MiB still only in the page cache: a crash or power "
+        "loss right after would lose them; fsync the files (or os.sync) before counting the checkpoint as taken",
+        {"saves": len(nd), "pending_bytes": pending},
+    )
 
 
-def deleted_early(rep: dict) -> dict | None:
-    gone = [c for c in _saves(rep) if c["durable"] is False and (c["durable_basis"] or [""])[0].startswith("deleted")]
+def _deleted(c: Checkpoint) -> bool:
+    """Not durable because a file was deleted first (durability.py's basis says so), not for want of storage."""
+    return (c.durable_basis or [""])[0].startswith("deleted")
+
+
+def deleted_early(rep: Report) -> Advice | None:
+    gone = [c for c in _saves(rep) if c.durable is False and _deleted(c)]
     if not gone:
         return None
-    return {
-        "id": "deleted_before_durable",
-        "text": (
-            f"{len(gone)} checkpoint(s) were deleted before their data reached the device (retention faster than "
-            "writeback): they were never recoverable after a crash; keep more checkpoints or fsync each save"
-        ),
-        "figures": {"checkpoints": len(gone), "ids": [c["id"] for c in gone]},
-    }
+    return Advice(
+        "deleted_before_durable",
+        f"{len(gone)} checkpoint(s) were deleted before their data reached the device (retention faster than "
+        "writeback): they were never recoverable after a crash; keep more checkpoints or fsync each save",
+        {"checkpoints": len(gone), "ids": [c.id for c in gone]},
+    )
 
 
-def no_storage(rep: dict) -> dict | None:
+def no_storage(rep: Report) -> Advice | None:
     """Saves to a file system with no storage behind it (tmpfs, ramfs): never durable."""
-    mem = [
-        c for c in _saves(rep) if c["durable"] is False and not (c["durable_basis"] or [""])[0].startswith("deleted")
-    ]
+    mem = [c for c in _saves(rep) if c.durable is False and not _deleted(c)]
     if not mem:
         return None
-    fs = sorted({c.get("file_system") or "?" for c in mem})
-    return {
-        "id": "no_storage_behind",
-        "text": (
-            f"{len(mem)} checkpoint(s) were saved to {', '.join(fs)}: no storage behind it, so a crash or reboot "
-            "loses them whatever the program syncs; save to a file system on a device (or copy them there) "
-            "before counting a checkpoint as taken"
-        ),
-        "figures": {"checkpoints": len(mem), "file_systems": fs, "ids": [c["id"] for c in mem]},
-    }
+    fs = sorted({c.file_system or "?" for c in mem})
+    return Advice(
+        "no_storage_behind",
+        f"{len(mem)} checkpoint(s) were saved to {', '.join(fs)}: no storage behind it, so a crash or reboot "
+        "loses them whatever the program syncs; save to a file system on a device (or copy them there) "
+        "before counting a checkpoint as taken",
+        {"checkpoints": len(mem), "file_systems": fs, "ids": [c.id for c in mem]},
+    )
 
 
-def slow_part(rep: dict) -> dict | None:
+def slow_part(rep: Report) -> Advice | None:
     worst = None
     for c in _saves(rep):
-        parts = [p for p in c.get("parts") or [] if p["duration_s"] is not None]
+        parts = [p for p in c.parts or [] if p.duration_s is not None]
         if len(parts) < 2:
             continue
-        med = statistics.median(p["duration_s"] for p in parts)
-        s = max(parts, key=lambda p: p["duration_s"])
-        if (
-            med > 0
-            and s["duration_s"] >= SLOW_PART_FACTOR * med
-            and (worst is None or s["duration_s"] > worst[1]["duration_s"])
-        ):
+        med = statistics.median(p.duration_s for p in parts)
+        s = max(parts, key=lambda p: p.duration_s)
+        if med > 0 and s.duration_s >= SLOW_PART_FACTOR * med and (worst is None or s.duration_s > worst[1].duration_s):
             worst = (c, s, med)
     if worst is None:
         return None
     c, s, med = worst
-    who = f"rank {s['rank']}" if s["rank"] is not None else f"pid {s['pid']}"
-    return {
-        "id": "slowest_part",
-        "text": (
-            f"{who}{' on ' + s['host'] if s.get('host') else ''} held checkpoint {c['id']} up: its part took "
-            f"{s['duration_s']:.2f} s, the median part {med:.2f} s ({s['duration_s'] / med:.1f}×); balance its shard "
-            "or look at its device"
-        ),
-        "figures": {"rank": s["rank"], "part_s": s["duration_s"], "median_part_s": med, "checkpoint": c["id"]},
-    }
+    who = f"rank {s.rank}" if s.rank is not None else f"pid {s.pid}"
+    return Advice(
+        "slowest_part",
+        f"{who}{' on ' + s.host if s.host else ''} held checkpoint {c.id} up: its part took "
+        f"{s.duration_s:.2f} s, the median part {med:.2f} s ({s.duration_s / med:.1f}×); balance its shard "
+        "or look at its device",
+        {"rank": s.rank, "part_s": s.duration_s, "median_part_s": med, "checkpoint": c.id},
+    )
 
 
 RULES = (own_fsync, async_save, throttled, cached_restores, not_durable, deleted_early, no_storage, slow_part)
 
 
-def advise(rep: dict) -> list[dict]:
+def advise(rep: Report) -> list[Advice]:
     """Every rule that has a measured reason, in the order above."""
     return [a for a in (rule(rep) for rule in RULES) if a is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -389,12 +389,12 @@ def analyze(
     from .restore_prediction import predict
 
     predict(report, read_bps, read_bps_basis)
-    report["advice"] = advise(report)
     # the reader lists what it could not read (parts, event lines) as it reads: add them last
     notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]
     if (mtbf_s or gpus) and not report["scale"]:
         notes.append("no checkpoint time measured: the optimal interval at scale could not be computed")
     model = Report.from_jsonable(report)
+    model = replace(model, advice=advise(model))
     an = Analysis(model.to_jsonable(), tl, ctx, sampling=sampling, model=model)
     an.plot = {"temp_vs_bw": plot_tb}
     n_bins = int(np.ceil(max(wall_s, tl.res_s) / tl.res_s))

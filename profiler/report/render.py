@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 
 from ckprof import escape as E
+from ckprof.analysis.model import Report
 
 from . import tables as T
 
 MAX_DEVICE_ROWS = 400  # per-device rows in HTML/Markdown; JSON and `ckprof export` have them all
 
 
-def _device_rows(rep: dict) -> tuple[list, str | None]:
+def _device_rows(rep: Report) -> tuple[list, str | None]:
     rows = T.device_rows(rep)
     if len(rows) <= MAX_DEVICE_ROWS:
         return rows, None
@@ -36,9 +37,11 @@ def _md_table(headers, rows) -> list[str]:
     return out
 
 
-def to_markdown(rep: dict) -> str:
+def to_markdown(rep: Report | dict) -> str:
+    """rep: the report model, or its JSON form (a host's report read back from a job's JSON)."""
+    rep = Report.from_jsonable(rep)
     L = [
-        f"# ckprof report: {_md_cell(rep['recording']['path'])}",
+        f"# ckprof report: {_md_cell(rep.recording.path)}",
         "",
         "Units are in each header; [m] measured, [d] derived, [e] estimated.",
         "",
@@ -47,7 +50,7 @@ def to_markdown(rep: dict) -> str:
     ]
     L += _md_table(["what", "value", "provenance"], T.summary_rows(rep))
     L += ["", "## Checkpoints", ""]
-    if rep["checkpoints"]:
+    if rep.checkpoints:
         L += _md_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep))
         pr = T.part_rows(rep)
         if pr:
@@ -63,12 +66,12 @@ def to_markdown(rep: dict) -> str:
             L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
-    if rep.get("advice"):
+    if rep.advice:
         L += ["", "## What would help (each from a measured figure)", ""]
-        L += [f"- {_md_cell(a['text'])}" for a in rep["advice"]]
+        L += [f"- {_md_cell(a.text)}" for a in rep.advice]
     L += ["", "## Throttling", ""] + [f"- {_md_cell(x)}" for x in T.throttle_lines(rep)]
     L += ["", "## Notes: what could not be measured, and why", ""]
-    L += [f"- {_md_cell(n)}" for n in rep["notes"]] or ["- none"]
+    L += [f"- {_md_cell(n.text)}" for n in rep.notes] or ["- none"]
     return "\n".join(L) + "\n"
 
 
@@ -112,19 +115,22 @@ def _img(name: str, png: bytes, alt: str) -> str:
     return f"<img id='plot-{_h(name)}' alt='{_h(alt)}' src='data:image/png;base64,{data}'>"
 
 
-def _html_head(title: str, rep: dict) -> list[str]:
+def _html_head(title: str, rep: Report | dict) -> list[str]:
+    """rep: the host report, or a job report's versions as a dict (report/job_render.py)."""
+    versions = rep if isinstance(rep, Report) else Report(**rep)
     return [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>ckprof report: {_h(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>ckprof report: {_h(title)}</h1>",
-        f"<p class='small'>ckprof {_h(rep['ckprof_version'])}, report schema {_h(rep['schema_version'])}. "
+        f"<p class='small'>ckprof {_h(versions.ckprof_version)}, report schema {_h(versions.schema_version)}. "
         "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>",
     ]
 
 
-def to_html(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -> str:
+def to_html(rep: Report | dict, plots: dict[str, bytes], timeline: str | None = None) -> str:
     """timeline: the interactive timeline's fragment (interactive.timeline_html), or None: the PNG only."""
-    parts = _html_head(rep["recording"]["path"], rep) + html_body(rep, plots, timeline)
+    rep = Report.from_jsonable(rep)
+    parts = _html_head(rep.recording.path, rep) + html_body(rep, plots, timeline)
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -139,8 +145,9 @@ TIMELINE_HELP = (
 )
 
 
-def html_body(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -> list[str]:
-    """One recording's sections, Summary to Notes (a job's report puts one per host)."""
+def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None = None) -> list[str]:
+    """One recording's sections, Summary to Notes (a job's report puts one per host: its JSON form)."""
+    rep = Report.from_jsonable(rep)
     parts = ["<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
     alt = "timeline of bandwidth, queue depth, temperature, power and GPU idle with checkpoint windows shaded"
     if timeline is not None:
@@ -154,7 +161,7 @@ def html_body(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -
     elif "timeline" in plots:
         parts += ["<h2 id='timeline'>Timeline</h2>", _img("timeline", plots["timeline"], alt)]
     parts.append("<h2>Checkpoints</h2>")
-    if rep["checkpoints"]:
+    if rep.checkpoints:
         parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8, linked=timeline is not None))
         pr = T.part_rows(rep)
         if pr:
@@ -174,10 +181,10 @@ def html_body(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -
                 parts.append(f"<p class='small'>{_h(cut)}</p>")
     else:
         parts.append("<p>No checkpoint windows: no markers, and no write bursts above the baseline.</p>")
-    if rep.get("advice"):
+    if rep.advice:
         parts.append(
             "<h2>What would help (each from a measured figure)</h2><ul id='advice'>"
-            + "".join(f"<li>{_h(a['text'])}</li>" for a in rep["advice"])
+            + "".join(f"<li>{_h(a.text)}</li>" for a in rep.advice)
             + "</ul>"
         )
     parts.append("<h2>Throttling</h2><ul>" + "".join(f"<li>{_h(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>")
@@ -185,7 +192,7 @@ def html_body(rep: dict, plots: dict[str, bytes], timeline: str | None = None) -
         parts.append(_img("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
     parts.append(
         "<h2>Notes: what could not be measured, and why</h2><ul>"
-        + ("".join(f"<li>{_h(n)}</li>" for n in rep["notes"]) or "<li>none</li>")
+        + ("".join(f"<li>{_h(n.text)}</li>" for n in rep.notes) or "<li>none</li>")
         + "</ul>"
     )
     return parts

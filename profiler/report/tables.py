@@ -5,13 +5,19 @@ Each header names its unit and provenance: [m] measured, [d] derived, [e] estima
 
 from __future__ import annotations
 
+from ckprof.analysis.model import ABSENT, Checkpoint, DeviceUnknown, LeftOut, Report
 from ckprof.units import fmt_bytes
 
 TAG = {"measured": "m", "derived": "d", "estimated": "e"}
 
 
+def known(v):
+    """A figure, or None where it is unknown or absent (a key only some rows have)."""
+    return None if v is ABSENT else v
+
+
 def num(v, fmt="{:.2f}", none="—") -> str:
-    if v is None:
+    if v is None or v is ABSENT:
         return none
     try:
         return fmt.format(v)
@@ -24,7 +30,7 @@ def pct(v) -> str:
 
 
 def b(v) -> str:
-    return "—" if v is None else fmt_bytes(v)
+    return "—" if v is None or v is ABSENT else fmt_bytes(v)
 
 
 # a run figure's left-out saves, in a few words (run.device_left_out's codes; a new code shows as itself)
@@ -40,67 +46,68 @@ LEFT_OUT_WHY = {
 NOT_APPLICABLE = {"no_block_device"}
 
 
-def left_out(text: str, lo: dict | None) -> str:
+def left_out(text: str, lo: LeftOut | None) -> str:
     """A run figure with what it leaves out: "1.2 GiB/s (over 1 of 3 saves; 2 left out: a device
     went away; see the notes)", with each reason's count when there are several; "unknown (...)"
     when none counted. The notes give each save's reason."""
-    if not lo or not lo["left_out"]:
+    if not lo or not lo.left_out:
         return text
     whys: dict[str, int] = {}
-    for x in lo["left_out"]:
-        w = LEFT_OUT_WHY.get(x["code"], x["code"])
+    for x in lo.left_out:
+        w = LEFT_OUT_WHY.get(x.code, x.code)
         whys[w] = whys.get(w, 0) + 1
     why = next(iter(whys)) if len(whys) == 1 else ", ".join(f"{w} ({n})" for w, n in whys.items())
-    if not lo["counted"]:
+    if not lo.counted:
         return f"unknown (every save left out: {why}; see the notes)"
-    return f"{text} (over {lo['counted']} of {lo['of']} saves; {len(lo['left_out'])} left out: {why}; see the notes)"
+    return f"{text} (over {lo.counted} of {lo.of} saves; {len(lo.left_out)} left out: {why}; see the notes)"
 
 
-def summary_rows(rep: dict) -> list[tuple[str, str, str]]:
+def summary_rows(rep: Report) -> list[tuple[str, str, str]]:
     """(what, value with unit, provenance) rows."""
-    run, rec = rep["run"], rep["recording"]
-    lo = run.get("device_left_out") or {}
+    run, rec = rep.run, rep.recording
+    lo = run.device_left_out
+    command = rec.command if isinstance(rec.command, list) else list(rec.command or [])
     rows = [
-        ("command", " ".join(map(str, rec.get("command") or [])) or "—", "recorded"),
-        ("host", str(rec.get("hostname") or "—"), "recorded"),
-        ("wall time", num(run["wall_s"], "{:.1f} s"), "measured"),
+        ("command", " ".join(map(str, command)) or "—", "recorded"),
+        ("host", str(rec.hostname or "—"), "recorded"),
+        ("wall time", num(run.wall_s, "{:.1f} s"), "measured"),
         (
             "checkpoint windows",
-            f"{run['checkpoints']} save, {run['loads']} load (from {run['windows_from']})",
-            "measured" if run["windows_from"] == "markers" else "derived",
+            f"{run.checkpoints} save, {run.loads} load (from {run.windows_from})",
+            "measured" if run.windows_from == "markers" else "derived",
         ),
         (
             "time blocked by checkpoints",
-            f"{num(run['blocked_s'], '{:.2f} s')} = {pct(run['blocked_share'])} of wall time",
+            f"{num(run.blocked_s, '{:.2f} s')} = {pct(run.blocked_share)} of wall time",
             "derived",
         ),
-        ("goodput estimate (no failures)", pct(run["goodput_estimate"]), "estimated"),
-        ("mean checkpoint (blocking)", num(run["mean_checkpoint_s"], "{:.3f} s"), "derived"),
+        ("goodput estimate (no failures)", pct(run.goodput_estimate), "estimated"),
+        ("mean checkpoint (blocking)", num(run.mean_checkpoint_s, "{:.3f} s"), "derived"),
         (
             "bytes saved (application / devices)",
-            f"{b(run['bytes_app_total'])} / " + left_out(b(run["bytes_device_total"]), lo.get("bytes_device_total")),
+            f"{b(run.bytes_app_total)} / " + left_out(b(run.bytes_device_total), lo.bytes_device_total if lo else None),
             "measured",
         ),
         (
             "mean device bandwidth",
-            left_out(num(run["mean_device_gib_per_s"], "{:.3f} GiB/s"), lo.get("mean_device_gib_per_s")),
+            left_out(num(run.mean_device_gib_per_s, "{:.3f} GiB/s"), lo.mean_device_gib_per_s if lo else None),
             "derived",
         ),
-        ("mean energy per checkpoint", num(run["mean_energy_j"], "{:.1f} J"), "see table"),
-        ("peak temperature", num(run["peak_temp_c"], "{:.1f} °C"), "measured"),
-        ("not durable when the save returned", str(run["not_durable_at_return"]), "derived"),
+        ("mean energy per checkpoint", num(run.mean_energy_j, "{:.1f} J"), "see table"),
+        ("peak temperature", num(run.peak_temp_c, "{:.1f} °C"), "measured"),
+        ("not durable when the save returned", str(run.not_durable_at_return), "derived"),
     ]
-    for comp, w in sorted(run.get("idle_power_w_by_component", {}).items()):
+    for comp, w in sorted((run.idle_power_w_by_component or {}).items()):
         rows.append((f"idle power before the first checkpoint: {comp}", num(w, "{:.1f} W"), "derived"))
-    sc = rep.get("scale") or {}
+    sc = rep.scale
     if sc:
         rows += [
-            ("MTBF used", f"{num(sc['mtbf_s'] / 3600, '{:.2f} h')} ({sc['mtbf_source']})", "estimated"),
-            ("optimal interval, Young", num(sc["young_interval_s"], "{:.0f} s"), "estimated"),
-            ("optimal interval, Daly", num(sc["daly_interval_s"], "{:.0f} s"), "estimated"),
-            ("overhead at Daly interval (checkpoints + lost work)", pct(sc["overhead_at_daly"]), "estimated"),
-            ("goodput at Daly interval", pct(sc["goodput_at_daly"]), "estimated"),
-            ("restart time used", f"{num(sc['restart_s'], '{:.2f} s')} ({sc['restart_source']})", "estimated"),
+            ("MTBF used", f"{num(sc.mtbf_s / 3600, '{:.2f} h')} ({sc.mtbf_source})", "estimated"),
+            ("optimal interval, Young", num(sc.young_interval_s, "{:.0f} s"), "estimated"),
+            ("optimal interval, Daly", num(sc.daly_interval_s, "{:.0f} s"), "estimated"),
+            ("overhead at Daly interval (checkpoints + lost work)", pct(sc.overhead_at_daly), "estimated"),
+            ("goodput at Daly interval", pct(sc.goodput_at_daly), "estimated"),
+            ("restart time used", f"{num(sc.restart_s, '{:.2f} s')} ({sc.restart_source})", "estimated"),
         ]
     return rows
 
@@ -130,97 +137,95 @@ CHECKPOINT_HEADERS = [
 ]
 
 
-def energy_cell(r: dict) -> str:
-    if not r["energy"]:
+def energy_cell(r: Checkpoint) -> str:
+    if not r.energy:
         return "—"
     parts = []
-    for comp, e in sorted(r["energy"].items()):
-        above = "" if e["above_idle_j"] is None else f" ({e['above_idle_j']:.1f})"
-        if e.get("energy_j_min") is not None:  # shorter than two sensor updates: a range, not a point
+    for comp, e in sorted(r.energy.items()):
+        above = "" if e.above_idle_j is None else f" ({e.above_idle_j:.1f})"
+        if e.energy_j_min is not None:  # shorter than two sensor updates: a range, not a point
             parts.append(
-                f"{comp} {e['energy_j_min']:.2f}–{e['energy_j_max']:.2f} "
-                f"(sensor updates every {e['update_period_s']:.2g} s) [{TAG.get(e['provenance'], '?')}]"
+                f"{comp} {e.energy_j_min:.2f}–{e.energy_j_max:.2f} "
+                f"(sensor updates every {e.update_period_s:.2g} s) [{TAG.get(e.provenance, '?')}]"
             )
             continue
-        parts.append(f"{comp} {e['energy_j']:.1f}{above} [{TAG.get(e['provenance'], '?')}]")
+        parts.append(f"{comp} {e.energy_j:.1f}{above} [{TAG.get(e.provenance, '?')}]")
     return "; ".join(parts)
 
 
-def jpg_cell(r: dict) -> str:
-    parts = [f"{c} {e['j_per_gib']:.1f}" for c, e in sorted(r["energy"].items()) if e.get("j_per_gib") is not None]
+def jpg_cell(r: Checkpoint) -> str:
+    parts = [f"{c} {e.j_per_gib:.1f}" for c, e in sorted(r.energy.items()) if e.j_per_gib is not None]
     return "; ".join(parts) or "—"
 
 
-def unknown_word(unknown: list[dict]) -> str:
+def unknown_word(unknown: list[DeviceUnknown]) -> str:
     """The word for device figures the unknown rule took: n/a when none applies (an object store:
     no block device behind it), else unknown."""
-    return "n/a" if unknown and all(u["code"] in NOT_APPLICABLE for u in unknown) else "unknown"
+    return "n/a" if unknown and all(u.code in NOT_APPLICABLE for u in unknown) else "unknown"
 
 
-def unknown_cell(unknown: list[dict]) -> str:
+def unknown_cell(unknown: list[DeviceUnknown]) -> str:
     """A device figure the report cannot stand behind: "unknown: " (or "n/a: ") and each reason."""
-    return f"{unknown_word(unknown)}: " + "; ".join(u["reason"] for u in unknown)
+    return f"{unknown_word(unknown)}: " + "; ".join(u.reason for u in unknown)
 
 
-def durable_cell(r: dict) -> str:
+def durable_cell(r: Checkpoint) -> str:
     """Durable at the end of the save's window, and where (docs/analysis.md *Durability*)."""
-    if r["kind"] == "load":
+    if r.kind == "load":
         return "n/a (load)"
-    cell = {True: "yes", False: "NO (page cache)", None: "unknown"}[r["durable_at_return"]]
-    first = (r["durable_basis"] or [""])[0]
-    if r["durable"] is False:
+    cell = {True: "yes", False: "NO (page cache)", None: "unknown"}[r.durable_at_return]
+    first = (r.durable_basis or [""])[0]
+    if r.durable is False:
         # "deleted before durable", or what is behind the file keeps no copy ("no storage behind tmpfs")
         return cell + (
             "; deleted before durable"
             if first.startswith("deleted")
             else "; " + first.removeprefix("not durable: ").split(" (")[0]
         )
-    if r["durable"] is None:
+    if r.durable is None:
         return cell + "; durable end unknown"
-    where = r.get("durable_where")
+    where = r.durable_where
     return cell + (f"; {'in the' if where == 'object store' else 'on the'} {where}" if where else "")
 
 
-def checkpoint_rows(rep: dict) -> list[list[str]]:
+def checkpoint_rows(rep: Report) -> list[list[str]]:
     out = []
-    for i, r in enumerate(rep["checkpoints"], 1):
-        unknown = r.get("device_unknown") or []
+    for i, r in enumerate(rep.checkpoints, 1):
+        unknown = r.device_unknown or []
         gone = unknown_word(unknown) if unknown else "—"  # a figure the unknown rule took: say so, not a dash
-        qd = [d for d in r["devices"].values() if d.get("unknown") is None]
-        mean_qd = max((d["mean_aqu_sz"] or 0 for d in qd), default=None) if qd else None
-        peak_qd = max((d["peak_aqu_sz"] or 0 for d in qd), default=None) if qd else None
-        inflight = max((d["peak_in_flight"] or 0 for d in qd), default=None) if qd else None
-        dur_after = (
-            None if r["durable_end_s"] is None or r["app_end_s"] is None else r["durable_end_s"] - r["app_end_s"]
-        )
+        qd = [d for d in r.devices.values() if d.unknown is None]
+        mean_qd = max((d.mean_aqu_sz or 0 for d in qd), default=None) if qd else None
+        peak_qd = max((d.peak_aqu_sz or 0 for d in qd), default=None) if qd else None
+        inflight = max((d.peak_in_flight or 0 for d in qd), default=None) if qd else None
+        dur_after = None if r.durable_end_s is None or r.app_end_s is None else r.durable_end_s - r.app_end_s
         durable = durable_cell(r)
-        if r.get("ok") is False:
-            durable = f"FAILED: {r.get('error') or 'the save reported an error'}"
-        elif r.get("ok") is None and r["app_end_s"] is None:
+        if r.ok is False:
+            durable = f"FAILED: {r.error or 'the save reported an error'}"
+        elif r.ok is None and r.app_end_s is None:
             durable = "did not finish before the recording ended"
         out.append(
             [
                 str(i),
-                str(r["source"]),
-                str(r["kind"]),
-                num(r["step"], "{}"),
-                str(r["path"] or "—"),
-                num(r["start_s"], "{:.2f}"),
-                num(r["duration_s"], "{:.3f}"),
+                str(r.source),
+                str(r.kind),
+                num(r.step, "{}"),
+                str(r.path or "—"),
+                num(r.start_s, "{:.2f}"),
+                num(r.duration_s, "{:.3f}"),
                 num(dur_after, "+{:.3f}"),
                 durable,
-                b(r["bytes_app"]),
-                unknown_cell(unknown) if unknown else b(r["bytes_device"]),
-                num(r["device_to_app_ratio"], "{:.2f}", none=gone),
-                num(r["app_gib_per_s"], "{:.3f}"),
-                num(r["device_gib_per_s"], "{:.3f}", none=gone),
+                b(r.bytes_app),
+                unknown_cell(unknown) if unknown else b(r.bytes_device),
+                num(r.device_to_app_ratio, "{:.2f}", none=gone),
+                num(r.app_gib_per_s, "{:.3f}"),
+                num(r.device_gib_per_s, "{:.3f}", none=gone),
                 f"{num(mean_qd, '{:.1f}', none=gone)} / {num(peak_qd, '{:.1f}', none=gone)}",
                 num(inflight, "{:.0f}", none=gone),
                 energy_cell(r),
                 jpg_cell(r),
-                num(r["peak_temp_c"], "{:.1f}"),
-                f"{num(r['throttle_events'], '{}')} / {num(r['throttle_s'], '{:.1f}')}",
-                num(r["gpu_idle_s"], "{:.2f}", none="unknown" if r.get("gpu_idle_s_by_gpu") else "—"),
+                num(r.peak_temp_c, "{:.1f}"),
+                f"{num(r.throttle_events, '{}')} / {num(r.throttle_s, '{:.1f}')}",
+                num(r.gpu_idle_s, "{:.2f}", none="unknown" if r.gpu_idle_s_by_gpu else "—"),
             ]
         )
     return out
@@ -229,23 +234,23 @@ def checkpoint_rows(rep: dict) -> list[list[str]]:
 SSD_HEADERS = ["#", "kind", "SSD", "bytes [d]", "energy [J]", "mean power [W]", "GB/s per W", "J/GiB", "power"]
 
 
-def ssd_rows(rep: dict) -> list[list[str]]:
+def ssd_rows(rep: Report) -> list[list[str]]:
     """Per checkpoint and SSD: bytes per joule (GB/s per W) and joules per GiB, with the power's provenance."""
     out = []
-    for i, r in enumerate(rep["checkpoints"], 1):
-        for ctrl, e in sorted((r.get("ssd_efficiency") or {}).items()):
-            tag = TAG.get(e["provenance"], "?")
+    for i, r in enumerate(rep.checkpoints, 1):
+        for ctrl, e in sorted((r.ssd_efficiency or {}).items()):
+            tag = TAG.get(e.provenance, "?")
             out.append(
                 [
                     str(i),
-                    str(r["kind"]),
-                    f"{ctrl} ({', '.join(e['devices']) or 'no recorded block device'})",
-                    b(e["bytes"]),
-                    num(e["energy_j"], "{:.2f}") + f" [{tag}]",
-                    num(e["mean_w"], "{:.2f}") + f" [{tag}]",
-                    num(e["gb_per_s_per_w"], "{:.3f}") + f" [{tag}]",
-                    num(e["j_per_gib"], "{:.2f}") + f" [{tag}]",
-                    e["provenance"],
+                    str(r.kind),
+                    f"{ctrl} ({', '.join(e.devices) or 'no recorded block device'})",
+                    b(e.bytes),
+                    num(e.energy_j, "{:.2f}") + f" [{tag}]",
+                    num(e.mean_w, "{:.2f}") + f" [{tag}]",
+                    num(e.gb_per_s_per_w, "{:.3f}") + f" [{tag}]",
+                    num(e.j_per_gib, "{:.2f}") + f" [{tag}]",
+                    e.provenance,
                 ]
             )
     return out
@@ -264,13 +269,13 @@ RESTORE_HEADERS = [
 ]
 
 
-def restore_rows(rep: dict) -> list[list[str]]:
+def restore_rows(rep: Report) -> list[list[str]]:
     """Each load: what the application read, what the devices read, what the page cache served."""
     out = []
-    for i, r in enumerate(rep["checkpoints"], 1):
-        if r["kind"] != "load":
+    for i, r in enumerate(rep.checkpoints, 1):
+        if r.kind != "load":
             continue
-        dev, cache = r.get("device_read_share"), r.get("cache_served_share")
+        dev, cache = known(r.device_read_share), known(r.cache_served_share)
         if (dev is not None and dev < 0.5) or (cache is not None and cache > 0.5):
             verdict = "NOT A STORAGE READ (page cache)"
         elif dev is None and cache is None:
@@ -280,15 +285,15 @@ def restore_rows(rep: dict) -> list[list[str]]:
         out.append(
             [
                 str(i),
-                str(r["path"] or "—"),
-                num(r["duration_s"], "{:.3f}"),
-                b(r.get("restore_bytes_app")),
-                b(r.get("restore_bytes_device")),
+                str(r.path or "—"),
+                num(r.duration_s, "{:.3f}"),
+                b(r.restore_bytes_app),
+                b(r.restore_bytes_device),
                 num(None if cache is None else 100 * cache, "{:.0f} %"),
                 # over 100 %: other reads shared the load's sampling intervals (an upper bound)
                 "over 100 %" if dev is not None and dev > 1.0 else num(None if dev is None else 100 * dev, "{:.0f} %"),
-                num(r.get("predicted_cold_restore_s"), "{:.3f}")
-                + ("" if r.get("prediction_error") is None else f" ({100 * r['prediction_error']:+.0f} %)"),
+                num(r.predicted_cold_restore_s, "{:.3f}")
+                + ("" if known(r.prediction_error) is None else f" ({100 * r.prediction_error:+.0f} %)"),
                 verdict,
             ]
         )
@@ -298,28 +303,28 @@ def restore_rows(rep: dict) -> list[list[str]]:
 PART_HEADERS = ["#", "part", "rank", "host", "pid", "path", "start [s]", "duration [s]", "bytes app [m]", "outcome"]
 
 
-def part_rows(rep: dict) -> list[list[str]]:
+def part_rows(rep: Report) -> list[list[str]]:
     """Each grouped checkpoint's parts (ranks, files), the slowest marked: who held the save up."""
     out = []
-    for i, r in enumerate(rep["checkpoints"], 1):
-        for k, p in enumerate(r.get("parts") or [], 1):
-            slow = r.get("slowest_part") and p["id"] == r["slowest_part"]["id"]
+    for i, r in enumerate(rep.checkpoints, 1):
+        for k, p in enumerate(r.parts or [], 1):
+            slow = r.slowest_part and p.id == r.slowest_part.id
             outcome = (
-                f"FAILED: {p.get('error') or 'the save reported an error'}"
-                if p.get("ok") is False
-                else ("did not finish" if p["app_end_s"] is None else "ok")
+                f"FAILED: {p.error or 'the save reported an error'}"
+                if p.ok is False
+                else ("did not finish" if p.app_end_s is None else "ok")
             )
             out.append(
                 [
                     str(i),
                     f"{k}{' (slowest)' if slow else ''}",
-                    num(p["rank"], "{}"),
-                    str(p.get("host") or "—"),
-                    num(p.get("pid"), "{}"),
-                    str(p.get("path") or "—"),
-                    num(p["start_s"], "{:.2f}"),
-                    num(p["duration_s"], "{:.3f}"),
-                    b(p["bytes_app"]),
+                    num(p.rank, "{}"),
+                    str(p.host or "—"),
+                    num(p.pid, "{}"),
+                    str(p.path or "—"),
+                    num(p.start_s, "{:.2f}"),
+                    num(p.duration_s, "{:.3f}"),
+                    b(p.bytes_app),
                     outcome,
                 ]
             )
@@ -340,53 +345,53 @@ DEVICE_HEADERS = [
 ]
 
 
-def device_rows(rep: dict) -> list[list[str]]:
+def device_rows(rep: Report) -> list[list[str]]:
     out = []
-    for i, r in enumerate(rep["checkpoints"], 1):
-        io = "read" if r["kind"] == "load" else "write"
-        for dev, d in sorted(r["devices"].items()):
-            if d.get("unknown") is not None:
+    for i, r in enumerate(rep.checkpoints, 1):
+        load = r.kind == "load"
+        io = "read" if load else "write"
+        for dev, d in sorted(r.devices.items()):
+            if d.unknown is not None:
                 out.append(
-                    [str(i), f"{r['kind']} ({io}s)", dev, unknown_cell([d["unknown"]])]
-                    + [unknown_word([d["unknown"]])] * 6
+                    [str(i), f"{r.kind} ({io}s)", dev, unknown_cell([d.unknown])] + [unknown_word([d.unknown])] * 6
                 )
                 continue
             out.append(
                 [
                     str(i),
-                    f"{r['kind']} ({io}s)",
+                    f"{r.kind} ({io}s)",
                     dev,
-                    b(d["write_bytes"]),
-                    b(d["read_bytes"]),
-                    num(d[f"mean_{io}_gib_per_s"], "{:.3f}"),
-                    num(d[f"peak_{io}_gib_per_s"], "{:.3f}"),
-                    num(d["mean_aqu_sz"], "{:.2f}"),
-                    num(d["peak_aqu_sz"], "{:.2f}"),
-                    num(d["peak_in_flight"], "{:.0f}"),
+                    b(d.write_bytes),
+                    b(d.read_bytes),
+                    num(d.mean_read_gib_per_s if load else d.mean_write_gib_per_s, "{:.3f}"),
+                    num(d.peak_read_gib_per_s if load else d.peak_write_gib_per_s, "{:.3f}"),
+                    num(d.mean_aqu_sz, "{:.2f}"),
+                    num(d.peak_aqu_sz, "{:.2f}"),
+                    num(d.peak_in_flight, "{:.0f}"),
                 ]
             )
     return out
 
 
-def throttle_lines(rep: dict) -> list[str]:
-    t = rep["throttling"]
-    lines = [t["statement"]]
-    if t["temp_vs_write_correlation"] is not None:
+def throttle_lines(rep: Report) -> list[str]:
+    t = rep.throttling
+    lines = [t.statement]
+    if t.temp_vs_write_correlation is not None:
         lines.append(
-            f"Temperature vs write bandwidth over the run: Pearson r = {t['temp_vs_write_correlation']:.2f} "
-            f"over {t['temp_vs_write_points']} intervals (derived)."
+            f"Temperature vs write bandwidth over the run: Pearson r = {t.temp_vs_write_correlation:.2f} "
+            f"over {t.temp_vs_write_points} intervals (derived)."
         )
-    hc = t.get("hot_vs_cool")
+    hc = t.hot_vs_cool
     if hc:
         lines.append(
-            f"Hottest checkpoint ({hc['hottest_peak_temp_c']:.1f} °C) wrote at {hc['hottest_gib_per_s']:.3f} GiB/s; "
-            f"coolest at a similar queue depth ({hc['coolest_peak_temp_c']:.1f} °C) at "
-            f"{hc['coolest_gib_per_s']:.3f} GiB/s: ratio {num(hc['bandwidth_ratio_hot_to_cool'], '{:.2f}')} (derived)."
+            f"Hottest checkpoint ({hc.hottest_peak_temp_c:.1f} °C) wrote at {hc.hottest_gib_per_s:.3f} GiB/s; "
+            f"coolest at a similar queue depth ({hc.coolest_peak_temp_c:.1f} °C) at "
+            f"{hc.coolest_gib_per_s:.3f} GiB/s: ratio {num(hc.bandwidth_ratio_hot_to_cool, '{:.2f}')} (derived)."
         )
-    for o in t["onsets"]:
+    for o in t.onsets:
         lines.append(
-            f"{o['what']} ({o['source']}) first at {o['t_s']:.1f} s"
-            + (f", hottest sensor {o['temp_c']:.1f} °C" if o["temp_c"] is not None else "")
+            f"{o.what} ({o.source}) first at {o.t_s:.1f} s"
+            + (f", hottest sensor {o.temp_c:.1f} °C" if o.temp_c is not None else "")
             + " (measured)."
         )
     return lines
