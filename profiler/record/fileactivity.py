@@ -32,10 +32,19 @@ directories: the file system is marked (meta.json `marks` says why). A --path de
 away (FAN_DELETE_SELF, FAN_MOVE_SELF on its mark) has its nearest existing ancestor marked, so
 that it is marked again when it is made again.
 
+The reader: where record/fanreader.c is built, the usual event (one file's create, modify,
+close_write or delete, by a pid already known to be the tree's, in a directory known to be wholly
+under the paths) is parsed, kept in its file's burst, statx'd and written as JSON there; the burst
+table is C's, and every other event is handed back here, in order, to be judged by the same rules
+(`_event`), which then call the C side for the table. Without the library (or with
+CKPROF_FILE_ACTIVITY_READER=python) this module is the whole reader; the start event and meta.json
+say which ran (`reader`), and tests/test_fanreader.py holds the two to the same events.
+
 Cost (benchmarks/file_activity_cost.py, this thread's CPU, a loaded 2-core VM, docs/architecture.md
-has the runs): idle 0.01-0.02 % of a core; 10,000 write(2) a second into 8 files ~1.4 %; new small
-files ~5 % at 3,300 a second (one merged kernel event each; ~22 µs of Python a file replayed): over
-the 2 % asked at 10,000 events a second.
+has the runs): idle 0.02-0.04 % of a core; 10,000 write(2) a second into 8 files ~1.0-1.2 %; new
+small files 1.3-2.2 % at 3,300 a second (one merged kernel event each), against ~5 % with the
+Python reader. The same captured events replayed: ~3 µs a file in C, ~16 µs in Python; what is
+left at that rate is the ~50 wake-ups a second (MERGE_S), ~0.2-0.3 ms of CPU each on this VM.
 
 Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
 start event says why (`file_activity_source: "none: ..."`) and windows come from the patch and
