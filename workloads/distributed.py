@@ -18,13 +18,13 @@ from ckprof.record import markers
 
 from . import store
 from .comm import from_launcher
+from .preflight import preflight
 from .rank import Setup, run_load, run_rank
+from .recorded import events_env, recording
+from .summary import render
 
 
 def run(plan, cfg, which: str) -> int:
-    from .launch import preflight
-    from .recorded import events_env, recording
-    from .summary import render
 
     comm = from_launcher(which)
     try:

@@ -17,139 +17,17 @@ import socket
 import sys
 
 from ckprof.errors import CkprofError, UsageError
-from ckprof.units import fmt_bytes
 
 from . import store
 from .comm import launcher_env
-from .data import POOL_MIN_BYTES
+from .distributed import run as run_distributed
 from .local import spawn_ranks
+from .model import Parallelism, Preset, Shape
+from .plan import Plan
+from .preflight import check_memory, preflight, reader_bytes
 from .rank import Setup
 from .recorded import end_open_windows, events_env, recording
-
-FREE_MARGIN_MIN = 64 * 2**20
-RANK_RSS_ESTIMATE = 80 * 2**20  # a rank's peak RSS here (Python, numpy, the 16 MiB pool, chunks)
-FREE_MARGIN_FRACTION = 0.05
-
-
-def new_bytes_at_peak(plan, cfg, existing: list[int]) -> int:
-    """Bytes the run adds to the target at its fullest: each checkpoint is written beside the ones
-    retention keeps (--keep K deletes the oldest after each publish, ckprof.workloads.store.prune),
-    so checkpoints already there (`existing`, oldest first, in bytes) make room as the run goes."""
-    retained, peak = list(existing), sum(existing)
-    for _ in range(cfg.count):
-        peak = max(peak, sum(retained) + plan.nbytes)  # the partial beside what is kept
-        retained.append(plan.nbytes)
-        if cfg.keep > 0:
-            retained = retained[-cfg.keep :]
-    return max(0, peak - sum(existing))
-
-
-def existing_checkpoint_bytes(target: str) -> list[int]:
-    """Sizes of the complete checkpoints in `target`, oldest first (what retention may delete)."""
-    sizes = []
-    for _, path in store.complete_checkpoints(target):
-        try:
-            sizes.append(int(store.read_manifest(path).get("bytes") or 0))
-        except (CkprofError, ValueError, TypeError):
-            sizes.append(0)  # unreadable: counted as taking no room it could give back
-    return sizes
-
-
-def writer_bytes(threads: int, chunk_bytes: int) -> int:
-    """A writing rank's memory: a ring of threads + 2 chunks and a pool of two chunks (16 MiB at
-    least; workloads/data.py) besides Python itself."""
-    return RANK_RSS_ESTIMATE + (threads + 2) * chunk_bytes + max(POOL_MIN_BYTES, 2 * chunk_bytes)
-
-
-def reader_bytes(threads: int, chunk_bytes: int) -> int:
-    """A reading rank's memory: one chunk buffer per reader thread (workloads/shardio.py)."""
-    return RANK_RSS_ESTIMATE + threads * (chunk_bytes + 4096)
-
-
-def check_memory(local_ranks: int, per_rank: int, hint: str | None = None) -> None:
-    """Refuse rank processes this host's memory cannot hold."""
-    if not local_ranks:
-        return
-    import psutil
-
-    avail = psutil.virtual_memory().available
-    need = local_ranks * per_rank
-    if need > 0.8 * avail:
-        raise UsageError(
-            f"{local_ranks} rank processes need about {fmt_bytes(need)} of memory here, {fmt_bytes(avail)} is available",
-            hint=hint
-            or "run fewer ranks (--subset: the first 8 of the full layout, or --ranks N), or a smaller --chunk-size",
-        )
-
-
-def preflight(plan, cfg, local_ranks: int = 0) -> str:
-    """Everything that can be refused before a rank starts. Returns the target's absolute path.
-    `local_ranks`: rank processes this host will start (their memory is checked)."""
-    if cfg.chunk_bytes < 4096 or cfg.chunk_bytes % 4096:
-        raise UsageError(
-            f"--chunk-size must be a multiple of 4 KiB (got {cfg.chunk_bytes} B)",
-            hint="O_DIRECT needs aligned lengths; e.g. 1MiB or 4MiB",
-        )
-    if cfg.chunk_bytes > store.MAX_CHUNK_BYTES:
-        raise UsageError(
-            f"--chunk-size must be at most {fmt_bytes(store.MAX_CHUNK_BYTES)} (got {fmt_bytes(cfg.chunk_bytes)})",
-            hint="one write(2) moves at most 0x7ffff000 bytes on Linux (man 2 write); each rank holds "
-            "a few chunks in memory",
-        )
-    if cfg.drop_caches and os.geteuid() != 0:
-        raise UsageError(
-            "--drop-caches needs root (it writes /proc/sys/vm/drop_caches)",
-            hint="run as root, or leave it out: reads still use posix_fadvise(DONTNEED) or --direct",
-        )
-    if cfg.compute == "gpu":
-        try:
-            import torch
-
-            ok = torch.cuda.is_available()
-        except ImportError:
-            ok = False
-        if not ok:
-            raise UsageError("--compute gpu needs torch with a visible GPU", hint="use --compute cpu or sleep")
-    check_memory(local_ranks, writer_bytes(cfg.threads, cfg.chunk_bytes))
-    target = os.path.abspath(cfg.target)
-    try:
-        os.makedirs(target, exist_ok=True)
-        probe = os.path.join(target, f".ckprof-write-test-{os.getpid()}")
-        with open(probe, "w") as f:
-            f.write("x")
-        os.unlink(probe)
-    except OSError as e:
-        raise UsageError(
-            f"cannot write to --target {target}: {e.strerror}", hint="choose a directory you can write"
-        ) from None
-    stale = [n for n in os.listdir(target) if n.startswith(store.PARTIAL)]
-    if stale:
-        print(
-            f"ckprof: note: {len(stale)} unfinished {store.PARTIAL}* director{'y' if len(stale) == 1 else 'ies'} "
-            f"in {target} from earlier runs (killed?); not checkpoints, left as they are",
-            file=sys.stderr,
-        )
-    st = os.statvfs(target)
-    free = st.f_bavail * st.f_frsize
-    need = new_bytes_at_peak(plan, cfg, existing_checkpoint_bytes(target) if cfg.keep > 0 else [])
-    margin = max(FREE_MARGIN_MIN, int(need * FREE_MARGIN_FRACTION))
-    if need + margin > free:
-        n = -(-need // plan.nbytes) if plan.nbytes else 0
-        raise UsageError(
-            f"--target {target} has {fmt_bytes(free)} free; {n} checkpoint(s) of "
-            f"{fmt_bytes(plan.nbytes)} need {fmt_bytes(need)} plus a margin of {fmt_bytes(margin)}",
-            hint="use a smaller --total-size or --scale, --keep 1, or another --target",
-        )
-    if cfg.async_:
-        import psutil
-
-        avail = psutil.virtual_memory().available
-        if plan.nbytes > 0.8 * avail:
-            raise UsageError(
-                f"--async stages {fmt_bytes(plan.nbytes)} in memory, but only {fmt_bytes(avail)} is available",
-                hint="scale the checkpoint down or drop --async",
-            )
-    return target
+from .summary import render
 
 
 class Interrupted(BaseException):
@@ -206,8 +84,6 @@ def main(plan, cfg) -> int:
     """`ckprof workload` (saves, optional load). Returns the exit status."""
     which = launcher_env()
     if which:
-        from .distributed import run as run_distributed
-
         return run_distributed(plan, cfg, which)
     try:
         target = preflight(plan, cfg, local_ranks=plan.nranks)
@@ -224,8 +100,6 @@ def main(plan, cfg) -> int:
 
 
 def _run_local(plan, cfg, setup, path, total, nranks) -> int:
-    from .summary import render
-
     results, error = None, None
     with recording(cfg, path if os.path.isdir(path) else os.path.dirname(path), list(sys.argv)) as (out_dir, info):
         try:
@@ -285,17 +159,12 @@ def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
     cfg.count, cfg.target, cfg.fsync = 0, path, True
     setup = Setup(run_id="load", seed=0, first_step=0)
     if launcher_env():
-        from .distributed import run as run_distributed
-
         return run_distributed(plan, cfg, launcher_env())
     return _run_local(plan, cfg, setup, path, int(manifest.get("bytes") or 0), n)
 
 
 def _plan_from_manifest(manifest: dict):
     """Enough of a plan for the summary of a load."""
-    from .model import Parallelism, Preset, Shape
-    from .plan import Plan
-
     p = manifest.get("plan") or {}
     preset = Preset(p.get("preset", "checkpoint"), Shape(layers=1), Parallelism())
     plan = Plan(preset, int(manifest.get("world") or 1), [], float(p.get("scale", 1.0)), bool(p.get("subset")))
