@@ -51,7 +51,11 @@ class Analysis:
     # device → checkpoints.DeviceSampling: what window_device_unknown needs for any other window
     # over this recording (a job's per-host figures)
     sampling: dict = field(default_factory=dict)
-    model: Report | None = None
+    model: Report = None  # type: ignore[assignment]  # read from `report` where not given
+
+    def __post_init__(self):
+        if self.model is None:
+            self.model = Report.from_jsonable(self.report)
 
 
 def merged_spans(intervals) -> list[tuple[float, float]]:

@@ -50,36 +50,36 @@ def timeline_frame(an) -> pd.DataFrame:
 
 def checkpoints_frame(an) -> pd.DataFrame:
     rows = []
-    for r in an.report["checkpoints"]:
-        flat = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
-        for comp, e in r["energy"].items():
-            flat[f"energy.{comp}.energy_j"] = e["energy_j"]
-            flat[f"energy.{comp}.above_idle_j"] = e["above_idle_j"]
-            flat[f"energy.{comp}.provenance"] = e["provenance"]
-        for dev, d in r["devices"].items():
-            for k, v in d.items():
-                flat[f"{dev}.{k}"] = v["reason"] if k == "unknown" and v else v  # the reason, one cell
-        flat["device_unknown"] = "; ".join(u["reason"] for u in r.get("device_unknown") or []) or None
+    for r in an.model.checkpoints:
+        flat = {k: v for k, v in r.to_jsonable().items() if not isinstance(v, (dict, list))}
+        for comp, e in r.energy.items():
+            flat[f"energy.{comp}.energy_j"] = e.energy_j
+            flat[f"energy.{comp}.above_idle_j"] = e.above_idle_j
+            flat[f"energy.{comp}.provenance"] = e.provenance
+        for dev, d in r.devices.items():
+            for k, v in d.to_jsonable().items():
+                flat[f"{dev}.{k}"] = d.unknown.reason if k == "unknown" and d.unknown else v  # the reason, one cell
+        flat["device_unknown"] = "; ".join(u.reason for u in r.device_unknown or []) or None
         rows.append(flat)
     return pd.DataFrame(rows)
 
 
 def perfetto(an) -> dict:
-    rep = an.report
+    rep = an.model
     pid = 1
     ev = [
-        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"ckprof {rep['recording']['path']}"}},
+        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"ckprof {rep.recording.path}"}},
         {"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "checkpoints (save call)"}},
         {"ph": "M", "pid": pid, "tid": 2, "name": "thread_name", "args": {"name": "until durable"}},
     ]
-    for r in rep["checkpoints"]:
-        if r["start_s"] is None:
+    for r in rep.checkpoints:
+        if r.start_s is None:
             continue
-        end = r["app_end_s"] if r["app_end_s"] is not None else r["start_s"]
-        name = f"{r['kind']} step {r['step']}" if r["step"] is not None else f"{r['kind']} {r['id']}"
+        end = r.app_end_s if r.app_end_s is not None else r.start_s
+        name = f"{r.kind} step {r.step}" if r.step is not None else f"{r.kind} {r.id}"
         args = plain(
             {
-                k: r[k]
+                k: getattr(r, k)
                 for k in (
                     "id",
                     "source",
@@ -101,12 +101,12 @@ def perfetto(an) -> dict:
                 "tid": 1,
                 "name": name,
                 "cat": "checkpoint",
-                "ts": r["start_s"] * 1e6,
-                "dur": max(0.0, end - r["start_s"]) * 1e6,
+                "ts": r.start_s * 1e6,
+                "dur": max(0.0, end - r.start_s) * 1e6,
                 "args": args,
             }
         )
-        if r["durable_end_s"] is not None and r["durable_end_s"] > end:
+        if r.durable_end_s is not None and r.durable_end_s > end:
             ev.append(
                 {
                     "ph": "X",
@@ -115,8 +115,8 @@ def perfetto(an) -> dict:
                     "name": f"{name} writeback",
                     "cat": "durable",
                     "ts": end * 1e6,
-                    "dur": (r["durable_end_s"] - end) * 1e6,
-                    "args": {"id": r["id"]},
+                    "dur": (r.durable_end_s - end) * 1e6,
+                    "args": {"id": r.id},
                 }
             )
     tf = timeline_frame(an)
@@ -132,10 +132,10 @@ def perfetto(an) -> dict:
         "traceEvents": ev,
         "displayTimeUnit": "ms",
         "otherData": {
-            "ckprof_version": rep["ckprof_version"],
-            "recording": rep["recording"]["path"],
+            "ckprof_version": rep.ckprof_version,
+            "recording": rep.recording.path,
             "time_origin": "recording start (CLOCK_MONOTONIC)",
-            "start_wall_ns": rep["recording"]["start_wall_ns"],
+            "start_wall_ns": rep.recording.start_wall_ns,
         },
     }
 

@@ -95,29 +95,29 @@ def _bands_source(rows, ColumnDataSource):
     nan = float("nan")
 
     def step(b):
-        s = b["row"].get("step")
+        s = b.row.step
         return "—" if s is None else str(s)
 
     main = ColumnDataSource(
         {
-            "n": [b["n"] for b in bands],
-            "x0": _f32([b["start_s"] for b in bands]),
-            "x1": _f32([b["end_s"] for b in bands]),
-            "durable_s": _f32([nan if b["durable_end_s"] is None else b["durable_end_s"] for b in bands]),
-            "kind": [str(b["row"]["kind"]) for b in bands],
+            "n": [b.n for b in bands],
+            "x0": _f32([b.start_s for b in bands]),
+            "x1": _f32([b.end_s for b in bands]),
+            "durable_s": _f32([nan if b.durable_end_s is None else b.durable_end_s for b in bands]),
+            "kind": [str(b.row.kind) for b in bands],
             "step": [step(b) for b in bands],
-            "path": [str(b["row"].get("path") or "—") for b in bands],
-            "call_s": _f32([b["end_s"] - b["start_s"] for b in bands]),
+            "path": [str(b.row.path or "—") for b in bands],
+            "call_s": _f32([b.end_s - b.start_s for b in bands]),
         },
         name=BANDS,
     )
-    tail = [b for b in bands if b["durable_end_s"] is not None]
+    tail = [b for b in bands if b.durable_end_s is not None]
     durable = ColumnDataSource(
         {
-            "n": [b["n"] for b in tail],
-            "x0": _f32([b["end_s"] for b in tail]),
-            "x1": _f32([b["durable_end_s"] for b in tail]),
-            "kind": [str(b["row"]["kind"]) for b in tail],
+            "n": [b.n for b in tail],
+            "x0": _f32([b.end_s for b in tail]),
+            "x1": _f32([b.durable_end_s for b in tail]),
+            "kind": [str(b.row.kind) for b in tail],
             "step": [step(b) for b in tail],
         }
     )
@@ -144,7 +144,7 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
     tl = an.timeline
     end = max(tl.duration_s, 1e-3)
     xr = Range1d(0, end, bounds=(0, end), name=X_RANGE)
-    band_src, durable_src = _bands_source(an.report["checkpoints"], ColumnDataSource)
+    band_src, durable_src = _bands_source(an.model.checkpoints, ColumnDataSource)
     marks = P.mark_lines(an.plot.get("marks", []), tl.duration_s)  # at most P.MAX_MARK_LINES, for every panel
     mark_src = ColumnDataSource({"x": _f32(marks.x_s), "text": marks.text, "count": marks.count})
     figs = []

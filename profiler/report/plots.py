@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ckprof.analysis.model import Checkpoint
 from ckprof.units import GIB
 
 MAX_POINTS = 4000
@@ -138,17 +139,28 @@ def timeline_panels(an, max_devices: int = 8) -> list[Panel]:
     return panels
 
 
-def checkpoint_bands(rows: list[dict]) -> list[dict]:
-    """One band per checkpoint row with a start: `n` (its row number in the report's table,
-    from 1), `start_s`, `end_s` (the save call's return; the start when it never returned) and
-    `durable_end_s` (when later than the return, else None)."""
+@dataclass(frozen=True)
+class Band:
+    """A checkpoint's band on a timeline: `n` (its row number in the report's table, from 1),
+    `start_s`, `end_s` (the save call's return; the start when it never returned) and
+    `durable_end_s` (when later than the return, else None), all s since the recording's start."""
+
+    n: int
+    row: Checkpoint
+    start_s: float
+    end_s: float
+    durable_end_s: float | None
+
+
+def checkpoint_bands(rows: list[Checkpoint]) -> list[Band]:
+    """One band per checkpoint row with a start."""
     out = []
     for n, r in enumerate(rows, 1):
-        if r["start_s"] is None:
+        if r.start_s is None:
             continue
-        end = r["app_end_s"] if r["app_end_s"] is not None else r["start_s"]
-        dur = r["durable_end_s"] if r["durable_end_s"] is not None and r["durable_end_s"] > end else None
-        out.append({"n": n, "row": r, "start_s": r["start_s"], "end_s": end, "durable_end_s": dur})
+        end = r.app_end_s if r.app_end_s is not None else r.start_s
+        dur = r.durable_end_s if r.durable_end_s is not None and r.durable_end_s > end else None
+        out.append(Band(n, r, r.start_s, end, dur))
     return out
 
 
@@ -202,9 +214,9 @@ def mark_lines(marks: list[tuple[float, str]], end_s: float, max_lines: int = MA
 
 def _shade(ax, rows):
     for b in checkpoint_bands(rows):
-        ax.axvspan(b["start_s"], b["end_s"], color="tab:orange", alpha=0.25, lw=0)
-        if b["durable_end_s"] is not None:
-            ax.axvspan(b["end_s"], b["durable_end_s"], color="tab:orange", alpha=0.10, lw=0)
+        ax.axvspan(b.start_s, b.end_s, color="tab:orange", alpha=0.25, lw=0)
+        if b.durable_end_s is not None:
+            ax.axvspan(b.end_s, b.durable_end_s, color="tab:orange", alpha=0.10, lw=0)
 
 
 def timeline(an, max_devices: int = 8) -> bytes | None:
@@ -214,7 +226,7 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
     if not panels:
         return None
     plt = _mpl()
-    rows = an.report["checkpoints"]
+    rows = an.model.checkpoints
     marks = mark_lines(an.plot.get("marks", []), an.timeline.duration_s)
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.1 * len(panels) + 0.6), sharex=True, squeeze=False)
     axes = axes[:, 0]
@@ -243,17 +255,17 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
 
 def checkpoint_bars(an) -> bytes | None:
     """Per-checkpoint duration (derived) and energy by component (provenance in the legend)."""
-    rows = an.report["checkpoints"]
+    rows = an.model.checkpoints
     if not rows:
         return None
     plt = _mpl()
-    has_energy = any(r["energy"] for r in rows)
+    has_energy = any(r.energy for r in rows)
     fig, axes = plt.subplots(1, 2 if has_energy else 1, figsize=(11 if has_energy else 6, 3.2), squeeze=False)
     x = np.arange(len(rows))
-    labels = [str(r["step"]) if r["step"] is not None else str(i + 1) for i, r in enumerate(rows)]
+    labels = [str(r.step) if r.step is not None else str(i + 1) for i, r in enumerate(rows)]
     ax = axes[0, 0]
-    dur = [r["duration_s"] or 0 for r in rows]
-    durable = [(r["durable_duration_s"] or 0) - (r["duration_s"] or 0) for r in rows]
+    dur = [r.duration_s or 0 for r in rows]
+    durable = [(r.durable_duration_s or 0) - (r.duration_s or 0) for r in rows]
     ax.bar(x, dur, color="tab:blue", label="save call (derived)")
     ax.bar(x, np.clip(durable, 0, None), bottom=dur, color="tab:blue", alpha=0.35, label="until durable (derived)")
     ax.set_xticks(x, labels, fontsize=7)
@@ -263,11 +275,11 @@ def checkpoint_bars(an) -> bytes | None:
     ax.legend(fontsize=7)
     if has_energy:
         ax = axes[0, 1]
-        comps = sorted({c for r in rows for c in r["energy"]})
+        comps = sorted({c for r in rows for c in r.energy})
         bottom = np.zeros(len(rows))
         for c in comps:
-            v = np.array([r["energy"].get(c, {}).get("energy_j") or 0 for r in rows])
-            prov = sorted({r["energy"][c]["provenance"] for r in rows if c in r["energy"]})
+            v = np.array([(r.energy[c].energy_j if c in r.energy else None) or 0 for r in rows])
+            prov = sorted({r.energy[c].provenance for r in rows if c in r.energy})
             ax.bar(x, v, bottom=bottom, label=f"{c} ({'/'.join(prov)})")
             bottom += v
         ax.set_xticks(x, labels, fontsize=7)
@@ -285,9 +297,9 @@ def temp_vs_bandwidth(an) -> bytes | None:
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.scatter(pts["temp_c"], pts["write_gib_per_s"], s=4, alpha=0.4)
-    for o in an.report["throttling"]["onsets"][:1]:
-        if o["temp_c"] is not None:
-            ax.axvline(o["temp_c"], color="tab:red", ls="--", label=f"throttling began ({o['temp_c']:.1f} °C)")
+    for o in an.model.throttling.onsets[:1]:
+        if o.temp_c is not None:
+            ax.axvline(o.temp_c, color="tab:red", ls="--", label=f"throttling began ({o.temp_c:.1f} °C)")
             ax.legend(fontsize=7)
     ax.set_xlabel("hottest SSD temperature (°C, measured)")
     ax.set_ylabel("write GiB/s, all devices (measured)")
