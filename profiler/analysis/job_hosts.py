@@ -26,7 +26,7 @@ from ckprof.units import GIB
 
 from . import job_notes, job_throughput
 from .analyze import Analysis, analyze, merged_spans
-from .checkpoints import device_stats, returned_last, window_device_unknown
+from .checkpoints import device_stats, returned_last, unknown_entry, window_device_unknown
 from .job_model import HostPart, LastRank, NodeFigures, NodeSlowDevice
 from .model_base import Note
 
@@ -127,6 +127,8 @@ def node_figures(rec, an: Analysis, ws: list[Window]) -> NodeFigures:
     devs, dev_bytes, span_s = device_stats(tl, a, b, io, unknown)
     if unknown:
         dev_bytes = None
+    elif dev_bytes is None:  # no device sample over the span (none recorded): not 0 B, unknown, and said why
+        unknown = {None: unknown_entry("no_block_samples", "no block-device samples on this host")}
     bytes_app = sum(w.bytes_app or 0 for w in ws) or None
     gib = (bytes_app or dev_bytes or 0) / GIB
     energy = window_energy(an.ctx.sources, a, b, an.ctx.idle_w, gib or None)

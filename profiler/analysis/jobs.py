@@ -280,7 +280,8 @@ def run_totals(inp: JobInput, cps: list[JobCheckpoint]) -> JobRun:
         checkpoints=len(saves),
         loads=len(cps) - len(saves),
         bytes_app_total=_sum(c.bytes_app for c in saves),
-        bytes_device_total=_sum(c.bytes_device for c in saves),
+        # unknown when a save's is (a host's device figures unknown: the notes say which and why)
+        bytes_device_total=None if any(c.bytes_device is None for c in saves) else _sum(c.bytes_device for c in saves),
         # each host's saves over the union of their spans: overlapping saves' seconds once
         energy_j_total=_sum(p.saves_energy_j for p in inp.parts.values()),
         blocked_s=blocked,
