@@ -200,7 +200,9 @@ class Checkpoint(Model):
     devices: dict[str, DeviceFigures] = plain(factory=dict)
     energy: dict[str, EnergyFigures] = plain(factory=dict)
     energy_total_j: float | None = figure("J", WORST)
-    energy_total_basis: str | None = plain("the components added; a node meter stands for the parts inside it")
+    energy_total_basis: str | None = figure(
+        "text (the components added; a node meter stands for the parts inside it)", DERIVED
+    )
     peak_temp_c: float | None = figure("°C", MEASURED)
     peak_temp_by_sensor_c: dict[str, float] = figure("°C", MEASURED, default=None)
     throttle_events: int | None = figure("events", MEASURED)
@@ -211,7 +213,7 @@ class Checkpoint(Model):
         DERIVED,
     )
     gpu_idle_s_by_gpu: dict[str, float | None] = figure("s", DERIVED, default=None)
-    gpu_idle_basis: str | None = plain("which GPUs the mean stands on, or 'unknown: why'")
+    gpu_idle_basis: str | None = figure("text (which GPUs the mean stands on, or 'unknown: why')", DERIVED)
     own_finish_s: float | None = figure("s (the app's fsync/rename after the save call returned)", MEASURED)
     finished_by: str | None = plain()
     device_busy_s: float | None = figure("s (the busiest device's %util × time, start → return)", DERIVED)

@@ -221,3 +221,51 @@ def _inner_model(hint) -> tuple[type | None, str]:
         m, s = _inner_model((typing.get_args(hint) or (str, Any))[-1])
         return m, ".*" + s
     return None, ""
+
+
+def json_schema(cls) -> dict:
+    """A JSON Schema (2020-12) of a model's JSON form: each object's keys and their types, each
+    figure's unit and provenance in its description. An ABSENT field is not required; any field
+    may be null where its annotation allows None."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": cls.__name__, **_object_schema(cls)}
+
+
+def _object_schema(cls) -> dict:
+    hints = _hints(cls)
+    props, required = {}, []
+    for f in dataclasses.fields(cls):
+        key = f.metadata.get("json_name", f.name)
+        s = _type_schema(hints[f.name])
+        words = [w for w in (f.metadata.get("doc"), unit_of(f) and f"unit: {unit_of(f)}") if w]
+        if provenance_of(f):
+            words.append(f"provenance: {provenance_of(f)}")
+        if words:
+            s = {**s, "description": "; ".join(words)}
+        props[key] = s
+        if f.default is not ABSENT:
+            required.append(key)
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def _type_schema(hint) -> dict:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_type_schema(a) for a in typing.get_args(hint)]}
+    if hint is type(None):
+        return {"type": "null"}
+    if hint is Any:
+        return {}
+    if hint is Note:
+        return {"type": "string"}
+    if isinstance(hint, type) and issubclass(hint, Model):
+        return _object_schema(hint)
+    if origin in (list, tuple):
+        (arg, *_) = typing.get_args(hint) or (Any,)
+        return {"type": "array", "items": _type_schema(arg)}
+    if origin is dict:
+        _, arg = typing.get_args(hint) or (str, Any)
+        return {"type": "object", "additionalProperties": _type_schema(arg)}
+    simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    if hint in simple:
+        return {"type": ["number"] if hint is float else simple[hint]}
+    return {}
