@@ -20,6 +20,7 @@ import pytest
 from support.nfsiostat_text import parse_nfsiostat
 
 import ckprof
+from ckprof.analysis.remote import RemoteSeries, interface_window, nfs_window
 from ckprof.recording.remote_rates import nfs_mount_rates, nfs_op_rates
 
 from .harness import QemuNvmeGuest
@@ -153,3 +154,22 @@ def test_nfs_mount_bytes_are_the_bytes_written(nfs_run):
     assert mount in meta["nfs"]["describe"]["mounts"]
     doctor = (nfs_run / "doctor.txt").read_text()
     assert "nfs " in doctor and "1 NFS mount(s)" in doctor, doctor
+
+
+def test_each_save_window_has_its_own_bytes_on_the_mount(nfs_run):
+    """Three marked saves, three windows: each one's server write bytes are its 8 MiB exactly,
+    its WRITE ops 64 (128 KiB wsize), a COMMIT (the fsync), and the loopback carried them."""
+    rec = ckprof.load(str(nfs_run / "rec"))
+    mount = (nfs_run / "mountpoint.txt").read_text().strip()
+    cps = rec.checkpoints().sort_values("start_ns")
+    assert len(cps) == SAVES
+    series = RemoteSeries.of(rec)
+    for _, cp in cps.iterrows():
+        fig = nfs_window(series, cp["start_ns"], cp["end_ns"])[mount]
+        print(f"step {cp['step']}: {fig}")
+        assert fig["server_write_bytes"] == SAVE_BYTES and fig["normal_write_bytes"] == SAVE_BYTES
+        assert fig["ops_by_op"]["WRITE"] == SAVE_BYTES / 2**17 and fig["ops_by_op"]["COMMIT"] >= 1
+        assert SAVE_BYTES <= fig["bytes_sent"] <= SAVE_BYTES * 1.01
+        assert fig["mean_rtt_ms"] > 0 and fig["retransmits"] == 0
+        lo = interface_window(series, cp["start_ns"], cp["end_ns"])["lo"]
+        assert lo["tx_bytes"] >= SAVE_BYTES  # client to server and back, both on lo
