@@ -233,7 +233,8 @@ class FileActivity:
         if self._c is not None:
             self._c_counts = self._c.counts()
             self.events_kept, self.files = self._c_counts["events_kept"], self._c_counts["files"]
-            self._c.close()
+            if self._thread is None or not self._thread.is_alive():  # a reader still in C keeps its memory
+                self._c.close()
         meta = {"source": self.source, "paths": list(self.roots)}
         if self.group is not None:
             meta.update(
