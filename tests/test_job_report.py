@@ -270,7 +270,7 @@ def test_a_failed_rollup_leaves_the_summary_and_says_why(tmp_path, monkeypatch, 
     """At record end a job host writes its 1 s roll-up and its summary; one failing (a full disk)
     costs only that file, with a one-line note, never the other nor the recording."""
     from ckprof.analysis import host_summary
-    from ckprof.record import session
+    from ckprof.cli.record import write_job_host_files
     from ckprof.recording import rollup
 
     rb = RecordingBuilder(duration_s=3.0)
@@ -281,7 +281,7 @@ def test_a_failed_rollup_leaves_the_summary_and_says_why(tmp_path, monkeypatch, 
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(rollup, "write", full_disk)
-    session._write_host_summary(path)
+    write_job_host_files(path)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "ckprof: note: no 1 s roll-up written (OSError: [Errno 28] No space left on device); "

@@ -9,6 +9,26 @@ from ckprof.units import click_callback, parse_interval
 _interval = click_callback(parse_interval)
 
 
+def write_job_host_files(out_dir: str) -> None:
+    """A job host's 1 s roll-up and summary for `Job.block(1.0)` and `ckprof report JOBDIR`
+    (recording.rollup, analysis.host_summary), after the recording is complete: a failure of either
+    costs that reader time (it works from the samples), never the recording, nor the other file."""
+    # imported here: only a job host's end needs the analysis (pandas), not every ckprof command
+    from ckprof.analysis import host_summary
+    from ckprof.record.session import warn
+    from ckprof.recording import rollup
+    from ckprof.recording.load import load
+
+    for what, write, fallback in (
+        ("1 s roll-up", lambda: rollup.write(load(out_dir)), "block(1.0) reads this host's samples"),
+        ("host summary", lambda: host_summary.write(out_dir), "the job report analyses this host from its samples"),
+    ):
+        try:
+            write()
+        except Exception as e:
+            warn(f"note: no {what} written ({type(e).__name__}: {e}); {fallback}")
+
+
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-o", "--output", metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
 @click.option(
@@ -135,5 +155,6 @@ def record(
         prometheus_addr=prometheus_addr,
         nvme_interval_s=nvme_interval,
         patch=not no_patch,
+        job_host_closed=write_job_host_files,
     )
     child.exit_like(result)

@@ -6,6 +6,7 @@ import os
 import platform
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -227,24 +228,6 @@ def close_session(s: Session, **meta_updates) -> dict:
     return end
 
 
-def _write_host_summary(out_dir: str) -> None:
-    """A job host's 1 s roll-up and summary for `Job.block(1.0)` and `ckprof report JOBDIR`
-    (recording.rollup, analysis.host_summary), after the recording is complete: a failure of either
-    costs that reader time (it works from the samples), never the recording, nor the other file."""
-    from ckprof.analysis import host_summary
-    from ckprof.recording import rollup
-    from ckprof.recording.load import load
-
-    for what, write, fallback in (
-        ("1 s roll-up", lambda: rollup.write(load(out_dir)), "block(1.0) reads this host's samples"),
-        ("host summary", lambda: host_summary.write(out_dir), "the job report analyses this host from its samples"),
-    ):
-        try:
-            write()
-        except Exception as e:
-            warn(f"note: no {what} written ({type(e).__name__}: {e}); {fallback}")
-
-
 def record(
     argv: list[str],
     output: str | None,
@@ -262,7 +245,10 @@ def record(
     prometheus_addr: str = "127.0.0.1",
     nvme_interval_s: float = 1.0,
     patch: bool = True,
+    job_host_closed: Callable[[str], None] | None = None,
 ) -> child.ChildResult:
+    """Run `argv` under the recorder; `job_host_closed(out_dir)`, with --job-dir, once the host's
+    recording is complete (the command writes the host's derived files there: cli/record.py)."""
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     working_directory()
@@ -361,8 +347,8 @@ def record(
             exit=None if result is None else {"code": result.exit_code, "signal": result.signal, "error": result.error},
             **clock_meta,
         )
-    if job_dir:
-        _write_host_summary(out_dir)
+    if job_dir and job_host_closed is not None:
+        job_host_closed(out_dir)
     if result.error:
         warn(result.error)
     if not quiet:
