@@ -10,8 +10,9 @@ same numbers /proc/net/dev prints (which `sar -n DEV` reads); a driver keeping 3
 wraps at 2**32, which ckprof.recording.counters handles when rates are derived on read.
 
 Stored as cumulative counters, like the block columns; per-second rates come on read
-(ckprof.recording.remote_rates.interface_rates). The interfaces are those under /sys/class/net
-when recording starts; one that goes away has null counters (its files cannot be read), never 0.
+(ckprof.recording.remote_rates.interface_rates). The interfaces are those under /sys/class/net,
+listed again every second: one that comes is recorded from then on, one that goes away has null
+counters (its files cannot be read), never 0, until the next listing, then no more rows.
 Each file is kept open and re-read with pread(2) at offset 0 (sysfs regenerates it: FileReader).
 """
 
@@ -59,12 +60,33 @@ class NetCollector(RawCollector):
     name = "net"
     schema = NET_SCHEMA
 
+    RELIST_S = 1.0  # how often /sys/class/net is listed again for interfaces that came or went
+
     def __init__(self, period_s: float = 0.1, sys_root: str = "/sys", interfaces: list[str] | None = None):
+        """`interfaces`: these alone, never listed again; by default every interface, listed at
+        the start and every RELIST_S seconds (a container's veth made after the start is
+        recorded from then on; one that went away has null counters until the next listing,
+        then no more rows)."""
         super().__init__()
         self.period_s = period_s
         self.sys_root = sys_root
-        self.interfaces = list_interfaces(sys_root) if interfaces is None else list(interfaces)
-        self._readers = [[FileReader(self._stat_path(i, c), 64) for c, _, _ in COUNTERS] for i in self.interfaces]
+        self._relist_every = 0 if interfaces is not None else max(1, round(self.RELIST_S / max(period_s, 1e-3)))
+        self._reads = 0
+        self.interfaces: tuple[str, ...] = ()
+        self._readers: dict[str, list[FileReader]] = {}
+        self.ever: list[str] = []  # every interface recorded, in the order first seen
+        self._set_interfaces(list_interfaces(sys_root) if interfaces is None else list(interfaces))
+
+    def _set_interfaces(self, names: list[str]) -> None:
+        for gone in set(self._readers) - set(names):
+            for r in self._readers.pop(gone):
+                r.close()
+        for i in names:
+            if i not in self._readers:
+                self._readers[i] = [FileReader(self._stat_path(i, c), 64) for c, _, _ in COUNTERS]
+            if i not in self.ever:
+                self.ever.append(i)
+        self.interfaces = tuple(names)
 
     def _stat_path(self, iface: str, counter: str) -> str:
         return os.path.join(self.sys_root, "class", "net", iface, "statistics", counter)
@@ -79,33 +101,40 @@ class NetCollector(RawCollector):
 
     def describe(self) -> dict:
         out = {}
-        for i in self.interfaces:
+        for i in self.ever:
             base = os.path.join(self.sys_root, "class", "net", i)
             attrs = {a: read_text(os.path.join(base, a)) for a in _ATTRS}
             # speed is Mb/s (sysfs-class-net); -1 or unreadable where the link has none (lo, virtual)
             speed = attrs.pop("speed")
             attrs["speed_mbit_s"] = int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None
-            out[i] = attrs
-        return {"interfaces": out, "source": SOURCE}
+            out[i] = attrs  # all None for one gone by now
+        return {"interfaces": out, "source": SOURCE, "relist_s": self.RELIST_S if self._relist_every else None}
 
     def read_raw(self) -> tuple:
-        """Per interface, per counter: the file's bytes, or None where it cannot be read."""
+        """(the interfaces read, per interface per counter the file's bytes or None where it
+        cannot be read)."""
+        if self._relist_every:
+            self._reads += 1
+            if self._reads % self._relist_every == 0:
+                names = list_interfaces(self.sys_root)
+                if tuple(names) != self.interfaces:
+                    self._set_interfaces(names)
         out = []
-        for readers in self._readers:
+        for i in self.interfaces:
             vals = []
-            for r in readers:
+            for r in self._readers[i]:
                 try:
                     vals.append(r.read())
                 except OSError:
                     vals.append(None)
             out.append(tuple(vals))
-        return tuple(out)
+        return self.interfaces, tuple(out)
 
     def table(self, ts: list[int], raws: list) -> pa.Table:
         cols: dict[str, list] = {f.name: [] for f in NET_SCHEMA}
         names = [c for c, _, _ in COUNTERS]
-        for t_ns, reading in zip(ts, raws):
-            for iface, vals in zip(self.interfaces, reading):
+        for t_ns, (ifaces, reading) in zip(ts, raws):
+            for iface, vals in zip(ifaces, reading):
                 cols["t_ns"].append(t_ns)
                 cols["interface"].append(iface)
                 for name, v in zip(names, vals):
@@ -113,7 +142,7 @@ class NetCollector(RawCollector):
         return pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in NET_SCHEMA], schema=NET_SCHEMA)
 
     def close(self) -> None:
-        for readers in self._readers:
+        for readers in self._readers.values():
             for r in readers:
                 r.close()
 

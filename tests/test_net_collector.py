@@ -35,7 +35,7 @@ def _fake_sys(root, ifaces: dict[str, dict[str, int]]):
 def test_rates_on_read(tmp_path):
     _fake_sys(tmp_path, {"eth0": {"rx_bytes": 1000, "tx_packets": 7}})
     c = NetCollector(period_s=0.1, sys_root=str(tmp_path))
-    assert c.probe().ok and c.interfaces == ["eth0"]
+    assert c.probe().ok and c.interfaces == ("eth0",)
     assert c.describe()["interfaces"]["eth0"]["speed_mbit_s"] == 1000
     c.read(1_000_000_000)
     _fake_sys(tmp_path, {"eth0": {"rx_bytes": 1000 + 2048, "tx_packets": 17}})
@@ -71,6 +71,35 @@ def test_an_interface_that_goes_away_is_null_not_zero():
     assert df[df.interface == "lo"].rx_bytes.notna().all()
     r = interface_rates(df)
     assert r[r.interface == name].rx_bytes_per_s.isna().all()
+
+
+def test_an_interface_made_after_the_start_is_recorded_and_one_removed_stops():
+    """Every interface, listed again each second (10 readings at 10 Hz): a veth pair made after
+    the collector started has rows from the next listing on; deleted, null rows until the next
+    listing, then none."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 to make a veth pair")
+    name = f"ckm{os.getpid() % 100000}"
+    c = NetCollector(period_s=0.1)
+    assert name not in c.interfaces
+    r = subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", name + "p"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot make a veth pair here: {r.stderr.decode().strip()}")
+    try:
+        for k in range(12):
+            c.read(k)
+    finally:
+        subprocess.run(["ip", "link", "del", name], check=True)
+    for k in range(12, 24):
+        c.read(k)
+    df = c.take().to_pandas()
+    c.close()
+    rows = df[df.interface == name]
+    # listed at reading 10 (t 9): read from then, valid until deleted, null until listing 20 (t 19)
+    assert rows.t_ns.tolist() == list(range(9, 19))
+    assert rows[rows.t_ns < 12].rx_bytes.notna().all() and rows[rows.t_ns >= 12].rx_bytes.isna().all()
+    assert name in c.describe()["interfaces"] and name not in c.interfaces
+    assert (df[df.interface == "lo"].t_ns.tolist()) == list(range(24))
 
 
 def test_a_32_bit_driver_counter_wraps(tmp_path):
