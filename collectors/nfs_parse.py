@@ -159,8 +159,8 @@ class NfsMount:
         return self.xprts[0]["protocol"] if self.xprts else self.opts.get("proto")
 
     def xprt_totals(self) -> dict:
-        """The transports' counters summed (nconnect), their slot tables' sizes added; a field no
-        transport printed is None."""
+        """The transports' counters summed (nconnect=N), and the most slots each had in use at
+        once (max_slots) added; a field no transport printed is None."""
         out: dict = {}
         for k in (*XPRT_SUMS, "max_slots"):
             vals = [x.get(k) for x in self.xprts if x.get(k) is not None]
@@ -209,7 +209,7 @@ def parse_mountstats(text: str, ops: bool = True) -> list[NfsMount]:
             continue
         cur = NfsMount(*dev)
         mounts.append(cur)
-        head, sep, per_op = sec.group(2).partition("per-op statistics")
+        head, _, per_op = sec.group(2).partition("per-op statistics")
         for line in head.splitlines():
             _head_line(cur, line.split())
         for name, nums in _OP_LINE.findall(per_op) if ops else ():
