@@ -11,6 +11,7 @@ import pytest
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.record import fskind
+from ckprof.recording import fstypes
 from ckprof.testing import START_NS, RecordingBuilder
 
 MiB = 2**20
@@ -170,9 +171,9 @@ def test_statfs_names_the_file_system_of_a_file_and_of_a_gone_one(tmp_path):
     here = fskind.magic_of(str(tmp_path))
     assert here is not None
     assert fskind.magic_of(str(tmp_path / "gone" / "deeper" / "x.bin")) == here  # its nearest directory's
-    assert fskind.kind_of(0x01021994) == ("memory", "tmpfs")
-    assert fskind.kind_of(0x65735546) == ("fuse", "fuse")
-    assert fskind.kind_of(None) == (None, "unknown")
+    assert fstypes.kind_of(0x01021994) == ("memory", "tmpfs")
+    assert fstypes.kind_of(0x65735546) == ("fuse", "fuse")
+    assert fstypes.kind_of(None) == (None, "unknown")
 
 
 def test_report_tables_name_where_it_is_durable(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from ckprof.record import filetracker
 from ckprof.record.clock import MonotonicClock
-from ckprof.record.filetracker import FILE_ACTIVITY_ID, FileTracker
+from ckprof.record.filetracker import FileTracker
+from ckprof.recording.format import FILE_ACTIVITY_ID
 from ckprof.recording.writer import RecordingWriter
 
 

@@ -10,6 +10,7 @@ import json
 import os
 
 from ckprof.record import fskind
+from ckprof.recording import fstypes
 
 
 def _counting(monkeypatch) -> list[bytes]:
@@ -36,7 +37,7 @@ def test_one_statfs_per_file_system_for_many_files(tmp_path, monkeypatch):
     got = [fs.fields(p, os.stat(p).st_dev) for p in paths]
     assert got == [{"fs_magic": want}] * 50
     assert len(calls) == 1
-    assert fs.kind(paths[3], os.stat(paths[3]).st_dev) == fskind.kind_of(want)[0]
+    assert fs.kind(paths[3], os.stat(paths[3]).st_dev) == fstypes.kind_of(want)[0]
     assert len(calls) == 1
     # with no st_dev known (a file never looked at) it is asked each time, as before
     fs.fields(paths[0])

@@ -43,8 +43,8 @@ import re
 from dataclasses import dataclass, field
 
 from ckprof.jsonsafe import json_value as _v
-from ckprof.record.filetracker import FILE_ACTIVITY_ID
-from ckprof.record.fskind import kind_of
+from ckprof.recording.format import FILE_ACTIVITY_ID
+from ckprof.recording.fstypes import kind_of
 
 FILE_EVENTS = (
     "file_durable",
@@ -92,7 +92,7 @@ def _mib(n) -> str:
     return f"{n / MIB:.2f} MiB" if n >= MIB else f"{n / 1024:.1f} KiB"
 
 
-# where a durable checkpoint's bytes are, by the kind of storage behind its files (record/fskind.py)
+# where a durable checkpoint's bytes are, by the kind of storage behind its files (recording/fstypes.py)
 WHERE = {"block": "device", "network": "server", "object": "object store"}
 # fsspec's protocols for object stores: a checkpoint path with one of these is an object, not a file
 OBJECT_SCHEMES = {"s3", "s3a", "s3n", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"}

@@ -60,12 +60,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from ckprof.recording.format import FILE_ACTIVITY_ID
+
 from . import fskind, pagecache
 from .clock import nap
 from .eventtail import EventTail
 from .filewatch import FileWatch
 
-FILE_ACTIVITY_ID = "file_activity"  # the id of file events for files the file activity named
 _WRITE_OPS = {"create", "modify", "close_write", "rename"}
 # Files the file activity named are first looked at no faster than this, in the order written:
 # each costs the thread ~65 µs (its line parsed, a look, statfs(2), a file event written; measured

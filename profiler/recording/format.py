@@ -18,6 +18,9 @@ META = "meta.json"
 EVENTS = "events.jsonl"
 SAMPLES = "samples"
 PART_PREFIX = "part-"
+# the `id` of the file tracker's events (file_durable ...) for files the file activity saw written,
+# not named by any marker: the analysis gives each to the file-level save holding it
+FILE_ACTIVITY_ID = "file_activity"
 
 
 def part_name(first: int, last: int) -> str:
