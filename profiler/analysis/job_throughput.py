@@ -1,6 +1,6 @@
 """The whole job's device writes and reads over time: every host's bytes summed on the wall clock.
 
-Each host's part (analysis.jobs.host_part, also its summary.json) carries its own series: the bytes
+Each host's part (analysis.job_hosts.host_part, also its summary.json) carries its own series: the bytes
 its recorded devices wrote and read (its timeline's `total`, from the measured block counters), put
 into wall-clock bins of 2^k seconds aligned to the Unix epoch, each timeline bin into the wall bin
 holding its middle (the timeline's own rule), the series starting at the bin that holds the
