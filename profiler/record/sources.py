@@ -18,6 +18,7 @@ from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.collectors.ipmi import IpmiCollector
 from ckprof.collectors.net import NetCollector
 from ckprof.collectors.nfs import nfs_collectors
+from ckprof.collectors.nfs_parse import NFS_FSTYPES
 from ckprof.collectors.nvme import nvme_collectors
 from ckprof.collectors.rapl import RaplCollector
 from ckprof.collectors.topology import BlockNode, Topology
@@ -70,7 +71,12 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
                 "mount": None if res.mount is None else vars(res.mount),
             }
         )
-        if not res.devices:
+        if not res.devices and res.mount and res.mount.fstype in NFS_FSTYPES:
+            notes.append(
+                f"{p} is on NFS ({res.mount.source}, {res.mount.fstype}): no block device behind it; the nfs "
+                "and nfs_mount collectors record the mount per operation and its transport (docs/remote.md)"
+            )
+        elif not res.devices:
             fs = res.mount.fstype if res.mount else "unknown"
             notes.append(
                 f"no block device behind {p} ({fs} file system): no block samples for it; "
