@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ckprof.errors import RecordingError, UsageError
 from ckprof.jsonsafe import json_float as _f
+from ckprof.recording.job import HOST_PREFIX
 from ckprof.units import GIB
 from ckprof.version import VERSION
 
@@ -149,16 +150,24 @@ def _dask_client(address: str):
 @dataclass(frozen=True)
 class JobInput:
     """The job read once: each host's part in the job's order, the hosts that have none (and why),
-    and what reading said (the job reader's problems, summaries not used)."""
+    and what reading said (the job reader's problems, summaries not used). No step reads more."""
 
-    job: object  # a ckprof.recording.job.Job
+    job: object  # a ckprof.recording.job.Job: its path, host names and problems, as read
+    job_id: str | None  # from the first host's meta.json
     parts: dict[str, HostPart]
     not_analysed: dict[str, Note]
+    unreadable_dirs: list[str]  # host=<name>/ directories the job reader could not read
     reading_notes: list[Note]
 
     @property
     def kept(self) -> dict[str, Analysis]:
         return {n: p.analysis for n, p in self.parts.items() if p.analysis is not None}
+
+
+def _left_out_dirs(job) -> list[str]:
+    """Host directories the job reader could not read (it names each in its problems)."""
+    names = sorted(n[len(HOST_PREFIX) :] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
+    return [n for n in names if n not in job.hosts]
 
 
 def read_job(job, kw: dict, keep_analyses: int = 4, engine: str = "pool") -> JobInput:
@@ -177,10 +186,13 @@ def read_job(job, kw: dict, keep_analyses: int = 4, engine: str = "pool") -> Job
         why = "; ".join(n.text for n in [*notes, *not_analysed.values()])
         raise RecordingError(f"{job.path}: no host of the job could be analysed", hint=why[:300] or None)
     order = list(job.hosts)  # parts come back in any order: the job's order it is
+    first = next(iter(job.hosts.values())).meta
     return JobInput(
         job=job,
+        job_id=(first.get("job") or {}).get("id"),
         parts={n: parts[n] for n in order if n in parts},
         not_analysed={n: not_analysed[n] for n in order if n in not_analysed},
+        unreadable_dirs=_left_out_dirs(job),
         reading_notes=notes,
     )
 
@@ -298,23 +310,14 @@ def throughput(inp: JobInput) -> JobThroughput | None:
     return job_throughput.join({n: p.throughput for n, p in inp.parts.items()})
 
 
-def _left_out_dirs(job) -> list[str]:
-    """Host directories the job reader could not read (it names each in its problems)."""
-    from ckprof.recording.job import HOST_PREFIX
-
-    names = sorted(n[len(HOST_PREFIX) :] for n in os.listdir(job.path) if n.startswith(HOST_PREFIX))
-    return [n for n in names if n not in job.hosts]
-
-
 def summary(inp: JobInput, cps: list[JobCheckpoint], run: JobRun, tp: JobThroughput | None) -> JobSummary:
     """Step 5: the report's `job` part."""
     job = inp.job
-    first = next(iter(job.hosts.values())).meta
     return JobSummary(
         path=job.path,
-        id=(first.get("job") or {}).get("id"),
+        id=inp.job_id,
         hosts=list(inp.parts),
-        hosts_left_out=[h for h in job.hosts if h not in inp.parts] + _left_out_dirs(job),
+        hosts_left_out=[h for h in job.hosts if h not in inp.parts] + inp.unreadable_dirs,
         start_wall_ns=min(p.start_wall_ns for p in inp.parts.values()),
         wall_s=wall_s(inp),
         run=run,
