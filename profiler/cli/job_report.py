@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from ckprof.errors import RecordingError, say, unexpected_as_one_line
+from ckprof.recording.job import Job, is_job_dir
+
+# The analysis and the exporters (pandas: seconds to import) are imported inside the functions that
+# read a job: the `ckprof` group imports every command module at start.
 
 
 def load_job(path: str, include_foreign_hosts: bool = False):
     """The Job at `path`, or None when `path` is one recording. A host recorded by another job is
     said on stderr, one line each (and left out unless `include_foreign_hosts`)."""
-    from ckprof.recording.job import Job, is_job_dir
-
     if not is_job_dir(path):
         return None
     job = Job(path, include_foreign_hosts=include_foreign_hosts)

@@ -10,7 +10,13 @@ import click
 from ckprof.atomic import replacing
 from ckprof.errors import UsageError, say, unexpected_as_one_line
 from ckprof.jsonsafe import to_json
-from ckprof.units import click_callback, parse_duration
+from ckprof.recording.job import Job
+from ckprof.units import click_callback, parse_duration, parse_size
+
+from . import job_report as job_commands
+
+# The analysis and the renderers (pandas, matplotlib, Bokeh: seconds to import) are imported inside
+# the commands that read a recording: the `ckprof` group imports every command module at start.
 
 _mtbf = click_callback(parse_duration)
 
@@ -25,11 +31,10 @@ _include_foreign = click.option(
 
 def analyse_path(path: str, **kw):
     """Load and analyse one recording; anything unexpected becomes a one-line RecordingError."""
-    import ckprof
     from ckprof.analysis import analyze
-    from ckprof.recording.job import Job
+    from ckprof.recording.load import load
 
-    rec = ckprof.load(path)
+    rec = load(path)
     if isinstance(rec, Job):  # a job directory: report and export read it whole (job_report.py)
         hosts = rec.hosts
         first = next(iter(hosts.values())).path
@@ -54,8 +59,6 @@ def _read_rate(text: str | None) -> tuple[float | None, str | None]:
                 f"--read-bw {text}: {basis} there", hint="record `ckprof workload load DIR` on the same devices"
             )
         return bps, basis
-    from ckprof.units import parse_size
-
     num = text.strip()
     for suffix in ("/s", "ps"):
         if num.lower().endswith(suffix):
@@ -145,8 +148,6 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
     """
     from ckprof.report import formats, job_render
 
-    from . import job_report as job_commands
-
     job = job_commands.load_job(recording, include_foreign_hosts)
     if job is not None:  # host=<name>/ recordings of one job: read as one (PNG timelines)
         engine = dask_address or ("serial" if serial else "pool")
@@ -181,8 +182,6 @@ def compare(recordings, fmt, output, include_foreign_hosts):
     from ckprof.report import compare as C
     from ckprof.report import render
 
-    from . import job_report as job_commands
-
     recordings = job_commands.expand(recordings, include_foreign_hosts)  # a job directory: its hosts side by side
     if len(recordings) < 2:
         raise UsageError("compare needs at least two recordings (or a job directory of two hosts or more)")
@@ -192,7 +191,7 @@ def compare(recordings, fmt, output, include_foreign_hosts):
         _write(to_json(cmp), output)
     else:
         headers, rows = C.table(cmp)
-        _write("\n".join(render._md_table(headers, rows)) + "\n", output)
+        _write("\n".join(render.md_table(headers, rows)) + "\n", output)
 
 
 @click.command()
@@ -209,8 +208,6 @@ def export(recording, fmt, output, include_foreign_hosts):
     """Export checkpoint windows and metrics: a Perfetto/Chrome trace (open it in ui.perfetto.dev),
     or checkpoints and timeline tables as CSV or Parquet."""
     from ckprof.report.export import export as do_export
-
-    from . import job_report as job_commands
 
     job = job_commands.load_job(recording, include_foreign_hosts)
     name = os.path.basename(os.path.abspath(recording))

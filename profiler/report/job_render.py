@@ -162,12 +162,12 @@ def to_markdown(rep: JobReport) -> str:
         "## Job summary",
         "",
     ]
-    L += R._md_table(["what", "value", "provenance"], summary_rows(rep))
+    L += R.md_table(["what", "value", "provenance"], summary_rows(rep))
     L += ["", "## Checkpoints across nodes", ""]
     if rep.job.checkpoints:
-        L += R._md_table(CHECKPOINT_HEADERS, checkpoint_rows(rep))
+        L += R.md_table(CHECKPOINT_HEADERS, checkpoint_rows(rep))
         headers, rows, cut = node_table(rep)
-        L += ["", "## Per node", ""] + R._md_table(headers, rows) + (["", f"({cut})"] if cut else [])
+        L += ["", "## Per node", ""] + R.md_table(headers, rows) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows on any node.")
     L += ["", "## Job notes", ""] + ([f"- {R._md_cell(n.text)}" for n in rep.notes] or ["- none"])

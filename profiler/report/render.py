@@ -31,7 +31,7 @@ def _md_cell(s) -> str:
     return E.md(s)
 
 
-def _md_table(headers, rows) -> list[str]:
+def md_table(headers, rows) -> list[str]:
     out = ["| " + " | ".join(_md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return out
@@ -48,22 +48,22 @@ def to_markdown(rep: Report | dict) -> str:
         "## Summary",
         "",
     ]
-    L += _md_table(["what", "value", "provenance"], T.summary_rows(rep))
+    L += md_table(["what", "value", "provenance"], T.summary_rows(rep))
     L += ["", "## Checkpoints", ""]
     if rep.checkpoints:
-        L += _md_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep))
+        L += md_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep))
         pr = T.part_rows(rep)
         if pr:
-            L += ["", "### Parts of each checkpoint (ranks, files)", ""] + _md_table(T.PART_HEADERS, pr)
+            L += ["", "### Parts of each checkpoint (ranks, files)", ""] + md_table(T.PART_HEADERS, pr)
         rr = T.restore_rows(rep)
         if rr:
-            L += ["", "### Restores: storage or page cache?", ""] + _md_table(T.RESTORE_HEADERS, rr)
+            L += ["", "### Restores: storage or page cache?", ""] + md_table(T.RESTORE_HEADERS, rr)
         sr = T.ssd_rows(rep)
         if sr:
-            L += ["", "### SSD efficiency (per checkpoint and SSD)", ""] + _md_table(T.SSD_HEADERS, sr)
+            L += ["", "### SSD efficiency (per checkpoint and SSD)", ""] + md_table(T.SSD_HEADERS, sr)
         dr, cut = _device_rows(rep)
         if dr:
-            L += ["", "### Per device", ""] + _md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
+            L += ["", "### Per device", ""] + md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
     if rep.advice:
