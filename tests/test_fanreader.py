@@ -194,6 +194,7 @@ def test_a_recording_says_which_reader_ran_and_both_see_every_file(root_only, c_
 
 
 def test_without_the_library_the_python_reader_runs_and_says_why(root_only, tmp_path, monkeypatch):
+    monkeypatch.delenv(fanreader.ENV, raising=False)
     monkeypatch.setattr(fanreader, "_LIB", None)
     monkeypatch.setattr(fanreader, "_WHY_NOT", "the C reader was not built (no C compiler when ckprof was installed)")
     fa = FileActivity(fanreplay.ListWriter(), MonotonicClock(), [str(tmp_path)])
@@ -208,7 +209,8 @@ def test_without_the_library_the_python_reader_runs_and_says_why(root_only, tmp_
 
 
 def test_a_library_from_another_fanreader_c_is_not_used(tmp_path, monkeypatch):
-    """fr_abi() must match the Python side, or the library's records would be misread."""
+    """fr_abi() must match the Python side, or the library's entries would be misread."""
+    monkeypatch.delenv(fanreader.ENV, raising=False)
     src = open(os.path.join(os.path.dirname(fanreader.__file__), "fanreader.c")).read()
     (tmp_path / "fanreader.c").write_text(src.replace("#define FR_ABI 1", "#define FR_ABI 99"))
     so = tmp_path / "_fanreader.so"
