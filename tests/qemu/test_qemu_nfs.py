@@ -154,6 +154,7 @@ def test_nfs_mount_bytes_are_the_bytes_written(nfs_run):
     assert mount in meta["nfs"]["describe"]["mounts"]
     doctor = (nfs_run / "doctor.txt").read_text()
     assert "nfs " in doctor and "1 NFS mount(s)" in doctor, doctor
+    assert f"{mount} is on NFS (127.0.0.1:/, nfs4)" in doctor, doctor
 
 
 def test_each_save_window_has_its_own_bytes_on_the_mount(nfs_run):
