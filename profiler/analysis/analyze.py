@@ -1,10 +1,24 @@
-"""One recording → the report model (analysis/model.py; its JSON form: docs/report-format.md) and plot data."""
+"""One recording → the report model (analysis/model.py; its JSON form: docs/report-format.md) and plot data.
+
+analyze() is named steps over one read of the recording (`read_input`): each step a function of the
+Input and of the steps before it, in this order —
+
+    find_windows      the checkpoint windows: markers, files written, or inferred from write bursts
+    measure_context   energy sources, idle baselines, temperatures, throttle signals, GPU idle
+    judge_durability  each window's durable end (durability.py's one rule)
+    measure_rows      each checkpoint's figures (checkpoints.py), the devices' bytes split once
+    run_figures       the run's figures over the checkpoints
+    collect_notes     every note, with its code (findings.py), in the report's order
+
+and the report is assembled from them, then the restore predictions and the advice.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import pandas as pd
 
 from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
@@ -12,18 +26,14 @@ from ckprof.power.sources import energy_sources
 from ckprof.version import VERSION
 
 from . import durability as D
+from . import findings as F
 from . import gpu_idle, scale, timeline
 from . import thermal as T
 from . import windows as W
-from .checkpoints import (
-    DEVICE_READ_WARN_SHARE,
-    attribute_device_bytes,
-    checkpoint_row,
-    device_sampling,
-    window_device_unknown,
-)
+from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row, device_sampling, window_device_unknown
 from .fields import FIELDS
 from .model import Report
+from .model_base import Note
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -58,6 +68,292 @@ class Analysis:
             self.model = Report.from_jsonable(self.report)
 
 
+# -- the input: one read of the recording ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked: `windows_from` 'markers', 'inferred', or 'auto' (markers when there are
+    any); `read_bps` the devices' cold read rate for restore predictions (else this recording's
+    cold loads); `mtbf_s`/`gpus` the scale for the optimal interval."""
+
+    mtbf_s: float | None = None
+    gpus: int | None = None
+    windows_from: str = "auto"
+    burst: W.BurstParams | None = None
+    read_bps: float | None = None
+    read_bps_basis: str | None = None
+
+
+@dataclass(frozen=True)
+class Input:
+    """What every step reads: the recording's meta.json and events, read once, and the block
+    devices' timeline on the analysis grid (timeline.build: the one read of the block samples).
+    `rec` stays for the modules that read a collector's series (energy, temperature, GPU idle)."""
+
+    rec: object
+    meta: dict
+    events: pd.DataFrame
+    timeline: timeline.Timeline
+    problems: tuple[str, ...]
+    options: Options
+
+    @property
+    def status(self) -> str | None:
+        return self.meta.get("status")
+
+
+def read_input(rec, options: Options) -> Input:
+    return Input(rec, rec.meta, rec.events, timeline.build(rec), tuple(rec.problems), options)
+
+
+# -- the steps ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Windows:
+    wins: list[dict]
+    source: str  # markers | markers+files | files | inferred
+    baseline_bps: float
+    threshold_bps: float
+    notes: list[Note]
+
+
+def find_windows(inp: Input) -> Windows:
+    """Markers and the files the tree wrote (fanotify) join; without either, write bursts."""
+    tl, how, burst = inp.timeline, inp.options.windows_from, inp.options.burst
+    base_bps, thr_bps = W.baseline_and_threshold(tl.total, burst or W.BurstParams())
+    marked = W.marker_windows(inp.rec) if how in ("auto", "markers") else []
+    seen = W.file_windows(inp.rec) if how == "auto" else []
+    notes: list[Note] = []
+    if seen:
+        wins, source = W.join_file_windows(marked, seen), "markers+files" if marked else "files"
+    elif marked:
+        wins, source = marked, "markers"
+    elif how in ("auto", "inferred"):
+        wins, source = W.infer_windows(tl.total, tl.res_s, burst), "inferred"
+        if wins:
+            notes += [F.file_activity(n) for n in W.file_activity_note(inp.rec)]
+            notes.append(F.windows_inferred(thr_bps, base_bps, (burst or W.BurstParams()).merge_gap_s))
+    else:
+        wins, source = [], "markers"
+    if tl.total is None:
+        notes.append(F.no_block_samples())
+    return Windows(wins, source, base_bps, thr_bps, notes)
+
+
+def measure_context(inp: Input, windows: Windows) -> tuple[Context, list[Note]]:
+    """What the checkpoints' energy, temperature, throttling and GPU idle are read from."""
+    tl, rec = inp.timeline, inp.rec
+    said: list[str] = []  # what the energy sources could not use as it is (ckprof.power.sources)
+    sources = [s for s in energy_sources(rec, grid=tl, busy=tl.busy, notes=said) if in_total(s.component)]
+    notes = [F.energy_source(n) for n in said]
+    first = min((w["start_ns"] for w in windows.wins), default=None)
+    idle_w, idle_note = idle_baseline(sources, tl.start_ns, first)
+    if idle_note:
+        notes.append(F.idle_baseline(idle_note))
+    if not sources:
+        notes.append(F.energy_not_measured())
+    temps = T.temperatures(rec, tl)
+    if not temps:
+        notes.append(F.temperature_not_measured())
+    nvme = (inp.meta.get("collectors") or {}).get("nvme") or {}
+    ctrls = (nvme.get("describe") or {}).get("controllers") or {}
+    ssd_devices = {str(c): list(info.get("devices") or []) for c, info in ctrls.items()}
+    ctx = Context(sources, idle_w, temps, T.signals(rec, tl), gpu_idle.idle_series(rec, grid=tl), ssd_devices)
+    return ctx, notes
+
+
+NO_DURABILITY = {
+    "durable": None,
+    "durable_end_ns": None,
+    "durable_at_return": None,
+    "pending_bytes_at_return": None,
+    "durable_basis": ["a load: nothing to make durable"],
+}
+
+
+@dataclass(frozen=True)
+class Durability:
+    per_window: list[dict]  # durability.durable_end's verdict, one per window
+    evidence: D.FileEvidence
+
+
+def judge_durability(inp: Input, windows: Windows) -> Durability:
+    tl = inp.timeline
+    fe = D.FileEvidence.of(inp.rec)
+
+    def one(w):
+        if w["kind"] == "load":
+            return NO_DURABILITY
+        if w["ok"] is False:
+            return dict(NO_DURABILITY, durable_basis=["a failed save: nothing to make durable"])
+        hint = W.durable_end_hint(w, tl, windows.threshold_bps, tl.end_ns)
+        return D.durable_end(w, fe, {**hint, "start_ns": tl.start_ns})
+
+    return Durability([one(w) for w in windows.wins], fe)
+
+
+@dataclass(frozen=True)
+class Rows:
+    rows: list[dict]  # one per window: checkpoints.checkpoint_row and what the steps after it add
+    spans: list[tuple]  # (start_ns, end_ns, kind, bytes_app): start → durable end, else return, else the end
+    sampling: dict[str, DeviceSampling]
+    workload_note: Note | None
+
+
+def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) -> Rows:
+    tl, wins, durs = inp.timeline, windows.wins, dur.per_window
+    # the devices' bytes of an interval that several windows share are split among them (counted once)
+    spans = [
+        (w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
+        for w, d in zip(wins, durs)
+    ]
+    # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
+    stopped = f"the recording was truncated: {inp.meta.get('truncated')}" if inp.status == "truncated" else None
+    sampling = device_sampling(tl, inp.events, finished=inp.status == "complete", stopped_why=stopped)
+    unknown = [window_device_unknown(sampling, a, b, tl, w["path"]) for (a, b, _, _), w in zip(spans, wins)]
+    shares = attribute_device_bytes(tl, spans, unknown)
+    rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
+    workload_note = add_workload_seconds(rows, inp.meta)
+    for r, d in zip(rows, durs):  # what is behind its files: where it is durable (durability.py)
+        r["durable_where"], r["file_system"] = d.get("durable_where"), d.get("file_system")
+    return Rows(rows, spans, sampling, workload_note)
+
+
+def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[dict]) -> dict:
+    saves = [r for r in rows if r["kind"] == "save" and r["ok"] is not False]  # a failed save is no sample
+    loads = [r for r in rows if r["kind"] == "load"]
+    wall_s = inp.timeline.duration_s
+    blocked = _union_s([(r["start_s"], r["start_s"] + r["blocking_s"]) for r in saves if r["blocking_s"] is not None])
+    share = blocked / wall_s if wall_s > 0 else None
+    idle_w, sources = ctx.idle_w, ctx.sources
+    return {
+        "wall_s": wall_s,
+        "checkpoints": len(saves),
+        "failed_checkpoints": sum(1 for r in rows if r["ok"] is False),
+        "loads": len(loads),
+        "windows_from": windows.source,
+        "blocked_s": blocked,
+        "blocked_share": share,
+        "goodput_estimate": None if share is None else 1 - share,
+        "mean_checkpoint_s": _mean(r["blocking_s"] for r in saves),
+        "mean_restart_s": _mean(r["duration_s"] for r in loads),
+        "bytes_app_total": _sum_known(r["bytes_app"] for r in saves),
+        "bytes_device_total": _sum_known(r["bytes_device"] for r in saves),
+        # an unfinished save's rate is over part of it: not a sample of the device's speed
+        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves if r["app_end_s"] is not None),
+        "device_left_out": device_left_out(saves),
+        "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
+        "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
+        "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),
+        "write_baseline_bytes_per_s": windows.baseline_bps,
+        "write_threshold_bytes_per_s": _f(windows.threshold_bps),
+        "idle_power_w": {k: _f(v) for k, v in idle_w.items()},
+        "idle_power_w_by_component": {
+            c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
+            for c in sorted({x.component for x in sources if x.name in idle_w})
+        },
+    }
+
+
+def collect_notes(inp: Input, windows: Windows, context_notes: list[Note], dur: Durability, rows: Rows) -> list[Note]:
+    """Every note of the report (findings.py), in its order: the recorder's, the windows', the
+    energy and temperature context's, devices gone, the workload's seconds, the tracker, each
+    checkpoint's, overlaps; what the reader could not read goes first (its own order)."""
+    tl = inp.timeline
+    notes = [F.recorder(n) for n in inp.meta.get("notes") or []] + windows.notes + context_notes
+    for dev, s in sorted(rows.sampling.items()):
+        if s.gone is not None:
+            t, why = s.gone
+            notes.append(F.device_gone(dev, (t - tl.start_ns) / 1e9, why))
+    if rows.workload_note:
+        notes.append(rows.workload_note)
+    tracker = dur.evidence.tracker
+    if windows.wins and tracker is not None and not tracker.get("ok"):
+        notes.append(F.durability_unknown(tracker.get("reason")))
+    for r in rows.rows:
+        notes += F.checkpoint_notes(r)
+    overlap = F.windows_overlap(windows.wins, rows.spans)
+    if overlap:
+        notes.append(overlap)
+    said = {n.text for n in notes}
+    return [F.unreadable(p) for p in dict.fromkeys(inp.problems) if p not in said] + notes
+
+
+def analyze(
+    rec,
+    mtbf_s: float | None = None,
+    gpus: int | None = None,
+    windows_from: str = "auto",
+    burst: W.BurstParams | None = None,
+    read_bps: float | None = None,
+    read_bps_basis: str | None = None,
+) -> Analysis:
+    """The report of one recording (the steps: the module docstring)."""
+    opts = Options(mtbf_s, gpus, windows_from, burst, read_bps, read_bps_basis)
+    inp = read_input(rec, opts)
+    tl = inp.timeline
+    windows = find_windows(inp)
+    ctx, context_notes = measure_context(inp, windows)
+    dur = judge_durability(inp, windows)
+    rows = measure_rows(inp, windows, ctx, dur)
+    run = run_figures(inp, windows, ctx, rows.rows)
+    notes = collect_notes(inp, windows, context_notes, dur, rows)
+
+    from .throttle import throttling
+
+    thr, plot_tb = throttling(tl, ctx, rows.rows)
+    at_scale = scale.at_scale(run["mean_checkpoint_s"] or 0, mtbf_s, gpus, run["mean_restart_s"])
+    if (mtbf_s or gpus) and not at_scale:
+        notes.append(F.no_checkpoint_time())
+    report = {
+        "schema": REPORT_SCHEMA,
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "ckprof_version": VERSION,
+        "recording": recording_info(inp),
+        "run": run,
+        "scale": at_scale,
+        "checkpoints": rows.rows,
+        "throttling": thr,
+        "notes": notes,
+        "fields": FIELDS,
+    }
+    from .advice import advise
+    from .restore_prediction import predict
+
+    predict(report, read_bps, read_bps_basis)
+    model = Report.from_jsonable(report)
+    model = replace(model, advice=advise(model))
+    an = Analysis(model.to_jsonable(), tl, ctx, sampling=rows.sampling, model=model)
+    an.plot = {"temp_vs_bw": plot_tb}
+    n_bins = int(np.ceil(max(tl.duration_s, tl.res_s) / tl.res_s))
+    if ctx.sources:
+        an.plot["power"] = power_by_component(ctx.sources, tl.start_ns, tl.res_s, n_bins)
+    an.plot["marks"] = _marks(inp.events, tl.start_ns)
+    return an
+
+
+def recording_info(inp: Input) -> dict:
+    meta, tl = inp.meta, inp.timeline
+    return {
+        "path": inp.rec.path,
+        "hostname": (meta.get("host") or {}).get("hostname"),
+        "command": meta.get("command"),
+        "start_wall_ns": (meta.get("start") or {}).get("wall_ns"),
+        "duration_s": tl.duration_s,
+        "interval_s": meta.get("interval_s"),
+        "analysis_resolution_s": tl.res_s,
+        "status": meta.get("status"),
+        "exit": meta.get("exit"),
+        "collectors": sorted(inp.rec.collectors),
+        "devices": sorted(tl.devices),
+    }
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
 def merged_spans(intervals) -> list[tuple[float, float]]:
     """Intervals (a, b) merged where they overlap or touch, in order."""
     out: list[list[float]] = []
@@ -74,35 +370,7 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
     return sum(b - a for a, b in merged_spans(intervals))
 
 
-def _overlap_note(wins: list[dict], spans: list[tuple]) -> str | None:
-    """What overlapping windows (start → durable end) mean for their figures, or None."""
-    order = sorted(range(len(spans)), key=lambda k: spans[k][0])
-    groups, end = [], None
-    for k in order:
-        if groups and spans[k][0] < end:
-            groups[-1].append(k)
-            end = max(end, spans[k][1])
-        else:
-            groups.append([k])
-            end = spans[k][1]
-    shared = [g for g in groups if len(g) > 1]
-    if not shared:
-        return None
-    n = sum(len(g) for g in shared)
-    who = {(wins[k].get("rank"), wins[k].get("pid")) for g in shared for k in g}
-    why = (
-        f"from {len(who)} processes/ranks saving at once"
-        if len(who) > 1
-        else "of one process (a save still reaching the devices when the next began)"
-    )
-    return (
-        f"{n} checkpoint windows overlap in time, {why}: the devices' bytes of the shared intervals are "
-        "split among them (each byte counted once, docs/analysis.md), but each window's energy is that of "
-        "its whole span, so the energy of the shared time is counted in each of them"
-    )
-
-
-def add_workload_seconds(rows: list[dict], meta: dict) -> str | None:
+def add_workload_seconds(rows: list[dict], meta: dict) -> Note | None:
     """A `ckprof workload` recording's own seconds per save beside its window: barrier to the last
     rank's fsync (MLPerf's slowest-rank rule, meta.json workload.results) as `workload_write_s`.
     The window also holds what follows the writes (the manifest, the rename, the directory fsync)
@@ -118,12 +386,7 @@ def add_workload_seconds(rows: list[dict], meta: dict) -> str | None:
             pairs.append((r["workload_write_s"], r["duration_s"]))
     if not pairs:
         return None
-    w, d = [p[0] for p in pairs], [p[1] for p in pairs]
-    return (
-        f"workload saves: the ranks' writes (barrier to the last rank's fsync, the workload's own "
-        f"seconds) took {min(w):.3f}–{max(w):.3f} s of windows of {min(d):.3f}–{max(d):.3f} s; the rest "
-        "is publishing (manifest, rename, directory fsync) and the wait at the barrier"
-    )
+    return F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs])
 
 
 def _sum_known(vals):
@@ -172,245 +435,9 @@ def device_left_out(saves: list[dict]) -> dict:
     return out
 
 
-def analyze(
-    rec,
-    mtbf_s: float | None = None,
-    gpus: int | None = None,
-    windows_from: str = "auto",
-    burst: W.BurstParams | None = None,
-    read_bps: float | None = None,
-    read_bps_basis: str | None = None,
-) -> Analysis:
-    """`windows_from`: 'markers', 'inferred', or 'auto' (markers when there are any). `read_bps`: the
-    devices' cold read rate for restore predictions (else this recording's cold loads)."""
-    notes: list[str] = list(rec.meta.get("notes") or [])
-    tl = timeline.build(rec)
-    base_bps, thr_bps = W.baseline_and_threshold(tl.total, burst or W.BurstParams())
-
-    marked = W.marker_windows(rec) if windows_from in ("auto", "markers") else []
-    seen = W.file_windows(rec) if windows_from == "auto" else []  # files the tree wrote (fanotify)
-    if seen:
-        wins, wsource = W.join_file_windows(marked, seen), "markers+files" if marked else "files"
-    elif marked:
-        wins, wsource = marked, "markers"
-    elif windows_from in ("auto", "inferred"):
-        wins, wsource = W.infer_windows(tl.total, tl.res_s, burst), "inferred"
-        if wins:
-            notes.extend(W.file_activity_note(rec))
-            notes.append(
-                "no checkpoint markers in this recording: windows were inferred from device write "
-                f"bursts (above {thr_bps / 2**20:.1f} MiB/s, baseline {base_bps / 2**20:.1f} MiB/s, "
-                f"a quiet gap of {(burst or W.BurstParams()).merge_gap_s:g} s or more separates two); "
-                "application bytes, end and outcome are unknown for them"
-            )
-    else:
-        wins, wsource = [], "markers"
-    if tl.total is None:
-        notes.append("no block-device samples: bytes at the devices, bandwidth and queue depth not measured")
-
-    sources = [s for s in energy_sources(rec, grid=tl, busy=tl.busy, notes=notes) if in_total(s.component)]
-    first = min((w["start_ns"] for w in wins), default=None)
-    idle_w, idle_note = idle_baseline(sources, tl.start_ns, first)
-    if idle_note:
-        notes.append(idle_note)
-    if not sources:
-        notes.append(
-            "energy not measured: the recording has no power or energy series (no GPU, RAPL, "
-            "NVMe power or node power collector ran)"
-        )
-    temps = T.temperatures(rec, tl)
-    sigs = T.signals(rec, tl)
-    if not temps:
-        notes.append("temperature not measured: no temperature series in this recording (NVMe/GPU collectors)")
-    ctrls = (rec.meta.get("collectors", {}).get("nvme", {}).get("describe", {}) or {}).get("controllers", {}) or {}
-    ssd_devices = {str(c): list(info.get("devices") or []) for c, info in ctrls.items()}
-    ctx = Context(sources, idle_w, temps, sigs, gpu_idle.idle_series(rec, grid=tl), ssd_devices)
-
-    no_durability = {
-        "durable": None,
-        "durable_end_ns": None,
-        "durable_at_return": None,
-        "pending_bytes_at_return": None,
-        "durable_basis": ["a load: nothing to make durable"],
-    }
-    fe = D.FileEvidence.of(rec)
-
-    def durability(w):
-        if w["kind"] == "load":
-            return no_durability
-        if w["ok"] is False:
-            return dict(no_durability, durable_basis=["a failed save: nothing to make durable"])
-        hint = W.durable_end_hint(w, tl, thr_bps, tl.end_ns)
-        return D.durable_end(w, fe, {**hint, "start_ns": tl.start_ns})
-
-    durs = [durability(w) for w in wins]
-    # each window from its start to its durable end (else its return, else the recording's end);
-    # the devices' bytes of an interval that several share are split among them (counted once)
-    spans = [
-        (w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
-        for w, d in zip(wins, durs)
-    ]
-    # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
-    status = rec.meta.get("status")
-    stopped = f"the recording was truncated: {rec.meta.get('truncated')}" if status == "truncated" else None
-    sampling = device_sampling(tl, rec.events, finished=status == "complete", stopped_why=stopped)
-    unknown = [window_device_unknown(sampling, a, b, tl, w["path"]) for (a, b, _, _), w in zip(spans, wins)]
-    shares = attribute_device_bytes(tl, spans, unknown)
-    rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
-    for dev, s in sorted(sampling.items()):
-        if s.gone is not None:
-            t, why = s.gone
-            notes.append(
-                f"{dev} went away at {(t - tl.start_ns) / 1e9:.2f} s ({why}): its figures from then on are "
-                "unknown, not 0"
-            )
-    workload_note = add_workload_seconds(rows, rec.meta)
-    if workload_note:
-        notes.append(workload_note)
-    for r, d in zip(rows, durs):  # what is behind its files: where it is durable (durability.py)
-        r["durable_where"], r["file_system"] = d.get("durable_where"), d.get("file_system")
-    if wins and fe.tracker is not None and not fe.tracker.get("ok"):
-        notes.append(f"durability unknown for every checkpoint: {fe.tracker.get('reason')}")
-    for r in rows:
-        if r["durable"] is False:
-            first = r["durable_basis"][0]  # deleted before durable, or no storage behind the file
-            what = "DELETED BEFORE DURABLE: " if first.startswith("deleted") else "NOT DURABLE: "
-            notes.append(f"checkpoint {r['id']}: {what}{first.removeprefix('not durable: ')}")
-        if r.get("sampling_gap_s"):
-            notes.append(
-                f"checkpoint {r['id']}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
-                "(a sampling gap): its device bytes are exact, its device bandwidth is not measured"
-            )
-        if r["device_unknown"]:
-            notes.append(
-                f"checkpoint {r['id']}: device figures unknown: "
-                + "; ".join(u["reason"] for u in r["device_unknown"])
-                + (": left out of the run's device total and mean bandwidth" if r["kind"] == "save" else "")
-            )
-        if any(v is None for v in r["gpu_idle_s_by_gpu"].values()):  # a GPU unknown: the basis says why
-            notes.append(f"checkpoint {r['id']}: GPU idle seconds {r['gpu_idle_basis']}")
-        if r["ok"] is False:
-            notes.append(
-                f"checkpoint {r['id']}: FAILED ({r['error'] or 'the save reported an error'}): "
-                "left out of the run's means"
-            )
-        elif r["app_end_s"] is None:
-            notes.append(f"checkpoint {r['id']}: no end marker (the save did not return before the recording ended)")
-        slow = {c: e for c, e in (r["energy"] or {}).items() if e.get("energy_j_min") is not None}
-        if slow:
-            win_s = (r["durable_end_s"] or r["app_end_s"] or r["start_s"]) - r["start_s"]
-            notes.append(
-                f"checkpoint {r['id']}: energy of {', '.join(sorted(slow))} given as a range: the window "
-                f"({win_s:.2f} s) is shorter than two updates of the sensor ("
-                + ", ".join(f"{c} every {e['update_period_s']:.2g} s" for c, e in sorted(slow.items()))
-                + "), which cannot say what happened inside one; the range is the lowest to highest power it "
-                "reported around the window, widened by its largest change between two updates"
-            )
-        if r["kind"] == "load" and r["ok"] is not False:
-            dev, cache = r.get("device_read_share"), r.get("cache_served_share")
-            low_dev = dev is not None and dev < DEVICE_READ_WARN_SHARE
-            if low_dev or (cache is not None and cache > 1 - DEVICE_READ_WARN_SHARE):
-                what = [f"{dev:.0%} of its bytes came from the devices"] if dev is not None else []
-                if cache is not None:
-                    what.append(f"{cache:.0%} were in the page cache as it started (cachestat)")
-                notes.append(
-                    f"load {r['id']}: NOT A STORAGE READ: {' and '.join(what)}; its bandwidth is the "
-                    "page cache's. Measure a cold restore: `ckprof evict PATH` first (no root), or "
-                    "`ckprof workload load` (evicts its files), or --drop-caches (root)"
-                )
-        if r["durable_at_return"] is False and r["pending_bytes_at_return"] is not None:  # else: no storage
-            notes.append(
-                f"checkpoint {r['id']}: NOT DURABLE when the save returned: "
-                f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
-                "(no fsync?)"
-            )
-    note = _overlap_note(wins, spans)
-    if note:
-        notes.append(note)
-    saves = [r for r in rows if r["kind"] == "save" and r["ok"] is not False]  # a failed save is no sample
-    loads = [r for r in rows if r["kind"] == "load"]
-    wall_s = tl.duration_s
-    blocked = _union_s([(r["start_s"], r["start_s"] + r["blocking_s"]) for r in saves if r["blocking_s"] is not None])
-    share = blocked / wall_s if wall_s > 0 else None
-    ckpt_s = _mean(r["blocking_s"] for r in saves)
-    restart_s = _mean(r["duration_s"] for r in loads)
-    run = {
-        "wall_s": wall_s,
-        "checkpoints": len(saves),
-        "failed_checkpoints": sum(1 for r in rows if r["ok"] is False),
-        "loads": len(loads),
-        "windows_from": wsource,
-        "blocked_s": blocked,
-        "blocked_share": share,
-        "goodput_estimate": None if share is None else 1 - share,
-        "mean_checkpoint_s": ckpt_s,
-        "mean_restart_s": restart_s,
-        "bytes_app_total": _sum_known(r["bytes_app"] for r in saves),
-        "bytes_device_total": _sum_known(r["bytes_device"] for r in saves),
-        # an unfinished save's rate is over part of it: not a sample of the device's speed
-        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves if r["app_end_s"] is not None),
-        "device_left_out": device_left_out(saves),
-        "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
-        "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
-        "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),
-        "write_baseline_bytes_per_s": base_bps,
-        "write_threshold_bytes_per_s": _f(thr_bps),
-        "idle_power_w": {k: _f(v) for k, v in idle_w.items()},
-        "idle_power_w_by_component": {
-            c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
-            for c in sorted({x.component for x in sources if x.name in idle_w})
-        },
-    }
-    from .throttle import throttling
-
-    thr, plot_tb = throttling(tl, ctx, rows)
-    meta = rec.meta
-    report = {
-        "schema": REPORT_SCHEMA,
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "ckprof_version": VERSION,
-        "recording": {
-            "path": rec.path,
-            "hostname": (meta.get("host") or {}).get("hostname"),
-            "command": meta.get("command"),
-            "start_wall_ns": (meta.get("start") or {}).get("wall_ns"),
-            "duration_s": wall_s,
-            "interval_s": meta.get("interval_s"),
-            "analysis_resolution_s": tl.res_s,
-            "status": meta.get("status"),
-            "exit": meta.get("exit"),
-            "collectors": sorted(rec.collectors),
-            "devices": sorted(tl.devices),
-        },
-        "run": run,
-        "scale": scale.at_scale(ckpt_s or 0, mtbf_s, gpus, restart_s),
-        "checkpoints": rows,
-        "throttling": thr,
-        "notes": notes,
-        "fields": FIELDS,
-    }
-    from .advice import advise
-    from .restore_prediction import predict
-
-    predict(report, read_bps, read_bps_basis)
-    # the reader lists what it could not read (parts, event lines) as it reads: add them last
-    notes[:0] = [p for p in dict.fromkeys(rec.problems) if p not in notes]
-    if (mtbf_s or gpus) and not report["scale"]:
-        notes.append("no checkpoint time measured: the optimal interval at scale could not be computed")
-    model = Report.from_jsonable(report)
-    model = replace(model, advice=advise(model))
-    an = Analysis(model.to_jsonable(), tl, ctx, sampling=sampling, model=model)
-    an.plot = {"temp_vs_bw": plot_tb}
-    n_bins = int(np.ceil(max(wall_s, tl.res_s) / tl.res_s))
-    if sources:
-        an.plot["power"] = power_by_component(sources, tl.start_ns, tl.res_s, n_bins)
-    an.plot["marks"] = _marks(rec, tl.start_ns)
-    return an
-
-
-def _marks(rec, start_ns: int) -> list[tuple[float, str]]:
+def _marks(events: pd.DataFrame, start_ns: int) -> list[tuple[float, str]]:
     """`ckprof.mark(text)` events as (seconds since the start, text), for the timelines."""
-    ev = rec.events
+    ev = events
     if ev.empty or "event" not in ev or "t_ns" not in ev:
         return []
     m = ev[ev["event"] == "mark"]

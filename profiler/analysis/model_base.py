@@ -177,8 +177,8 @@ def _parse(hint, v):
         return _parse(others[0], v) if len(others) == 1 else v
     if isinstance(hint, type) and issubclass(hint, Model):
         return hint.from_jsonable(v) if isinstance(v, dict) else v
-    if hint is Note:
-        return Note(code="", text=v) if isinstance(v, str) else Note(**v)
+    if hint is Note:  # in the JSON a note is its text alone: read back, its code is not known ("")
+        return v if isinstance(v, Note) else Note(code="", text=v) if isinstance(v, str) else Note(**v)
     if origin in (list, tuple):
         (arg, *_) = typing.get_args(hint) or (Any,)
         return [_parse(arg, x) for x in v] if isinstance(v, list) else v
