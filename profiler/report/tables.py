@@ -1,4 +1,5 @@
 """The report's tables as plain strings (header, rows), shared by the Markdown and HTML renderers.
+Each takes the report model (analysis/model.py), or its JSON form (read back into the model).
 
 Each header names its unit and provenance: [m] measured, [d] derived, [e] estimated.
 """
@@ -62,8 +63,9 @@ def left_out(text: str, lo: LeftOut | None) -> str:
     return f"{text} (over {lo.counted} of {lo.of} saves; {len(lo.left_out)} left out: {why}; see the notes)"
 
 
-def summary_rows(rep: Report) -> list[tuple[str, str, str]]:
+def summary_rows(rep: Report | dict) -> list[tuple[str, str, str]]:
     """(what, value with unit, provenance) rows."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
     run, rec = rep.run, rep.recording
     lo = run.device_left_out
     command = rec.command if isinstance(rec.command, list) else list(rec.command or [])
@@ -188,7 +190,8 @@ def durable_cell(r: Checkpoint) -> str:
     return cell + (f"; {'in the' if where == 'object store' else 'on the'} {where}" if where else "")
 
 
-def checkpoint_rows(rep: Report) -> list[list[str]]:
+def checkpoint_rows(rep: Report | dict) -> list[list[str]]:
+    rep = Report.from_jsonable(rep)  # or its JSON form
     out = []
     for i, r in enumerate(rep.checkpoints, 1):
         unknown = r.device_unknown or []
@@ -234,8 +237,9 @@ def checkpoint_rows(rep: Report) -> list[list[str]]:
 SSD_HEADERS = ["#", "kind", "SSD", "bytes [d]", "energy [J]", "mean power [W]", "GB/s per W", "J/GiB", "power"]
 
 
-def ssd_rows(rep: Report) -> list[list[str]]:
+def ssd_rows(rep: Report | dict) -> list[list[str]]:
     """Per checkpoint and SSD: bytes per joule (GB/s per W) and joules per GiB, with the power's provenance."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
     out = []
     for i, r in enumerate(rep.checkpoints, 1):
         for ctrl, e in sorted((r.ssd_efficiency or {}).items()):
@@ -269,8 +273,9 @@ RESTORE_HEADERS = [
 ]
 
 
-def restore_rows(rep: Report) -> list[list[str]]:
+def restore_rows(rep: Report | dict) -> list[list[str]]:
     """Each load: what the application read, what the devices read, what the page cache served."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
     out = []
     for i, r in enumerate(rep.checkpoints, 1):
         if r.kind != "load":
@@ -303,8 +308,9 @@ def restore_rows(rep: Report) -> list[list[str]]:
 PART_HEADERS = ["#", "part", "rank", "host", "pid", "path", "start [s]", "duration [s]", "bytes app [m]", "outcome"]
 
 
-def part_rows(rep: Report) -> list[list[str]]:
+def part_rows(rep: Report | dict) -> list[list[str]]:
     """Each grouped checkpoint's parts (ranks, files), the slowest marked: who held the save up."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
     out = []
     for i, r in enumerate(rep.checkpoints, 1):
         for k, p in enumerate(r.parts or [], 1):
@@ -345,7 +351,8 @@ DEVICE_HEADERS = [
 ]
 
 
-def device_rows(rep: Report) -> list[list[str]]:
+def device_rows(rep: Report | dict) -> list[list[str]]:
+    rep = Report.from_jsonable(rep)  # or its JSON form
     out = []
     for i, r in enumerate(rep.checkpoints, 1):
         load = r.kind == "load"
@@ -373,7 +380,8 @@ def device_rows(rep: Report) -> list[list[str]]:
     return out
 
 
-def throttle_lines(rep: Report) -> list[str]:
+def throttle_lines(rep: Report | dict) -> list[str]:
+    rep = Report.from_jsonable(rep)  # or its JSON form
     t = rep.throttling
     lines = [t.statement]
     if t.temp_vs_write_correlation is not None:
