@@ -224,3 +224,58 @@ def test_a_library_from_another_fanreader_c_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setattr(fanreader.importlib.machinery, "EXTENSION_SUFFIXES", [".so"])
     assert fanreader._load(str(tmp_path)) is None
     assert "does not match this ckprof's Python side" in fanreader.why_not()
+
+
+ONE_WRITER = r"""
+import os, sys, time
+root = sys.argv[1]
+sys.stdin.readline()
+for i in range(60):
+    with open(os.path.join(root, "d", f"f{i}"), "wb") as f:
+        f.write(b"x" * 10)
+    time.sleep(0.01)
+"""
+
+
+def test_a_pid_that_left_the_tree_is_not_taken_in_c(root_only, c_reader, tmp_path):
+    """The proc connector saying a pid was reused outside the tree (ProcTree.on_leave) takes it out of
+    the C reader's set: its later events are judged in Python again, and not kept."""
+    root = tmp_path / "ckpt"
+    (root / "d").mkdir(parents=True)
+    (tmp_path / "w.py").write_text(ONE_WRITER)
+    buffers, tree = fanreplay.capture(str(root), [sys.executable, str(tmp_path / "w.py"), str(root)])
+    assert len(buffers) >= 4
+    half = len(buffers) // 2
+    offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+    _ev, whole, _cpu = fanreplay.replay(str(root), buffers, tree, "c", offset_ns)
+
+    fa = fanreplay.reader_for(str(root), tree, "c", offset_ns)
+    events = fanreplay.feed(fa, buffers[:half])
+    assert fa._c.counts()["events_in_c"] > 0
+    for pid in list(tree.members):  # what ProcTree._fork does for a pid reused outside the tree
+        tree.members.discard(pid)
+        fa._c.drop_pid(pid)
+    in_c = fa._c.counts()["events_in_c"]
+    events += fanreplay.feed(fa, buffers[half:])
+    assert fa._c.counts()["events_in_c"] == in_c  # nothing more taken in C
+    events += fanreplay.finish(fa)
+    files = [f for ev in events if ev["event"] == "file_activity" for f in ev["files"]]
+    assert 0 < len(files) < whole.files == 60
+
+
+def test_the_tree_says_when_a_pid_is_reused_outside_it():
+    """ProcTree.on_leave is how the C reader's pid set follows the tree (fork events as the proc
+    connector reports them: a member's pid forked again by a process outside the tree)."""
+    from ckprof.record.proctree_events import ProcTree
+
+    tree = ProcTree()
+    try:
+        left = []
+        tree.on_leave = left.append
+        tree.set_root(4_000_000)
+        tree._fork(4_000_000, 4_000_001)
+        assert tree.contains(4_000_001) and left == []
+        tree._fork(1, 4_000_001)  # pid reused: forked by init, not by a member
+        assert not tree.contains(4_000_001) and left == [4_000_001]
+    finally:
+        tree.close()

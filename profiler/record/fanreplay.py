@@ -145,30 +145,51 @@ def capture(root: str, argv: list[str], exclude: list[str] | None = None, others
     return fa.buffers, tree
 
 
-def replay(root: str, buffers, tree, reader: str, offset_ns: int, exclude=None, writer=None):
-    """Feed the captured buffers to a reader ("c" or "python") as its thread would take them
-    (read, then write what went quiet): (the events it wrote, the FileActivity, its thread's CPU s)."""
-    writer, clock = writer or ListWriter(), _Clock()
-    fa = FileActivity(writer, clock, [root], exclude=exclude)
+def reader_for(root: str, tree, reader: str, offset_ns: int, exclude=None, writer=None) -> FileActivity:
+    """A reader ("c" or "python") on a pipe, as `replay` feeds it."""
+    fa = FileActivity(writer or ListWriter(), _Clock(), [root], exclude=exclude)
     fa._realtime_offset_ns = lambda: offset_ns  # CLOCK_REALTIME − CLOCK_MONOTONIC: one for both readers
     fa.group = _ReplayGroup()
     fa.group.add_filesystem(root)
     fa.tree = tree
     if reader == "c":
         fa._c = new_c_reader()
-    cpu0 = time.thread_time()
+    return fa
+
+
+def feed(fa: FileActivity, buffers) -> list[dict]:
+    """The buffers, each as one read of the reader's thread (read, then write what went quiet):
+    the events written meanwhile (where the writer keeps them)."""
+    kept = getattr(fa.writer, "events", None)
+    before = len(kept) if kept is not None else 0
     for buf, t_ns in buffers:
-        clock.t = t_ns
+        fa.clock.t = t_ns
         os.write(fa.group.w, buf)
         fa._read_all()
         fa._emit(t_ns, everything=False)
         fa._flush()
-    fa._emit(clock.t + 10**10, everything=True)
+    return kept[before:] if kept is not None else []
+
+
+def finish(fa: FileActivity) -> list[dict]:
+    """Write every open burst (as at the recording's end), then close: the events written."""
+    kept = getattr(fa.writer, "events", None)
+    before = len(kept) if kept is not None else 0
+    fa._emit(fa.clock.t + 10**10, everything=True)
     fa._flush()
-    cpu_s = time.thread_time() - cpu0
     fa.group.close()
     if fa._c is not None:
         fa._c_counts = fa._c.counts()
         fa.files = fa._c_counts["files"]
         fa._c.close()
-    return getattr(writer, "events", None), fa, cpu_s
+    return kept[before:] if kept is not None else []
+
+
+def replay(root: str, buffers, tree, reader: str, offset_ns: int, exclude=None, writer=None):
+    """Feed the captured buffers to a new reader ("c" or "python") and finish it: (the events it
+    wrote, the FileActivity, its CPU time in s)."""
+    fa = reader_for(root, tree, reader, offset_ns, exclude, writer)
+    cpu0 = time.thread_time()
+    events = feed(fa, buffers)
+    events += finish(fa)
+    return events, fa, time.thread_time() - cpu0
