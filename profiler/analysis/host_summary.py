@@ -12,15 +12,15 @@ samples, exactly as without a summary.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
-from ckprof.jsonsafe import to_json
 from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
 from ckprof.version import VERSION
 
 from .job_hosts import host_part
-from .job_model import HostPart, NodeFigures
+from .job_model import HostPart, HostSeries, NodeFigures
 from .model_base import Note, jsonable
 
 SUMMARY_SCHEMA = "ckprof-host-summary"
@@ -33,15 +33,18 @@ def _options(kw: dict) -> dict:
 
 
 def _to_json(part: HostPart) -> dict:
-    figures = [{"kind": k[0], "step": k[1], "figures": jsonable(v)} for k, v in part.figures.items()]
-    body = {k: v for k, v in jsonable(part.without_analysis()).items() if k not in ("analysis", "figures")}
-    return json.loads(to_json({**body, "figures": figures}))
+    """The part as JSON values, in one walk (model_base.jsonable: NaN → null); its figures as a
+    list, since their (kind, step) keys are no JSON keys."""
+    body = {f.name: getattr(part, f.name) for f in dataclasses.fields(part) if f.name not in ("analysis", "figures")}
+    figures = [{"kind": k[0], "step": k[1], "figures": v} for k, v in part.figures.items()]
+    return jsonable({**body, "figures": figures})
 
 
 def from_json(doc: dict) -> HostPart:
     """A part back from its JSON (figures are a list there: their (kind, step) keys are no JSON keys)."""
-    figures = {(f["kind"], f["step"]): NodeFigures.from_jsonable(f["figures"]) for f in doc["figures"]}
-    return HostPart.from_jsonable({**doc, "figures": figures})
+    figures = {(f["kind"], f["step"]): NodeFigures.from_plain(f["figures"]) for f in doc["figures"]}
+    series = doc["throughput"]
+    return HostPart(**{**doc, "figures": figures, "throughput": series and HostSeries(**series)})
 
 
 def write(path: str) -> str:
@@ -61,7 +64,7 @@ def write(path: str) -> str:
     }
     out = os.path.join(path, SUMMARY_FILE)
     with open(out + ".tmp", "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
+        json.dump(doc, f, separators=(",", ":"), default=str)  # default: as jsonsafe.to_json writes the rest
     os.replace(out + ".tmp", out)
     return out
 
