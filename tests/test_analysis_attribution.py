@@ -79,7 +79,8 @@ def test_saves_sharing_one_flush_split_its_bytes(tmp_path):
             first_poll_ns=s.ns(1.25 + 0.5 * k),
             source="recorder",
         )
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     cps = rep["checkpoints"]
     assert len(cps) == 6
     assert all(c["durable_end_s"] == pytest.approx(6.0, abs=0.11) for c in cps)  # all wait for the flush
@@ -104,7 +105,8 @@ def test_ranks_saving_at_once_share_in_proportion_to_their_bytes(tmp_path):
     s.block("sda", lambda t: bursts([(2, 3)], 40 * MiB)(t) + 0.5 * MiB)  # and a little background
     window(s, "r0", 2, 3, 30 * MiB, pid=10, rank=0, path="/ck/r0")
     window(s, "r1", 2, 3, 10 * MiB, pid=11, rank=1, path="/ck/r1")
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     r0, r1 = rep["checkpoints"]
     assert r0["bytes_device"] == pytest.approx(3 * r1["bytes_device"], rel=1e-6)
     # the union of the intervals they touch is all they can have, counted once
@@ -119,7 +121,8 @@ def test_shared_interval_at_the_edges_is_split_by_time_covered(tmp_path):
     s.block("sda", lambda t: 0 * t + 10 * MiB)
     window(s, "a", 1.0, 2.05, 10 * MiB)
     window(s, "b", 2.05, 3.0, 10 * MiB)
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     a, b = rep["checkpoints"]
     written = 10 * MiB * 2.0  # 1.0 → 3.0 s
     assert a["bytes_device"] + b["bytes_device"] == pytest.approx(written, rel=1e-6)
@@ -147,7 +150,8 @@ def test_one_dcp_save_by_many_ranks_is_one_checkpoint_counted_once(tmp_path):
             name=dcp,
         )
     window(s, "again", 6, 7, 40 * MiB, pid=100, rank=0, source="patch", path="/ck/dcp", name=dcp)
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     first, again = rep["checkpoints"]
     assert rep["run"]["checkpoints"] == 2 and rep["run"]["bytes_app_total"] == 80 * MiB
     assert (first["bytes_app"], first["rank"], first["path"]) == (40 * MiB, None, "/ck/dcp")
@@ -155,7 +159,7 @@ def test_one_dcp_save_by_many_ranks_is_one_checkpoint_counted_once(tmp_path):
     assert [p["rank"] for p in first["parts"]] == [0, 1, 2, 3]
     assert first["slowest_part"]["rank"] == 3
     assert rep["run"]["bytes_device_total"] == pytest.approx((1.3 + 1) * 40 * MiB, rel=0.01)  # all it wrote
-    assert not any("overlap" in n for n in rep["notes"])
+    assert "windows_overlap" not in [n.code for n in an.model.notes]
 
 
 def test_files_of_one_save_group_and_a_rewrite_starts_the_next(tmp_path):
@@ -170,7 +174,8 @@ def test_files_of_one_save_group_and_a_rewrite_starts_the_next(tmp_path):
     window(s, "l1o", 2.2, 2.5, 5 * MiB, pid=10, source="patch", path="/ck/latest_optim.pt")
     window(s, "l2", 2.8, 3.0, 5 * MiB, pid=10, source="patch", path="/ck/latest.pt")
     window(s, "s20", 4.0, 4.5, 8 * MiB, pid=10, source="patch", path="/ck/step-20/model_0.pt")
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     cps = rep["checkpoints"]
     assert [(c["step"], c["bytes_app"], len(c["parts"] or [1])) for c in cps] == [
         (10, 20 * MiB, 4),
@@ -188,7 +193,8 @@ def test_failed_and_unfinished_saves_are_shown_and_left_out_of_bandwidth(tmp_pat
     err = "OSError: [Errno 28] No space left on device"
     window(s, "full", 4, 4.5, 100 * MiB, path="/ck/2", ok=False, error=err)
     window(s, "cut", 8, None, 100 * MiB, path="/ck/3")
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     good, full, cut = rep["checkpoints"]
     assert (good["ok"], good["error"]) == (True, None)
     assert (full["ok"], full["error"]) == (False, err)
@@ -196,14 +202,14 @@ def test_failed_and_unfinished_saves_are_shown_and_left_out_of_bandwidth(tmp_pat
     assert (full["durable"], full["durable_at_return"], full["durable_end_s"]) == (None, None, None)
     assert full["bytes_device"] == pytest.approx(50 * MiB, rel=1e-6)
     assert rep["run"]["bytes_app_total"] == 200 * MiB
-    assert not any("full: NOT DURABLE" in n for n in rep["notes"])
+    assert not [n for n in an.model.notes if n.subject == "full" and n.code.startswith("not_durable")]
     assert (cut["ok"], cut["app_end_s"]) == (None, None)
     run = rep["run"]
     assert (run["checkpoints"], run["failed_checkpoints"]) == (2, 1)
     # the failed save wrote at 0.2 GiB/s for 0.5 s: the mean is the good one's alone
     assert run["mean_device_gib_per_s"] == pytest.approx(good["device_gib_per_s"])
-    assert any(n.startswith(f"checkpoint full: FAILED ({err})") for n in rep["notes"])
-    assert any("checkpoint cut: no end marker" in n for n in rep["notes"])
+    assert ("failed", "full") in [(n.code, n.subject) for n in an.model.notes]
+    assert ("no_end_marker", "cut") in [(n.code, n.subject) for n in an.model.notes]
     md = render.to_markdown(rep)
     assert f"FAILED: {err}" in md and "did not finish before the recording ended" in md
     html = render.to_html(rep, {})
@@ -220,7 +226,8 @@ def test_marked_and_automatic_windows_show_together(tmp_path):
     window(s, "later", 5, 6, 20 * MiB, pid=1, source="patch", path="/ck/c.pt")
     window(s, "open", 8, None, pid=3, path="/ck/d")  # a process killed inside its marked window...
     window(s, "in-open", 8.5, 9, 1 * MiB, pid=3, source="patch", path="/ck/d/x.pt")  # ...with a save inside
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     assert [(c["id"], c["source"]) for c in rep["checkpoints"]] == [
         ("mark", "api"),
         ("other-proc", "patch"),
@@ -241,7 +248,8 @@ def test_inferred_bursts_one_second_apart_are_separate_windows(tmp_path):
     spans = [(2.095, 2.405), (3.405, 3.705), (4.705, 5.0), (8.0, 8.3), (8.8, 9.1)]
     s = Synth(tmp_path / "rec", duration_s=12)
     s.block("sda", filled(spans, 180 * MiB))
-    rep = analyze(ckprof.load(s.finish()), windows_from="inferred").report
+    an = analyze(ckprof.load(s.finish()), windows_from="inferred")
+    rep = an.report
     cps = rep["checkpoints"]
     assert len(cps) == 4, [(c["start_s"], c["app_end_s"]) for c in cps]
     want = [0.31, 0.3, 0.295, 0.6]

@@ -29,7 +29,7 @@ def test_inferred_windows_count_and_bytes(tmp_path):
         assert c["app_end_s"] == pytest.approx(b, abs=0.11)
         dip = 0.4 * 80 * MiB if a == 11 else 0
         assert c["bytes_device"] == pytest.approx(81 * MiB * (b - a) - dip, rel=0.06)
-    assert any("inferred" in n for n in an.report["notes"])
+    assert ("windows_inferred", None) in [(n.code, n.subject) for n in an.model.notes]
 
 
 def test_markers_win_over_inference_in_auto(tmp_path):
@@ -97,7 +97,7 @@ def test_file_left_in_page_cache_is_not_durable_at_return_and_unknown_at_end(tmp
     assert "recording ended with 64.00 MiB of /ck/1.bin still dirty" in cp["durable_basis"][0]
     assert cp["pending_bytes_at_return"] == pytest.approx(64 * MiB)
     assert an.report["run"]["not_durable_at_return"] == 1
-    assert any("NOT DURABLE" in n for n in an.report["notes"])
+    assert ("not_durable_at_return", cid) in [(n.code, n.subject) for n in an.model.notes]
 
 
 def test_durable_end_is_the_last_file_written_back(tmp_path):
@@ -140,7 +140,8 @@ def test_deleted_while_dirty_is_deleted_before_durable_whatever_the_devices_say(
     _file(s, "file_gone_before_poll", 4.55, b, "/ck/2.bin")  # unlinked at once: never seen by the tracker
     c = ckpt(s, 5, 5.5, 64 * MiB, step=3, path="/ck/3.bin")
     _file(s, "file_gone_before_poll", 5.55, c, "/ck/3.bin")  # gone, and nobody saw its pages: unknown
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     c1, c2, c3 = rep["checkpoints"]
     for cp in (c1, c2):
         assert cp["durable"] is False and cp["durable_end_s"] is None
@@ -148,7 +149,8 @@ def test_deleted_while_dirty_is_deleted_before_durable_whatever_the_devices_say(
         assert cp["durable_at_return"] is False
     assert "60.00 MiB not on the device" in c1["durable_basis"][0]
     assert c3["durable"] is None and "removed before the tracker's first look" in c3["durable_basis"][0]
-    assert sum("DELETED BEFORE DURABLE" in n for n in rep["notes"]) == 2
+    deleted = [n.subject for n in an.model.notes if n.code == "deleted_before_durable"]
+    assert deleted == [c1["id"], c2["id"]]
 
 
 def test_tracker_unavailable_says_why(tmp_path):
@@ -156,13 +158,14 @@ def test_tracker_unavailable_says_why(tmp_path):
     s.block("sda", bursts([(2, 3)], 64 * MiB))
     _tracker(s, ok=False, reason="cachestat(2) not available: kernel 5.15 (needs Linux 6.5 or later)")
     s.checkpoint(2, 3, 64 * MiB, step=1, path="/ck/1.bin")
-    rep = analyze(ckprof.load(s.finish())).report
+    an = analyze(ckprof.load(s.finish()))
+    rep = an.report
     (cp,) = rep["checkpoints"]
     assert cp["durable"] is None and cp["durable_at_return"] is None
     assert cp["durable_basis"][0] == (
         "unknown: file tracker did not run: cachestat(2) not available: kernel 5.15 (needs Linux 6.5 or later)"
     )
-    assert any("durability unknown for every checkpoint" in n for n in rep["notes"])
+    assert ("durability_unknown", None) in [(n.code, n.subject) for n in an.model.notes]
 
 
 def _thermal(tmp_path, throttle: bool):
@@ -234,7 +237,8 @@ def test_gpu_idle_seconds_and_thermal_reason(tmp_path):
             clocks_event_reasons=lambda t, g=g: np.where((g == "1") & (t > 6) & (t <= 6.5), 0x40, 0x1),
         )
     rb.checkpoint(4, 7, 30 * MiB)
-    rep = analyze(ckprof.load(rb.finish())).report
+    an = analyze(ckprof.load(rb.finish()))
+    rep = an.report
     (cp,) = rep["checkpoints"]
     assert cp["gpu_idle_s_by_gpu"]["gpu0"] == pytest.approx(3.0, abs=0.01)
     # GPU 1: 2 s with no kernel, and 1 s at 95 % busy (5 % of it idle)
@@ -270,7 +274,7 @@ def test_gpu_idle_is_unknown_with_the_reason_where_no_reading_says(tmp_path):
     assert cp["gpu_idle_s_by_gpu"]["gpu1"] is None
     assert cp["gpu_idle_s"] == pytest.approx(3.0, abs=0.01)  # the mean of the GPU that is known
     assert cp["gpu_idle_basis"].startswith("mean of 1 of 2 GPUs; left out: gpu1: no utilisation reading for 2.00 s")
-    assert any(n.startswith(f"checkpoint {cp['id']}: GPU idle seconds mean of 1 of 2") for n in an.report["notes"])
+    assert ("gpu_idle_unknown", cp["id"]) in [(n.code, n.subject) for n in an.model.notes]
 
 
 def test_gpu_idle_of_a_window_no_gpu_spoke_for_is_unknown(tmp_path):
@@ -300,9 +304,10 @@ def test_blocked_share_and_goodput(tmp_path):
     rb.checkpoint(10, 13, 30 * MiB)
     rb.checkpoint(12, 13, 30 * MiB)  # a second rank overlapping: the union counts once
     rb.checkpoint(15, 16, 10 * MiB, kind="load")
-    rep = analyze(ckprof.load(rb.finish()), mtbf_s=3600).report
+    an = analyze(ckprof.load(rb.finish()), mtbf_s=3600)
+    rep = an.report
     run = rep["run"]
-    assert any("2 checkpoint windows overlap" in n for n in rep["notes"])
+    assert ("windows_overlap", None) in [(n.code, n.subject) for n in an.model.notes]
     assert run["blocked_s"] == pytest.approx(5.0)
     assert run["blocked_share"] == pytest.approx(0.25)
     assert run["goodput_estimate"] == pytest.approx(0.75)
