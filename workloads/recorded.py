@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from ckprof.record import markers
 from ckprof.recording import events
+from ckprof.recording.format import EVENTS, event_problem
 
 
 @contextmanager
@@ -21,6 +22,7 @@ def recording(cfg, path: str, argv: list[str]):
     if not cfg.record or markers.active():
         yield None, None
         return
+    # the recorder (pyarrow, the collectors) is imported only when this run records itself
     from ckprof.record.session import close_session, default_output_dir, open_session, prepare_output
     from ckprof.record.sources import SourceOptions, build_sources
 
@@ -58,8 +60,6 @@ def _exit(info: dict) -> dict:
 def events_env(out_dir: str | None) -> dict:
     env = {markers.ENV_SOURCE: "workload"}
     if out_dir:
-        from ckprof.recording.format import EVENTS
-
         env[markers.ENV_EVENTS] = os.path.join(out_dir, EVENTS)
         env[markers.ENV_RECORDING] = out_dir
     return env
@@ -71,8 +71,6 @@ def end_open_windows(out_dir: str | None, error: str) -> int:
     rank was stopped before it could end it). Returns how many were ended."""
     import json
     import time
-
-    from ckprof.recording.format import EVENTS, event_problem
 
     path = os.path.join(out_dir, EVENTS) if out_dir else os.environ.get(markers.ENV_EVENTS)
     if not path or not os.path.exists(path):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ckprof.errors import CkprofError, debugging
 from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import total_basis, total_j, window_energy
+from ckprof.recording.reader import Recording, read_meta
 from ckprof.units import GIB
 
 from . import job_notes, job_throughput
@@ -175,8 +176,6 @@ def host_part(name: str, rec, kw: dict, keep: bool = False) -> HostPart | Note:
     The one function the serial, process-pool and Dask paths all run (`rec`: a Recording, or its
     directory for a worker that opens it there); `keep`: the whole Analysis too, for plots."""
     if isinstance(rec, str):
-        from ckprof.recording.reader import Recording, read_meta
-
         rec = Recording(rec, read_meta(rec))
     an = analyse_host(name, rec, kw)
     if isinstance(an, Note):

@@ -16,6 +16,7 @@ import pandas as pd
 from ckprof.recording import binning as B
 from ckprof.recording import columns as S
 from ckprof.recording.rates import BLOCK_COUNTERS, block_rates
+from ckprof.recording.reader import read_part
 
 BATCH_ROWS = 1 << 20
 NEEDED = [c for c in BLOCK_COUNTERS if not c.startswith(("discard", "flush"))]
@@ -47,8 +48,6 @@ def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from ckprof.recording.reader import read_part
 
     pieces: dict[str, list[tuple[np.ndarray, dict]]] = {}
     res_ns = int(resample_s * 1e9) if resample_s else 0

@@ -15,6 +15,7 @@ import pandas as pd
 from ckprof.recording import columns as S
 
 from .readings import EnergySource, integrated, worst
+from .ssd import ssd_power
 
 # Power gauges, best first, when a collector has several (NVML's instant reading over its 1 s
 # average; IPMI's reading over its min/max/avg of the BMC's period).
@@ -82,8 +83,6 @@ def ssd_sources(rec, busy: pd.DataFrame | None = None, notes: list[str] | None =
     desc = ((rec.meta.get("collectors") or {}).get("nvme") or {}).get("describe") or {}
     if "nvme" not in rec.collectors or "controllers" not in desc:
         return None
-    from .ssd import ssd_power
-
     try:
         p = ssd_power(rec, block=busy)
     except Exception as e:  # a reading-side model must not take the report down

@@ -22,8 +22,10 @@ from ckprof.version import VERSION
 
 from . import child, clocksync, markers
 from .clock import MonotonicClock, wall_anchor
+from .clockexchange import JobClock
 from .fileactivity import FileActivity
 from .filetracker import FileTracker
+from .instrument import pythonpath_with_site
 from .recorder import Recorder
 from .sources import SourceOptions, Sources, build_sources
 
@@ -86,8 +88,6 @@ def child_env(out_dir: str, host: str | None = None, patch: bool = True) -> dict
     if host:
         env[markers.ENV_HOST] = host
     if patch:
-        from ckprof.record.instrument import pythonpath_with_site
-
         env["PYTHONPATH"] = pythonpath_with_site(env.get("PYTHONPATH"))
     return env
 
@@ -262,8 +262,6 @@ def record(
         output = job.host_dir(job_dir, host)
         job_meta = {**job.job_identity(job_id), "host_name": host, "clock_sync": clocksync.clock_sync()}
         os.makedirs(os.path.dirname(output), exist_ok=True)
-        from .clockexchange import JobClock
-
         job_clock = JobClock(os.path.dirname(output), host, job_meta["node_rank"])
     elif host_name or job_id:
         raise UsageError("--host-name and --job-id belong with --job-dir")

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .binning import bin_reduce, split_codes
+
 # Energy counter units → joules.
 ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
 POWER_UNITS = {"W": 1.0, "mW": 1e-3, "uW": 1e-6, "µW": 1e-6, "kW": 1e3}
@@ -162,8 +164,6 @@ def load_column(rec, col: Column, grid, agg: str) -> dict[str, pd.DataFrame]:
     `agg` (last | mean | max | or: binning.py) when it is coarser than the sampling; without one,
     every reading in time order.
     """
-    from .binning import bin_reduce, split_codes
-
     labels = list(col.labels or ([col.label] if col.label else []))
     df = rec.samples(col.collector, columns=[col.name, *labels])
     if df.empty or col.name not in df:

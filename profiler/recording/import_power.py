@@ -32,7 +32,7 @@ import pyarrow as pa
 from ckprof.errors import CkprofError, UsageError
 from ckprof.recording.schema import T_NS, col, schema_units
 
-from .reader import read_meta
+from .reader import Recording, read_meta
 from .timebase import Timebase
 from .writer import SAMPLES, RecordingWriter
 
@@ -281,8 +281,6 @@ def recording_range_ns(path: str, meta: dict) -> tuple[int, int]:
     start = int(meta["start"]["monotonic_ns"])
     if meta.get("end"):
         return start, int(meta["end"]["monotonic_ns"])
-    from .reader import Recording
-
     ev = Recording(path, meta).events
     return start, int(ev["t_ns"].max()) if not ev.empty else start
 
