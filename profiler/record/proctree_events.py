@@ -7,6 +7,14 @@ fork and clone with the parent's and the child's tgid, so membership is decided 
 a process is in the tree when it is the root or was forked by a member. Since Linux 6.6 a listener
 may ask for fork events only (`struct proc_input`); older kernels take the 4-byte op and send all.
 
+Every process's forks and execs come to a listener: on a busy machine, each woke the file-activity
+reader in its merge pause, where only the tree's execs need a prompt look (to read a short-lived
+writer's /proc while it runs) and forks only need reading before the next file events are judged.
+Since Linux 6.6 the filter is per socket (drivers/connector/cn_proc.c cn_filter: `proc_input` is
+kept on the socket), so forks go to one socket (`sock`, drained before each read of file events)
+and execs and comms to another (`exec_sock`, the one `fileno()` gives to wait on); older kernels
+send every event to every listener, and one socket takes them all.
+
 Where the connector cannot be opened, or lost events (ENOBUFS: its socket buffer overflowed), a
 pid is looked up by walking /proc/<pid>/stat's ppid up to the root, which sees only processes still
 alive; `basis` says which rule is in use and why.
@@ -30,6 +38,16 @@ _NLMSG = struct.Struct("=IHHII")  # struct nlmsghdr
 _CN_MSG = struct.Struct("=IIIIHH")  # struct cn_msg: id.idx, id.val, seq, ack, len, flags
 _EVENT = struct.Struct("=IIQiiii")  # struct proc_event: what, cpu, timestamp_ns, fork's four pids
 RCVBUF_BYTES = 8 << 20
+_ALL_KINDS = PROC_EVENT_FORK | PROC_EVENT_EXEC | PROC_EVENT_COMM
+
+
+def _filters_per_socket(release: str | None = None) -> bool:
+    """Whether this kernel keeps each listener's event filter (`struct proc_input`, Linux 6.6)."""
+    try:
+        major, minor = (int(x) for x in (release or os.uname().release).split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (6, 6)
 
 
 def ppid_of(pid: int, proc: str = "/proc") -> int | None:
@@ -70,15 +88,23 @@ class ProcTree:
             int, str
         ] = {}  # a member → its comm as it exec'd (PROC_EVENT_COMM)  # a member → what it ran, read as it exec'd
         self.on_leave = None  # called with a pid found reused outside the tree (the C file reader's set)
-        self.sock: socket.socket | None = None
+        self.sock: socket.socket | None = None  # forks (every event where the kernel cannot filter)
+        self.exec_sock: socket.socket | None = None  # execs and comms (Linux 6.6+)
         self.basis = "proc connector"
         try:
-            self.sock = self._open()
+            if _filters_per_socket():
+                try:
+                    self.sock = self._open(PROC_EVENT_FORK)
+                    self.exec_sock = self._open(PROC_EVENT_EXEC | PROC_EVENT_COMM)
+                except OSError:
+                    self.close()
+            if self.sock is None:
+                self.sock = self._open(_ALL_KINDS)
         except OSError as e:
             self.basis = f"/proc ancestry (proc connector: {e.strerror or e}): short-lived writers may be missed"
 
     @staticmethod
-    def _open() -> socket.socket:
+    def _open(kinds: int) -> socket.socket:
         s = socket.socket(
             socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, NETLINK_CONNECTOR
         )
@@ -87,9 +113,9 @@ class ProcTree:
                 s.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE (root)
             except OSError:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
-            s.bind((os.getpid(), CN_IDX_PROC))
+            s.bind((0, CN_IDX_PROC))  # the kernel picks the port: one a socket
             # struct proc_input (6.6+): forks, and execs (to name a short-lived writer while it runs)
-            body = struct.pack("=II", PROC_CN_MCAST_LISTEN, PROC_EVENT_FORK | PROC_EVENT_EXEC | PROC_EVENT_COMM)
+            body = struct.pack("=II", PROC_CN_MCAST_LISTEN, kinds)
             cn = _CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
             s.send(_NLMSG.pack(_NLMSG.size + len(cn), NLMSG_DONE, 0, 0, os.getpid()) + cn)
         except OSError:
@@ -98,7 +124,10 @@ class ProcTree:
         return s
 
     def fileno(self) -> int | None:
-        return None if self.sock is None else self.sock.fileno()
+        """What to wait on to name the tree's next writers while they run: the exec socket where
+        forks have their own, else the one socket."""
+        s = self.exec_sock if self.exec_sock is not None else self.sock
+        return None if s is None else s.fileno()
 
     def set_root(self, pid: int) -> None:
         self.root = pid
@@ -110,34 +139,50 @@ class ProcTree:
         self._pending = []
 
     def drain(self) -> None:
-        """Take the fork events queued now (call before judging the pids of file events read after)."""
+        """Take the fork events queued now (call before judging the pids of file events read after).
+        With two sockets the execs are taken first and handled after the forks: every fork before
+        an exec taken is queued by then (the kernel reports a fork before the child runs)."""
+        execs = []
+        while self.exec_sock is not None:
+            try:
+                execs.append(self.exec_sock.recv(1 << 16))
+            except BlockingIOError:
+                break
+            except OSError:  # ENOBUFS: execs lost, membership intact (the fork socket's); from now on a
+                # writer is named from /proc at its first file event, and waits wake on forks
+                self.exec_sock.close()
+                self.exec_sock = None
         while self.sock is not None:
             try:
                 buf = self.sock.recv(1 << 16)
             except BlockingIOError:
-                return
+                break
             except OSError as e:  # ENOBUFS: events were dropped; ancestry from /proc from now on
                 self.basis = (
                     f"/proc ancestry (proc connector lost events: {e.strerror}): short-lived writers may be missed"
                 )
-                self.sock.close()
-                self.sock = None
+                self.close()
                 return
-            off = 0
-            while off + _NLMSG.size <= len(buf):
-                nl_len = _NLMSG.unpack_from(buf, off)[0]
-                ev = off + _NLMSG.size + _CN_MSG.size
-                if ev + _EVENT.size <= len(buf):
-                    what, _cpu, _ts, _ppid, ptgid, cpid, ctgid = _EVENT.unpack_from(buf, ev)
-                    if what == PROC_EVENT_FORK and cpid == ctgid:  # a new process, not a thread
-                        self._fork(ptgid, ctgid)
-                    elif what == PROC_EVENT_EXEC and _ppid == ptgid and ptgid in self.members:
-                        self.execs[ptgid] = describe(ptgid, self._proc)  # exec's pid, tgid: the fork's first two
-                    elif what == PROC_EVENT_COMM and _ppid == ptgid and ptgid in self.members:
-                        # pid, tgid, then char comm[16]: the name a writer gone before /proc is read had
-                        raw = buf[ev + 24 : ev + 40]
-                        self.comms[ptgid] = raw.split(b"\0", 1)[0].decode(errors="replace")
-                off += max(nl_len + 3 & ~3, _NLMSG.size)
+            self._take(buf)
+        for buf in execs:
+            self._take(buf)
+
+    def _take(self, buf: bytes) -> None:
+        off = 0
+        while off + _NLMSG.size <= len(buf):
+            nl_len = _NLMSG.unpack_from(buf, off)[0]
+            ev = off + _NLMSG.size + _CN_MSG.size
+            if ev + _EVENT.size <= len(buf):
+                what, _cpu, _ts, _ppid, ptgid, cpid, ctgid = _EVENT.unpack_from(buf, ev)
+                if what == PROC_EVENT_FORK and cpid == ctgid:  # a new process, not a thread
+                    self._fork(ptgid, ctgid)
+                elif what == PROC_EVENT_EXEC and _ppid == ptgid and ptgid in self.members:
+                    self.execs[ptgid] = describe(ptgid, self._proc)  # exec's pid, tgid: the fork's first two
+                elif what == PROC_EVENT_COMM and _ppid == ptgid and ptgid in self.members:
+                    # pid, tgid, then char comm[16]: the name a writer gone before /proc is read had
+                    raw = buf[ev + 24 : ev + 40]
+                    self.comms[ptgid] = raw.split(b"\0", 1)[0].decode(errors="replace")
+            off += max(nl_len + 3 & ~3, _NLMSG.size)
 
     def _fork(self, parent: int, child: int) -> None:
         if self.root is None:
@@ -169,6 +214,7 @@ class ProcTree:
         return hit
 
     def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+        for s in (self.sock, self.exec_sock):
+            if s is not None:
+                s.close()
+        self.sock = self.exec_sock = None
