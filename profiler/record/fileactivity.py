@@ -18,7 +18,9 @@ kernel merges a writer's repeated writes to one file into one event (fanotify me
 unread events on the same object from the same process), which bounds its work to ~1/MERGE_S reads
 a second whatever the write rate, and stamps later events up to MERGE_S late. Idle, it wakes only to
 take the proc connector's queue every DRAIN_S (for ACTIVE_S after the tree's last file event, on
-each fork and exec, to name a short-lived writer while it runs); with files waiting to go quiet,
+each exec, to name a short-lived writer while it runs: forks only need reading before the next
+file events, and have their own socket since Linux 6.6, record/proctree_events.py; before, each
+fork too); with files waiting to go quiet,
 once QUIET_S after the last. (On this VM a wake-up costs ~100 µs of CPU: at 10 ms pauses they were half its cost.)
 
 What is marked (fanotify_mark(2)): an inode mark on each directory under each --path, with
@@ -70,7 +72,7 @@ MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
 OTHERS_PAUSE_S = 0.2
 MAX_BIRTH_LEAD_S = 5.0  # a birth time further before its create event was read is not this burst's
 _LEAD_NS = int(MAX_BIRTH_LEAD_S * 1e9)
-ACTIVE_S = 2.0  # this long after the tree's last file event, its forks and execs wake the reader
+ACTIVE_S = 2.0  # this long after the tree's last file event, execs (and before Linux 6.6 forks) wake the reader
 DRAIN_S = 5.0  # idle, the proc connector's queue is taken this often (8 MiB holds ~100,000 forks)
 QUIET_S = 1.0  # a file with no event for this long has finished its burst: its event is written
 _QUIET_NS = int(QUIET_S * 1e9)
