@@ -32,7 +32,7 @@ from . import thermal as T
 from . import windows as W
 from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row, device_sampling, window_device_unknown
 from .fields import FIELDS
-from .model import Report
+from .model import Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Report, Run, Scale
 from .model_base import Note
 
 REPORT_SCHEMA = "ckprof-report"
@@ -196,7 +196,7 @@ def judge_durability(inp: Input, windows: Windows) -> Durability:
 
 @dataclass(frozen=True)
 class Rows:
-    rows: list[dict]  # one per window: checkpoints.checkpoint_row and what the steps after it add
+    rows: list[Checkpoint]  # one per window: checkpoints.checkpoint_row and where it is durable
     spans: list[tuple]  # (start_ns, end_ns, kind, bytes_app): start → durable end, else return, else the end
     sampling: dict[str, DeviceSampling]
     workload_note: Note | None
@@ -218,43 +218,43 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     workload_note = add_workload_seconds(rows, inp.meta)
     for r, d in zip(rows, durs):  # what is behind its files: where it is durable (durability.py)
         r["durable_where"], r["file_system"] = d.get("durable_where"), d.get("file_system")
-    return Rows(rows, spans, sampling, workload_note)
+    return Rows([Checkpoint.from_jsonable(r) for r in rows], spans, sampling, workload_note)
 
 
-def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[dict]) -> dict:
-    saves = [r for r in rows if r["kind"] == "save" and r["ok"] is not False]  # a failed save is no sample
-    loads = [r for r in rows if r["kind"] == "load"]
+def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[Checkpoint]) -> Run:
+    saves = [r for r in rows if r.kind == "save" and r.ok is not False]  # a failed save is no sample
+    loads = [r for r in rows if r.kind == "load"]
     wall_s = inp.timeline.duration_s
-    blocked = _union_s([(r["start_s"], r["start_s"] + r["blocking_s"]) for r in saves if r["blocking_s"] is not None])
+    blocked = _union_s([(r.start_s, r.start_s + r.blocking_s) for r in saves if r.blocking_s is not None])
     share = blocked / wall_s if wall_s > 0 else None
     idle_w, sources = ctx.idle_w, ctx.sources
-    return {
-        "wall_s": wall_s,
-        "checkpoints": len(saves),
-        "failed_checkpoints": sum(1 for r in rows if r["ok"] is False),
-        "loads": len(loads),
-        "windows_from": windows.source,
-        "blocked_s": blocked,
-        "blocked_share": share,
-        "goodput_estimate": None if share is None else 1 - share,
-        "mean_checkpoint_s": _mean(r["blocking_s"] for r in saves),
-        "mean_restart_s": _mean(r["duration_s"] for r in loads),
-        "bytes_app_total": _sum_known(r["bytes_app"] for r in saves),
-        "bytes_device_total": _sum_known(r["bytes_device"] for r in saves),
+    return Run(
+        wall_s=wall_s,
+        checkpoints=len(saves),
+        failed_checkpoints=sum(1 for r in rows if r.ok is False),
+        loads=len(loads),
+        windows_from=windows.source,
+        blocked_s=blocked,
+        blocked_share=share,
+        goodput_estimate=None if share is None else 1 - share,
+        mean_checkpoint_s=_mean(r.blocking_s for r in saves),
+        mean_restart_s=_mean(r.duration_s for r in loads),
+        bytes_app_total=_sum_known(r.bytes_app for r in saves),
+        bytes_device_total=_sum_known(r.bytes_device for r in saves),
         # an unfinished save's rate is over part of it: not a sample of the device's speed
-        "mean_device_gib_per_s": _mean(r["device_gib_per_s"] for r in saves if r["app_end_s"] is not None),
-        "device_left_out": device_left_out(saves),
-        "mean_energy_j": _mean(r["energy_total_j"] for r in saves),
-        "peak_temp_c": max((r["peak_temp_c"] for r in rows if r["peak_temp_c"] is not None), default=None),
-        "not_durable_at_return": sum(1 for r in rows if r["durable_at_return"] is False),
-        "write_baseline_bytes_per_s": windows.baseline_bps,
-        "write_threshold_bytes_per_s": _f(windows.threshold_bps),
-        "idle_power_w": {k: _f(v) for k, v in idle_w.items()},
-        "idle_power_w_by_component": {
+        mean_device_gib_per_s=_mean(r.device_gib_per_s for r in saves if r.app_end_s is not None),
+        device_left_out=device_left_out(saves),
+        mean_energy_j=_mean(r.energy_total_j for r in saves),
+        peak_temp_c=max((r.peak_temp_c for r in rows if r.peak_temp_c is not None), default=None),
+        not_durable_at_return=sum(1 for r in rows if r.durable_at_return is False),
+        write_baseline_bytes_per_s=windows.baseline_bps,
+        write_threshold_bytes_per_s=_f(windows.threshold_bps),
+        idle_power_w={k: _f(v) for k, v in idle_w.items()},
+        idle_power_w_by_component={
             c: _f(sum(idle_w[x.name] for x in sources if x.component == c and x.name in idle_w))
             for c in sorted({x.component for x in sources if x.name in idle_w})
         },
-    }
+    )
 
 
 def collect_notes(inp: Input, windows: Windows, context_notes: list[Note], dur: Durability, rows: Rows) -> list[Note]:
@@ -304,26 +304,25 @@ def analyze(
     from .throttle import throttling
 
     thr, plot_tb = throttling(tl, ctx, rows.rows)
-    at_scale = scale.at_scale(run["mean_checkpoint_s"] or 0, mtbf_s, gpus, run["mean_restart_s"])
+    at_scale = scale.at_scale(run.mean_checkpoint_s or 0, mtbf_s, gpus, run.mean_restart_s)
     if (mtbf_s or gpus) and not at_scale:
         notes.append(F.no_checkpoint_time())
-    report = {
-        "schema": REPORT_SCHEMA,
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "ckprof_version": VERSION,
-        "recording": recording_info(inp),
-        "run": run,
-        "scale": at_scale,
-        "checkpoints": rows.rows,
-        "throttling": thr,
-        "notes": notes,
-        "fields": FIELDS,
-    }
+    model = Report(
+        schema=REPORT_SCHEMA,
+        schema_version=REPORT_SCHEMA_VERSION,
+        ckprof_version=VERSION,
+        recording=recording_info(inp),
+        run=run,
+        scale=Scale(**at_scale) if at_scale else None,
+        checkpoints=rows.rows,
+        throttling=thr,
+        notes=notes,
+        fields=FIELDS,
+    )
     from .advice import advise
     from .restore_prediction import predict
 
-    predict(report, read_bps, read_bps_basis)
-    model = Report.from_jsonable(report)
+    model = predict(model, read_bps, read_bps_basis)
     model = replace(model, advice=advise(model))
     an = Analysis(model.to_jsonable(), tl, ctx, sampling=rows.sampling, model=model)
     an.plot = {"temp_vs_bw": plot_tb}
@@ -334,21 +333,21 @@ def analyze(
     return an
 
 
-def recording_info(inp: Input) -> dict:
+def recording_info(inp: Input) -> RecordingInfo:
     meta, tl = inp.meta, inp.timeline
-    return {
-        "path": inp.rec.path,
-        "hostname": (meta.get("host") or {}).get("hostname"),
-        "command": meta.get("command"),
-        "start_wall_ns": (meta.get("start") or {}).get("wall_ns"),
-        "duration_s": tl.duration_s,
-        "interval_s": meta.get("interval_s"),
-        "analysis_resolution_s": tl.res_s,
-        "status": meta.get("status"),
-        "exit": meta.get("exit"),
-        "collectors": sorted(inp.rec.collectors),
-        "devices": sorted(tl.devices),
-    }
+    return RecordingInfo(
+        path=inp.rec.path,
+        hostname=(meta.get("host") or {}).get("hostname"),
+        command=meta.get("command"),
+        start_wall_ns=(meta.get("start") or {}).get("wall_ns"),
+        duration_s=tl.duration_s,
+        interval_s=meta.get("interval_s"),
+        analysis_resolution_s=tl.res_s,
+        status=meta.get("status"),
+        exit=meta.get("exit"),
+        collectors=sorted(inp.rec.collectors),
+        devices=sorted(tl.devices),
+    )
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -400,39 +399,37 @@ def _mean(vals):
     return float(np.mean(vals)) if vals else None
 
 
-def device_left_out(saves: list[dict]) -> dict:
+def device_left_out(saves: list[Checkpoint]) -> DeviceLeftOut:
     """The saves the run's device figures leave out, and why: `bytes_device_total` sums the saves
     whose device bytes are known, `mean_device_gib_per_s` averages the finished saves whose
     bandwidth is known. Per figure: `of` (the saves), `counted`, `left_out` [{id, code, reason}]."""
 
     def unknown(r):
-        u = r["device_unknown"]
-        return (u[0]["code"], "; ".join(x["reason"] for x in u)) if u else None
+        u = r.device_unknown
+        return (u[0].code, "; ".join(x.reason for x in u)) if u else None
 
     def why_bandwidth(r):
         if unknown(r):
             return unknown(r)
-        if r["app_end_s"] is None:
+        if r.app_end_s is None:
             return "unfinished", "the save did not finish: a rate over part of it is not the device's"
-        if r["sampling_gap_s"] is not None:
-            return "sampling_gap", f"a sampling gap of {r['sampling_gap_s']:.2f} s inside it"
+        if r.sampling_gap_s is not None:
+            return "sampling_gap", f"a sampling gap of {r.sampling_gap_s:.2f} s inside it"
         return "no_block_samples", "no block-device samples"
 
     def why_bytes(r):
         return unknown(r) or ("no_block_samples", "no block-device samples")
 
-    out = {}
-    for name, known, why in (
-        ("bytes_device_total", lambda r: r["bytes_device"] is not None, why_bytes),
-        (
-            "mean_device_gib_per_s",
-            lambda r: r["device_gib_per_s"] is not None and r["app_end_s"] is not None,
-            why_bandwidth,
+    def figure(known, why) -> LeftOut:
+        left = [LeftOutSave(r.id, *why(r)) for r in saves if not known(r)]
+        return LeftOut(len(saves), len(saves) - len(left), left)
+
+    return DeviceLeftOut(
+        bytes_device_total=figure(lambda r: r.bytes_device is not None, why_bytes),
+        mean_device_gib_per_s=figure(
+            lambda r: r.device_gib_per_s is not None and r.app_end_s is not None, why_bandwidth
         ),
-    ):
-        left = [dict(zip(("id", "code", "reason"), (r["id"], *why(r)))) for r in saves if not known(r)]
-        out[name] = {"of": len(saves), "counted": len(saves) - len(left), "left_out": left}
-    return out
+    )
 
 
 def _marks(events: pd.DataFrame, start_ns: int) -> list[tuple[float, str]]:

@@ -34,6 +34,7 @@ about one checkpoint or device.
 from __future__ import annotations
 
 from .checkpoints import DEVICE_READ_WARN_SHARE
+from .model import ABSENT, Checkpoint
 from .model_base import Note
 
 
@@ -109,46 +110,46 @@ def durability_unknown(reason) -> Note:
     return Note("durability_unknown", f"durability unknown for every checkpoint: {reason}")
 
 
-def checkpoint_notes(r: dict) -> list[Note]:
+def checkpoint_notes(r: Checkpoint) -> list[Note]:
     """What one checkpoint's row needs said beside its figures, in the report's order."""
-    cid = r["id"]
+    cid = r.id
     out = []
-    if r["durable"] is False:
-        first = r["durable_basis"][0]  # deleted before durable, or no storage behind the file
+    if r.durable is False:
+        first = r.durable_basis[0]  # deleted before durable, or no storage behind the file
         deleted = first.startswith("deleted")
         what = "DELETED BEFORE DURABLE: " if deleted else "NOT DURABLE: "
         code = "deleted_before_durable" if deleted else "not_durable"
         out.append(Note(code, f"checkpoint {cid}: {what}{first.removeprefix('not durable: ')}", cid))
-    if r.get("sampling_gap_s"):
+    if r.sampling_gap_s:
         out.append(
             Note(
                 "sampling_gap",
-                f"checkpoint {cid}: block samples missing for {r['sampling_gap_s']:.2f} s around it "
+                f"checkpoint {cid}: block samples missing for {r.sampling_gap_s:.2f} s around it "
                 "(a sampling gap): its device bytes are exact, its device bandwidth is not measured",
                 cid,
             )
         )
-    if r["device_unknown"]:
+    if r.device_unknown:
         out.append(
             Note(
                 "device_unknown",
                 f"checkpoint {cid}: device figures unknown: "
-                + "; ".join(u["reason"] for u in r["device_unknown"])
-                + (": left out of the run's device total and mean bandwidth" if r["kind"] == "save" else ""),
+                + "; ".join(u.reason for u in r.device_unknown)
+                + (": left out of the run's device total and mean bandwidth" if r.kind == "save" else ""),
                 cid,
             )
         )
-    if any(v is None for v in r["gpu_idle_s_by_gpu"].values()):  # a GPU unknown: the basis says why
-        out.append(Note("gpu_idle_unknown", f"checkpoint {cid}: GPU idle seconds {r['gpu_idle_basis']}", cid))
-    if r["ok"] is False:
+    if any(v is None for v in (r.gpu_idle_s_by_gpu or {}).values()):  # a GPU unknown: the basis says why
+        out.append(Note("gpu_idle_unknown", f"checkpoint {cid}: GPU idle seconds {r.gpu_idle_basis}", cid))
+    if r.ok is False:
         out.append(
             Note(
                 "failed",
-                f"checkpoint {cid}: FAILED ({r['error'] or 'the save reported an error'}): left out of the run's means",
+                f"checkpoint {cid}: FAILED ({r.error or 'the save reported an error'}): left out of the run's means",
                 cid,
             )
         )
-    elif r["app_end_s"] is None:
+    elif r.app_end_s is None:
         out.append(
             Note(
                 "no_end_marker",
@@ -156,22 +157,22 @@ def checkpoint_notes(r: dict) -> list[Note]:
                 cid,
             )
         )
-    slow = {c: e for c, e in (r["energy"] or {}).items() if e.get("energy_j_min") is not None}
+    slow = {c: e for c, e in (r.energy or {}).items() if e.energy_j_min is not None}
     if slow:
-        win_s = (r["durable_end_s"] or r["app_end_s"] or r["start_s"]) - r["start_s"]
+        win_s = (r.durable_end_s or r.app_end_s or r.start_s) - r.start_s
         out.append(
             Note(
                 "energy_range",
                 f"checkpoint {cid}: energy of {', '.join(sorted(slow))} given as a range: the window "
                 f"({win_s:.2f} s) is shorter than two updates of the sensor ("
-                + ", ".join(f"{c} every {e['update_period_s']:.2g} s" for c, e in sorted(slow.items()))
+                + ", ".join(f"{c} every {e.update_period_s:.2g} s" for c, e in sorted(slow.items()))
                 + "), which cannot say what happened inside one; the range is the lowest to highest power it "
                 "reported around the window, widened by its largest change between two updates",
                 cid,
             )
         )
-    if r["kind"] == "load" and r["ok"] is not False:
-        dev, cache = r.get("device_read_share"), r.get("cache_served_share")
+    if r.kind == "load" and r.ok is not False:
+        dev, cache = _known(r.device_read_share), _known(r.cache_served_share)
         low_dev = dev is not None and dev < DEVICE_READ_WARN_SHARE
         if low_dev or (cache is not None and cache > 1 - DEVICE_READ_WARN_SHARE):
             what = [f"{dev:.0%} of its bytes came from the devices"] if dev is not None else []
@@ -186,17 +187,22 @@ def checkpoint_notes(r: dict) -> list[Note]:
                     cid,
                 )
             )
-    if r["durable_at_return"] is False and r["pending_bytes_at_return"] is not None:  # else: no storage
+    if r.durable_at_return is False and r.pending_bytes_at_return is not None:  # else: no storage
         out.append(
             Note(
                 "not_durable_at_return",
                 f"checkpoint {cid}: NOT DURABLE when the save returned: "
-                f"{(r['pending_bytes_at_return'] or 0) / 2**20:.1f} MiB still dirty in the page cache "
+                f"{(r.pending_bytes_at_return or 0) / 2**20:.1f} MiB still dirty in the page cache "
                 "(no fsync?)",
                 cid,
             )
         )
     return out
+
+
+def _known(v):
+    """A figure, or None where it is absent (a key only a load's row has)."""
+    return None if v is ABSENT else v
 
 
 def windows_overlap(wins: list[dict], spans: list[tuple]) -> Note | None:

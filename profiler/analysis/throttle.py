@@ -9,6 +9,7 @@ import pandas as pd
 from ckprof.units import GIB
 
 from . import thermal as T
+from .model import Checkpoint, HotVsCool, ThrottleOnset, Throttling
 
 SIMILAR_QD = 0.3  # queue depths within ±30 % count as similar
 
@@ -28,46 +29,41 @@ def _grid_temp(tl, temps) -> np.ndarray | None:
     return out
 
 
-def _mean_qd(row: dict) -> float | None:
-    q = [d["mean_aqu_sz"] for d in row["devices"].values() if d.get("mean_aqu_sz") is not None]
+def _mean_qd(row: Checkpoint) -> float | None:
+    q = [d.mean_aqu_sz for d in row.devices.values() if d.mean_aqu_sz is not None]
     return float(np.sum(q)) if q else None
 
 
-def hot_vs_cool(rows: list[dict]) -> dict | None:
+def hot_vs_cool(rows: list[Checkpoint]) -> HotVsCool | None:
     """Bandwidth of the hottest checkpoint vs the coolest one at a similar total queue depth."""
     cand = [
         r
         for r in rows
-        if r["kind"] == "save"
-        and r["peak_temp_c"] is not None
-        and r["device_gib_per_s"] is not None
-        and _mean_qd(r) is not None
+        if r.kind == "save" and r.peak_temp_c is not None and r.device_gib_per_s is not None and _mean_qd(r) is not None
     ]
     if len(cand) < 2:
         return None
-    cand.sort(key=lambda r: r["peak_temp_c"])
+    cand.sort(key=lambda r: r.peak_temp_c)
     hot = cand[-1]
     qd = _mean_qd(hot)
     similar = [r for r in cand[:-1] if abs(_mean_qd(r) - qd) <= SIMILAR_QD * max(qd, 1e-9)]
-    if not similar or similar[0]["peak_temp_c"] >= hot["peak_temp_c"]:
+    if not similar or similar[0].peak_temp_c >= hot.peak_temp_c:
         return None
     cool = similar[0]
-    return {
-        "hottest_id": hot["id"],
-        "hottest_peak_temp_c": hot["peak_temp_c"],
-        "hottest_gib_per_s": hot["device_gib_per_s"],
-        "hottest_mean_aqu_sz": qd,
-        "coolest_id": cool["id"],
-        "coolest_peak_temp_c": cool["peak_temp_c"],
-        "coolest_gib_per_s": cool["device_gib_per_s"],
-        "coolest_mean_aqu_sz": _mean_qd(cool),
-        "bandwidth_ratio_hot_to_cool": hot["device_gib_per_s"] / cool["device_gib_per_s"]
-        if cool["device_gib_per_s"]
-        else None,
-    }
+    return HotVsCool(
+        hottest_id=hot.id,
+        hottest_peak_temp_c=hot.peak_temp_c,
+        hottest_gib_per_s=hot.device_gib_per_s,
+        hottest_mean_aqu_sz=qd,
+        coolest_id=cool.id,
+        coolest_peak_temp_c=cool.peak_temp_c,
+        coolest_gib_per_s=cool.device_gib_per_s,
+        coolest_mean_aqu_sz=_mean_qd(cool),
+        bandwidth_ratio_hot_to_cool=hot.device_gib_per_s / cool.device_gib_per_s if cool.device_gib_per_s else None,
+    )
 
 
-def throttling(tl, ctx, rows: list[dict]) -> tuple[dict, pd.DataFrame | None]:
+def throttling(tl, ctx, rows: list[Checkpoint]) -> tuple[Throttling, pd.DataFrame | None]:
     temp = _grid_temp(tl, ctx.temps)
     points = None
     corr = None
@@ -82,17 +78,10 @@ def throttling(tl, ctx, rows: list[dict]) -> tuple[dict, pd.DataFrame | None]:
         if t0 is None:
             continue
         temp_at = [float(np.interp(t0, t.t_ns, t.values)) for t in ctx.temps if len(t.t_ns)]
-        onsets.append(
-            {
-                "source": sig.name,
-                "what": sig.what,
-                "t_s": (t0 - tl.start_ns) / 1e9,
-                "temp_c": max(temp_at) if temp_at else None,
-            }
-        )
-    onsets.sort(key=lambda o: o["t_s"])
-    total_events = sum(r["throttle_events"] or 0 for r in rows)
-    total_s = sum(r["throttle_s"] or 0 for r in rows)
+        onsets.append(ThrottleOnset(sig.name, sig.what, (t0 - tl.start_ns) / 1e9, max(temp_at) if temp_at else None))
+    onsets.sort(key=lambda o: o.t_s)
+    total_events = sum(r.throttle_events or 0 for r in rows)
+    total_s = sum(r.throttle_s or 0 for r in rows)
     if not ctx.signals:
         statement = (
             "Throttling could not be checked: the recording has no thermal-throttle signals "
@@ -104,19 +93,19 @@ def throttling(tl, ctx, rows: list[dict]) -> tuple[dict, pd.DataFrame | None]:
         )
     else:
         o = onsets[0]
-        at = f" at {o['temp_c']:.1f} °C" if o["temp_c"] is not None else ""
+        at = f" at {o.temp_c:.1f} °C" if o.temp_c is not None else ""
         statement = (
-            f"Thermal throttling began {o['t_s']:.1f} s into the run{at} ({o['what']}); "
+            f"Thermal throttling began {o.t_s:.1f} s into the run{at} ({o.what}); "
             f"{total_events} event(s), {total_s:.1f} s throttled inside checkpoint windows."
         )
-    out = {
-        "seen": bool(onsets),
-        "statement": statement,
-        "onsets": onsets,
-        "events_in_checkpoints": total_events if ctx.signals else None,
-        "seconds_in_checkpoints": total_s if ctx.signals else None,
-        "temp_vs_write_correlation": corr,
-        "temp_vs_write_points": 0 if points is None else len(points),
-        "hot_vs_cool": hot_vs_cool(rows),
-    }
+    out = Throttling(
+        seen=bool(onsets),
+        statement=statement,
+        onsets=onsets,
+        events_in_checkpoints=total_events if ctx.signals else None,
+        seconds_in_checkpoints=total_s if ctx.signals else None,
+        temp_vs_write_correlation=corr,
+        temp_vs_write_points=0 if points is None else len(points),
+        hot_vs_cool=hot_vs_cool(rows),
+    )
     return out, points
