@@ -159,6 +159,8 @@ class _Hooks:
 # uploads to an object store (fsspec files, botocore's S3 writes): _ckprof_uploads.py
 _uploads_mod = _load_sibling("_ckprof_uploads")
 _uploads = _uploads_mod.Uploads(_Hooks) if _uploads_mod else None
+# every S3 request through botocore or aiobotocore: s3_request events (_ckprof_uploads.S3Requests)
+_s3_requests = _uploads_mod.S3Requests(_Hooks.emit) if _uploads_mod else None
 
 
 def _is_url(path):
@@ -690,7 +692,12 @@ def patch_fsspec_core(mod):
 
 def patch_botocore(mod):
     if _uploads is not None:
-        _uploads_mod.patch_botocore(mod, _uploads)
+        _uploads_mod.patch_botocore(mod, _uploads, _s3_requests)
+
+
+def patch_aiobotocore(mod):
+    if _s3_requests is not None:
+        _uploads_mod.patch_aiobotocore(mod, _s3_requests)
 
 
 TARGETS = {
@@ -708,6 +715,7 @@ TARGETS = {
     "fsspec.spec": patch_fsspec,
     "fsspec.core": patch_fsspec_core,
     "botocore.client": patch_botocore,
+    "aiobotocore.client": patch_aiobotocore,
     "boto3.s3.inject": patch_boto3_inject,
     "boto3.s3.transfer": patch_boto3_transfer,
 }

@@ -181,6 +181,153 @@ class Uploads:
             )
 
 
+# -- every S3 request: one s3_request event each, or per second an s3_requests aggregate ------------
+
+# operations whose request carries the object's bytes (their body); GetObject's reply does
+SENDS_BODY = {"PutObject", "UploadPart"}
+# One s3_request event per request, up to this many per operation in one second of the process;
+# beyond, that second's further requests of the operation are summed into one s3_requests event
+# (written when a later second's request comes, or at exit). 10 Hz of 100 parts' uploads is far
+# under it; a LIST storm of thousands a second costs one event per second per operation.
+PER_SECOND_EACH = 200
+# an aggregate's latencies, as counts per bucket: the bucket's upper bound is 2**(i/4) ms (±19 %)
+_BUCKETS_PER_OCTAVE = 4
+
+
+def latency_bucket_ms(latency_ms):
+    """The upper bound of the histogram bucket holding `latency_ms` (2**(i/4) ms, i ≥ −40)."""
+    import math
+
+    i = math.ceil(math.log2(max(latency_ms, 2**-10)) * _BUCKETS_PER_OCTAVE)
+    return round(2 ** (i / _BUCKETS_PER_OCTAVE), 6)
+
+
+def request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc):
+    """An s3_request event's fields (docs/recording-format.md). botocore puts the HTTP status and
+    the retries it made (RetryAttempts) in the reply's ResponseMetadata, and in a ClientError's
+    `response` with the error's Code (botocore/retryhandler.py, botocore/retries/standard.py)."""
+    reply = result if exc is None else getattr(exc, "response", None)
+    meta = (reply or {}).get("ResponseMetadata") or {}
+    out = {
+        "op": op,
+        "layer": layer,
+        "bucket": params.get("Bucket"),
+        "key": params.get("Key") if "Key" in params else params.get("Prefix"),
+        "latency_s": (t_end - t_start) / 1e9,
+        "status": meta.get("HTTPStatusCode"),
+        "retries": meta.get("RetryAttempts"),
+    }
+    try:
+        out["endpoint"] = client.meta.endpoint_url
+    except Exception:
+        pass
+    if exc is None:
+        if op in SENDS_BODY:
+            out["bytes"] = nbytes
+        elif op == "GetObject":
+            out["bytes"] = (result or {}).get("ContentLength")
+        if op == "UploadPart":
+            out["part"] = params.get("PartNumber")
+        if op in ("ListObjectsV2", "ListObjects"):
+            n = (result or {}).get("KeyCount")
+            out["keys"] = n if isinstance(n, int) else len((result or {}).get("Contents") or [])
+    else:
+        err = (reply or {}).get("Error") or {}
+        out["error_code"] = err.get("Code") or type(exc).__name__
+        out["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return out
+
+
+class S3Requests:
+    """Writes an s3_request event per request, or per second and operation an s3_requests sum
+    beyond PER_SECOND_EACH; `emit(event, t_ns=None, **fields)` is the autopatch's."""
+
+    def __init__(self, emit):
+        self.emit = emit
+        self.second = None  # the current second (monotonic s) of this process's requests
+        self.counts = {}  # op → requests in the current second
+        self.sums = {}  # op → the current second's aggregate (beyond PER_SECOND_EACH)
+        import atexit
+
+        atexit.register(self.flush)
+
+    def done(self, client, layer, op, params, t_start, t_end, nbytes, result, exc):
+        fields = request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc)
+        with _lock:
+            sec = t_end // 1_000_000_000
+            past = self._take() if sec != self.second else []
+            if sec != self.second:
+                self.second, self.counts = sec, {}
+            n = self.counts[op] = self.counts.get(op, 0) + 1
+            if n > PER_SECOND_EACH:
+                self._add(op, fields, t_end)
+                fields = None
+        for t, agg in past:
+            self.emit("s3_requests", t_ns=t, **agg)
+        if fields is not None:
+            self.emit("s3_request", t_ns=t_end, **fields)
+
+    def _add(self, op, f, t_end):
+        a = self.sums.get(op)
+        if a is None:
+            a = self.sums[op] = {
+                "op": op,
+                "layer": f["layer"],
+                "endpoint": f.get("endpoint"),
+                "second_start_ns": self.second * 1_000_000_000,
+                "requests": 0,
+                "bytes": 0,
+                "bytes_unknown": 0,
+                "keys": 0,
+                "parts": 0,
+                "latency_sum_s": 0.0,
+                "latency_max_s": 0.0,
+                "latency_ms_buckets": {},
+                "retries": 0,
+                "retries_unknown": 0,
+                "errors": {},
+                "status": {},
+                "t_last": t_end,
+            }
+        a["requests"] += 1
+        a["t_last"] = max(a["t_last"], t_end)
+        if op in SENDS_BODY or op == "GetObject":
+            if isinstance(f.get("bytes"), int):
+                a["bytes"] += f["bytes"]
+            elif "error_code" not in f:
+                a["bytes_unknown"] += 1
+        a["keys"] += f.get("keys") or 0
+        a["parts"] += 1 if op == "UploadPart" and "error_code" not in f else 0
+        lat = f["latency_s"]
+        a["latency_sum_s"] += lat
+        a["latency_max_s"] = max(a["latency_max_s"], lat)
+        b = str(latency_bucket_ms(lat * 1e3))
+        a["latency_ms_buckets"][b] = a["latency_ms_buckets"].get(b, 0) + 1
+        if isinstance(f.get("retries"), int):
+            a["retries"] += f["retries"]
+        else:
+            a["retries_unknown"] += 1
+        if "error_code" in f:
+            a["errors"][f["error_code"]] = a["errors"].get(f["error_code"], 0) + 1
+        s = str(f.get("status"))
+        a["status"][s] = a["status"].get(s, 0) + 1
+
+    def _take(self):
+        out = [(a.pop("t_last"), a) for a in self.sums.values()]
+        self.sums = {}
+        return out
+
+    def flush(self):
+        """The aggregates not written yet (at exit)."""
+        try:
+            with _lock:
+                past = self._take()
+            for t, agg in past:
+                self.emit("s3_requests", t_ns=t, **agg)
+        except Exception:
+            pass
+
+
 def opened_at(f):
     """When fsspec file `f` was opened for writing (monotonic ns), or None."""
     try:
@@ -329,24 +476,66 @@ def patch_fsspec_core(core):
     core.open_files, cls.__enter__ = wrapped_open_files, wrapped_enter
 
 
-def patch_botocore(client, uploads):
-    """botocore.client.BaseClient._make_api_call: S3's object writes (S3_WRITES)."""
+def patch_botocore(client, uploads, requests=None):
+    """botocore.client.BaseClient._make_api_call: every S3 request (`requests`: one s3_request
+    event each), and S3's object writes (S3_WRITES) for the saves' bookkeeping."""
     cls = getattr(client, "BaseClient", None)
     orig = getattr(cls, "_make_api_call", None)
     if orig is None or getattr(orig, "__ckprof_wrapped__", False):
         return
 
     def _make_api_call(self, operation_name, api_params):
-        if operation_name not in S3_WRITES or not _is_s3(self):
+        if not _is_s3(self):
             return orig(self, operation_name, api_params)
+        write = operation_name in S3_WRITES
         t = time.monotonic_ns()
-        nbytes = body_bytes(api_params) if operation_name in ("PutObject", "UploadPart") else None
+        nbytes = body_bytes(api_params) if operation_name in SENDS_BODY else None
         try:
             result = orig(self, operation_name, api_params)
         except BaseException as e:
-            _safely(uploads.s3_call, operation_name, api_params, t, nbytes, f"{type(e).__name__}: {e}", None)
+            t_end = time.monotonic_ns()
+            if requests is not None:
+                _safely(requests.done, self, "botocore", operation_name, api_params, t, t_end, nbytes, None, e)
+            if write:
+                _safely(uploads.s3_call, operation_name, api_params, t, nbytes, f"{type(e).__name__}: {e}", None)
             raise
-        _safely(uploads.s3_call, operation_name, api_params, t, nbytes, None, result)
+        t_end = time.monotonic_ns()
+        if requests is not None:
+            _safely(requests.done, self, "botocore", operation_name, api_params, t, t_end, nbytes, result, None)
+        if write:
+            _safely(uploads.s3_call, operation_name, api_params, t, nbytes, None, result)
+        return result
+
+    _make_api_call.__name__, _make_api_call.__qualname__ = orig.__name__, orig.__qualname__
+    _make_api_call.__wrapped__ = orig
+    _make_api_call.__ckprof_wrapped__ = True
+    cls._make_api_call = _make_api_call
+
+
+def patch_aiobotocore(client, requests):
+    """aiobotocore.client.AioBaseClient._make_api_call (s3fs's client; a coroutine that does not
+    call botocore's): every S3 request as an s3_request event. Its uploads' bookkeeping is the
+    fsspec file's (patch_fsspec), so none here: no upload is counted twice."""
+    cls = getattr(client, "AioBaseClient", None)
+    orig = getattr(cls, "_make_api_call", None)
+    if orig is None or getattr(orig, "__ckprof_wrapped__", False):
+        return
+
+    async def _make_api_call(self, operation_name, api_params):
+        if not _is_s3(self):
+            return await orig(self, operation_name, api_params)
+        t = time.monotonic_ns()
+        nbytes = body_bytes(api_params) if operation_name in SENDS_BODY else None
+        try:
+            result = await orig(self, operation_name, api_params)
+        except BaseException as e:
+            _safely(
+                requests.done, self, "aiobotocore", operation_name, api_params, t, time.monotonic_ns(), nbytes, None, e
+            )
+            raise
+        _safely(
+            requests.done, self, "aiobotocore", operation_name, api_params, t, time.monotonic_ns(), nbytes, result, None
+        )
         return result
 
     _make_api_call.__name__, _make_api_call.__qualname__ = orig.__name__, orig.__qualname__
