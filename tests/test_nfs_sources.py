@@ -23,5 +23,11 @@ def test_a_path_on_nfs_is_said_to_be_recorded_by_the_nfs_collectors(tmp_path, mo
 
 
 def test_other_file_systems_without_a_device_keep_the_device_advice(tmp_path, monkeypatch):
-    note = _note_for(tmp_path, monkeypatch, "fuse.bindfs", "/src")
+    note = _note_for(tmp_path, monkeypatch, "9p", "hostshare")  # (FUSE has its collector: test_fuse_collector.py)
     assert "no block device behind" in note and "--device" in note
+
+
+def test_a_path_on_fuse_is_said_to_be_recorded_by_the_fuse_collector(tmp_path, monkeypatch):
+    note = _note_for(tmp_path, monkeypatch, "fuse.bindfs", "/src")
+    assert note.startswith(f"{tmp_path} is on FUSE (/src, fuse.bindfs)") and "fuse collector" in note
+    assert "no block device behind it" in note and "--device" not in note

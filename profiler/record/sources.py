@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ckprof.collectors.base import Collector
 from ckprof.collectors.blockdev import BlockCollector
+from ckprof.collectors.fuse import FuseCollector, FuseMount, is_fuse
 from ckprof.collectors.gpu import GpuCollector
 from ckprof.collectors.host import HostCollector, ProcTreeCollector
 from ckprof.collectors.ipmi import IpmiCollector
@@ -71,7 +72,13 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
                 "mount": None if res.mount is None else vars(res.mount),
             }
         )
-        if not res.devices and res.mount and res.mount.fstype in NFS_FSTYPES:
+        if res.mount and is_fuse(res.mount.fstype):
+            notes.append(
+                f"{p} is on FUSE ({res.mount.source}, {res.mount.fstype}): the fuse collector records the "
+                "connection's waiting requests and its daemon's I/O (docs/remote.md)"
+                + ("" if res.devices else "; no block device behind it")
+            )
+        elif not res.devices and res.mount and res.mount.fstype in NFS_FSTYPES:
             notes.append(
                 f"{p} is on NFS ({res.mount.source}, {res.mount.fstype}): no block device behind it; the nfs "
                 "and nfs_mount collectors record the mount per operation and its transport (docs/remote.md)"
@@ -84,6 +91,16 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
             )
         devs += [d for d in res.devices if d not in devs]
     return devs, {"selected_by": "--path", "paths": chains}, notes
+
+
+def fuse_mounts(topology: dict) -> list[FuseMount]:
+    """The FUSE mounts the --paths are on (select_devices' chains), each once."""
+    out: dict[str, FuseMount] = {}
+    for chain in topology.get("paths", []):
+        m = chain.get("mount")
+        if m and is_fuse(m["fstype"]):
+            out.setdefault(m["mount_point"], FuseMount(m["mount_point"], m["major_minor"], m["fstype"], m["source"]))
+    return list(out.values())
 
 
 def _has_size(topo: Topology, dev: str) -> bool:
@@ -134,6 +151,9 @@ def build_sources(opts: SourceOptions) -> Sources:
     candidates.append(NetCollector(period_s=opts.interval_s, sys_root=opts.sys_root))
     nfs = nfs_collectors(period_s=opts.interval_s, proc_root=opts.proc_root)
     candidates += nfs if nfs[0].probe().ok else nfs[:1]
+    fuse = fuse_mounts(topology)
+    if fuse:  # a --path on FUSE: its connection's queue and its daemon's I/O (docs/remote.md)
+        candidates.append(FuseCollector(fuse, opts.interval_s, opts.sys_root, opts.proc_root))
     collectors, probes = [], {}
     for c in candidates:
         p = c.probe()
