@@ -23,49 +23,57 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
-from ckprof.collectors.host import HOST_SCHEMA
-from ckprof.recording.format import FORMAT_NAME, SCHEMA_VERSION, part_name
+from ckprof.testing import BLOCK_SCHEMA, HOST_SCHEMA, RecordingBuilder, job_dir
 
 DEVICES = 4
 RANKS = 8
 
 
 def gen_host(job: str, node: int, n: int, hz: float, rng) -> None:
-    d = os.path.join(job, f"host=node{node:03d}")
+    """One node's recording in JOB/host=nodeNNN/ (ckprof.testing): its block devices and host
+    counters at `hz`, its own clocks, and its ranks' checkpoint markers every 5 minutes."""
+    name = f"node{node:03d}"
     t0_mono = 10_000_000_000 + node * 7_000_000
-    wall0 = 1_795_000_000_000_000_000 + node * 1_000_000
+    duration_ns = int(n / hz * 1e9)
+    rb = RecordingBuilder(
+        start_ns=t0_mono,
+        wall_ns=1_795_000_000_000_000_000 + node * 1_000_000,
+        duration_s=duration_ns / 1e9,
+        interval_s=1 / hz,
+        command=["generated"],
+        hostname=name,
+        meta={
+            "job": {
+                "id": "bench",
+                "node_rank": node,
+                "host_name": name,
+                "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 1000}},
+            }
+        },
+    )
     t = t0_mono + (np.arange(n) * (1e9 / hz)).astype(np.int64)
-    cols = {f.name: None for f in BLOCK_SCHEMA}
     tables = []
     for dev in range(DEVICES):
         ios = np.cumsum(rng.integers(0, 200, n))
         c = {"t_ns": t, "device": np.full(n, f"nvme{dev}n1")}
-        for name in cols:
-            if name in c:
-                continue
-            c[name] = ios if name.endswith("_ios") else (ios * 8 if "sectors" in name else ios // 3)
+        for f in BLOCK_SCHEMA:
+            if f.name not in c:
+                c[f.name] = ios if f.name.endswith("_ios") else (ios * 8 if "sectors" in f.name else ios // 3)
         c["in_flight"] = c["inflight_read"] = c["inflight_write"] = rng.integers(0, 32, n)
         tables.append(pa.table(c, schema=BLOCK_SCHEMA))
-    os.makedirs(os.path.join(d, "samples", "block"))
-    pq.write_table(pa.concat_tables(tables), os.path.join(d, "samples", "block", part_name(0, 0)))
+    rb.table("block", pa.concat_tables(tables), BLOCK_SCHEMA)
     host = {f.name: np.cumsum(rng.random(n)) for f in HOST_SCHEMA if f.name != "t_ns"}
     host["t_ns"] = t
     for g in ("mem_total_bytes", "mem_available_bytes", "dirty_bytes", "writeback_bytes"):
         host[g] = rng.integers(0, 1 << 30, n)
-    os.makedirs(os.path.join(d, "samples", "host"))
-    pq.write_table(pa.table(host, schema=HOST_SCHEMA), os.path.join(d, "samples", "host", part_name(0, 0)))
-    lines = []
-    duration_ns = int(n / hz * 1e9)
+    rb.table("host", host, HOST_SCHEMA)
     for k, start in enumerate(range(int(60e9), duration_ns - int(60e9), int(300e9))):
         for r in range(RANKS):
-            s = t0_mono + start + int(rng.integers(0, 50_000_000))
+            s = start + int(rng.integers(0, 50_000_000))
             e = s + int(rng.uniform(5e9, 9e9))
-            ident = f"node{node}:{r}:{k}"
             common = {
-                "id": ident,
+                "id": f"node{node}:{r}:{k}",
                 "kind": "save",
                 "step": k,
                 "rank": node * RANKS + r,
@@ -73,25 +81,9 @@ def gen_host(job: str, node: int, n: int, hz: float, rng) -> None:
                 "source": "workload",
                 "bytes": 14_053_202_944,
             }
-            lines.append(json.dumps({"t_ns": s, "event": "checkpoint_start", **common}))
-            lines.append(json.dumps({"t_ns": e, "event": "checkpoint_end", "ok": True, **common}))
-    open(os.path.join(d, "events.jsonl"), "w").write("\n".join(lines) + "\n")
-    meta = {
-        "format": FORMAT_NAME,
-        "schema_version": SCHEMA_VERSION,
-        "status": "complete",
-        "command": ["generated"],
-        "host": {"hostname": f"node{node:03d}"},
-        "start": {"wall_ns": wall0, "monotonic_ns": int(t0_mono), "uncertainty_ns": 0},
-        "end": {"wall_ns": wall0 + duration_ns, "monotonic_ns": int(t0_mono + duration_ns), "uncertainty_ns": 0},
-        "job": {
-            "id": "bench",
-            "node_rank": node,
-            "host_name": f"node{node:03d}",
-            "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 1000}},
-        },
-    }
-    json.dump(meta, open(os.path.join(d, "meta.json"), "w"))
+            rb.event("checkpoint_start", s / 1e9, **common)
+            rb.event("checkpoint_end", e / 1e9, ok=True, **common)
+    job_dir(job, {name: rb})
 
 
 READ = """

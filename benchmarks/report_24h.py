@@ -22,30 +22,13 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ckprof.collectors.base import T_NS, col  # noqa: E402
-from ckprof.collectors.gpu import GPU_SCHEMA  # noqa: E402
-from ckprof.collectors.rapl import RAPL_SCHEMA  # noqa: E402
+from ckprof.collectors.gpu import GPU_SCHEMA
+from ckprof.collectors.rapl import RAPL_SCHEMA
 
-# A compact SSD series per block device: temperature, thermal counters and an estimated power
-# (a day of the full NVMe collector schema would dominate the generation, not the report).
-NVME_SCHEMA = pa.schema(
-    [
-        T_NS,
-        col("device", pa.string(), "", "label"),
-        col("temp_c", pa.float64(), "C"),
-        col("critical_warning", pa.int64(), "bitmask"),
-        col("thm_temp1_trans_count", pa.int64(), "events", "counter"),
-        col("thm_temp1_total_time", pa.int64(), "s", "counter"),
-        col("power_w", pa.float64(), "W", provenance="estimated", doc="power state table"),
-    ]
-)
-
-from ckprof.collectors.base import schema_units  # noqa: E402
-from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA  # noqa: E402
-from ckprof.collectors.host import HOST_SCHEMA  # noqa: E402
-from ckprof.recording.writer import RecordingWriter, part_name  # noqa: E402
+# A compact SSD series per block device (ckprof.testing's: temperature, thermal counters and an
+# estimated power): a day of the full NVMe collector schema would dominate the generation, not the report.
+from ckprof.testing import BLOCK_SCHEMA, HOST_SCHEMA, NVME_SCHEMA, RecordingBuilder
 
 START_NS = 10**12
 CKPT_EVERY_S, CKPT_LEN_S, FIRST_S = 1800, 60, 600  # every 30 min from 10 min in, writing for 60 s
@@ -55,30 +38,17 @@ def _dict_strings(names: list[str], idx: np.ndarray) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), pa.array(names)).cast(pa.string())
 
 
-def _table(cols: dict, schema: pa.Schema, n: int) -> pa.Table:
-    """All of the schema's columns: the ones given, nulls for the rest (as a collector leaves them)."""
-    return pa.table({f.name: cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in schema}, schema=schema)
-
-
 def _ckpt_mask(t_s: np.ndarray) -> np.ndarray:
     return (t_s >= FIRST_S) & (((t_s - FIRST_S) % CKPT_EVERY_S) < CKPT_LEN_S)
 
 
 def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_s: float = 3600) -> dict:
-    w = RecordingWriter(path)
     dur = hours * 3600
     n_total = int(dur * hz) + 1
-    w.create(
-        {
-            "ckprof_version": "bench",
-            "host": {"hostname": "bench"},
-            "command": ["bench"],
-            "start": {"monotonic_ns": START_NS, "wall_ns": 1_790_000_000 * 10**9},
-            "interval_s": 1 / hz,
-            "notes": [],
-        }
+    rb = RecordingBuilder(
+        path, start_ns=START_NS, wall_ns=1_790_000_000 * 10**9, duration_s=dur, interval_s=1 / hz, command=["bench"]
     )
-    colls = {}
+    rb.meta["host"] = {"hostname": "bench"}
     for name, schema in (
         ("block", BLOCK_SCHEMA),
         ("gpu", GPU_SCHEMA),
@@ -86,12 +56,9 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
         ("host", HOST_SCHEMA),
         ("rapl", RAPL_SCHEMA),
     ):
-        w.add_collector(name, schema)
-        colls[name] = {"period_s": 1 / hz, "columns": schema_units(schema), "describe": {}}
-    w.write_meta(collectors=colls)
+        rb.collector(name, schema)
     dev_names = [f"nvme{i}n1" for i in range(devices)]
     rate_bps = 2e9  # per device while checkpointing
-    part = 0
     cum = {
         "sect": np.zeros(devices),
         "tiq": np.zeros(devices),
@@ -130,11 +97,7 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
             if f.name in cols:
                 continue
             cols[f.name] = pa.array(data[f.name].astype(np.int64).ravel()) if f.name in data else zeros
-        pq.write_table(
-            pa.table(cols, schema=BLOCK_SCHEMA),
-            os.path.join(w.collector_dir("block"), part_name(part, part)),
-            compression="zstd",
-        )
+        rb.table("block", cols)
         # GPUs at the same rate: 400 W busy, 120 W idle during a checkpoint
         p_w = np.outer(np.where(act > 0, 120.0, 400.0), np.ones(gpus))
         energy = cum["energy"] + np.cumsum(p_w * 1000 / hz, axis=0)
@@ -149,11 +112,7 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
             "util_mem_pct": pa.array(np.where(p_w > 200, 60.0, 0.0).ravel()),
             "clock_event_reasons": pa.array(np.zeros(n * gpus, dtype=np.int64)),
         }
-        pq.write_table(
-            _table(g, GPU_SCHEMA, n * gpus),
-            os.path.join(w.collector_dir("gpu"), part_name(part, part)),
-            compression="zstd",
-        )
+        rb.table("gpu", g)
         # NVMe SMART at 1 Hz
         k = np.arange(0, n, max(1, int(hz)))
         m = len(k)
@@ -169,11 +128,7 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
             "thm_temp1_total_time": pa.array(thm.ravel().astype(np.int64)),
             "power_w": pa.array(np.outer(5 + 10 * act[k], np.ones(devices)).ravel()),
         }
-        pq.write_table(
-            pa.table(nv, schema=NVME_SCHEMA),
-            os.path.join(w.collector_dir("nvme"), part_name(part, part)),
-            compression="zstd",
-        )
+        rb.table("nvme", nv)
         h = {
             "t_ns": pa.array(t_ns),
             "cpu_user_s": pa.array(t_s * 0.5),
@@ -186,11 +141,7 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
             "dirty_bytes": pa.array((act * 0).astype(np.int64)),
             "writeback_bytes": pa.array(np.zeros(n, dtype=np.int64)),
         }
-        pq.write_table(
-            pa.table(h, schema=HOST_SCHEMA),
-            os.path.join(w.collector_dir("host"), part_name(part, part)),
-            compression="zstd",
-        )
+        rb.table("host", h)
         r = {
             "t_ns": pa.array(np.repeat(t_ns, 2)),
             "zone": _dict_strings(["intel-rapl:0", "intel-rapl:1"], np.tile([0, 1], n)),
@@ -198,45 +149,15 @@ def generate(path: str, hours: float, devices: int, gpus: int, hz: float, chunk_
             "energy_uj": pa.array(np.repeat((t_s * 150e6).astype(np.int64) % 262_143_328_851, 2)),
             "max_energy_range_uj": pa.array(np.full(2 * n, 262_143_328_850, dtype=np.int64)),
         }
-        pq.write_table(
-            _table(r, RAPL_SCHEMA, 2 * n),
-            os.path.join(w.collector_dir("rapl"), part_name(part, part)),
-            compression="zstd",
-        )
+        rb.table("rapl", r)
         i0 += n
-        part += 1
+        rb.write_parts()  # this chunk on disk: memory holds one
     for c in range(int(dur // CKPT_EVERY_S) + 1):
         a = FIRST_S + c * CKPT_EVERY_S
         if a + CKPT_LEN_S > dur:
             break
-        cid = f"bench:{c}"
-        nbytes = int(rate_bps * CKPT_LEN_S * devices)
-        w.event(
-            {
-                "t_ns": START_NS + a * 10**9,
-                "event": "checkpoint_start",
-                "id": cid,
-                "kind": "save",
-                "step": c,
-                "bytes": nbytes,
-                "source": "workload",
-                "pid": 1,
-            }
-        )
-        w.event(
-            {
-                "t_ns": START_NS + (a + CKPT_LEN_S) * 10**9,
-                "event": "checkpoint_end",
-                "id": cid,
-                "kind": "save",
-                "step": c,
-                "bytes": nbytes,
-                "ok": True,
-                "source": "workload",
-                "pid": 1,
-            }
-        )
-    w.write_meta(status="complete", end={"monotonic_ns": START_NS + int(dur * 1e9)})
+        rb.checkpoint(a, a + CKPT_LEN_S, int(rate_bps * CKPT_LEN_S * devices), step=c, source="workload")
+    rb.finish()
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
     return {"rows_block": n_total * devices, "bytes_on_disk": size}
 

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from ckprof.testing import GPU_SCHEMA, RecordingBuilder
+from ckprof.testing import GPU_SCHEMA, RecordingBuilder, bursts
 
 MiB = 2**20
 
@@ -36,8 +36,7 @@ def make_recording(path: str, minutes: float) -> str:
     rb = RecordingBuilder(duration_s=duration_s, interval_s=0.1)
     spans = [(a, a + 60) for a in np.arange(120, duration_s - 60, 600)]
 
-    def busy(t):
-        return sum(np.where((t > a) & (t <= b), 1.0, 0.0) for a, b in spans)
+    busy = bursts(spans, 1.0)
 
     for dev in ("nvme0n1", "nvme1n1"):
         rb.block(dev, lambda t: busy(t) * 800 * MiB * (1 + 0.2 * rng.random(t.shape)), queue=lambda t: busy(t) * 8)

@@ -25,7 +25,6 @@ import time
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import ckprof
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
@@ -33,8 +32,7 @@ from ckprof.collectors.nvme import SCHEMA as NVME_SCHEMA
 from ckprof.power.ssd import COLUMNS, EXTERNAL_MIN_COVERAGE, power_state_changes, ssd_power
 from ckprof.recording.counters import counter_delta
 from ckprof.recording.import_power import POWER_SCHEMA
-from ckprof.recording.schema import schema_units
-from ckprof.recording.writer import RecordingWriter, part_name
+from ckprof.testing import RecordingBuilder
 
 S = 1_000_000_000
 START_NS = 10**12
@@ -206,14 +204,6 @@ def reference_power_state_changes(rec) -> pd.DataFrame:
 # --- a synthetic recording --------------------------------------------------------------------
 
 
-def _table(cols: dict, schema: pa.Schema, n: int) -> pa.Table:
-    """All of the schema's columns: the ones given, nulls for the rest (as a collector leaves them)."""
-    return pa.table(
-        {f.name: pa.array(cols[f.name], type=f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema},
-        schema=schema,
-    )
-
-
 def _masked(values: np.ndarray, null: np.ndarray) -> pa.Array:
     return pa.array(values, mask=null)
 
@@ -231,16 +221,14 @@ def synthetic_recording(
     null and out-of-range power states, failed polls, IPM gaps, PM log resets and EPF, counter
     wraps and resets, a controller that is not described, one with a single poll."""
     rng = np.random.default_rng(seed)
-    w = RecordingWriter(path)
-    w.create({"ckprof_version": "bench", "start": {"monotonic_ns": START_NS, "wall_ns": 0}, "notes": []})
-    for name, schema in (("nvme", NVME_SCHEMA), ("block", BLOCK_SCHEMA), ("power_nvme0", POWER_SCHEMA)):
-        w.add_collector(name, schema)
+    rb = RecordingBuilder(path, start_ns=START_NS, wall_ns=0, duration_s=seconds, interval_s=1.0, command=["bench"])
     ctrls = [f"nvme{c}" for c in range(n_ctrl)]
     described = ctrls[:-1] if messy else ctrls  # messy: the last one has no describe
     states = POWER_STATES + ([{"max_power_w": 9.0, "idle_power_w": 2.0, "active_power_w": 8.0}] if messy else [])
     controllers = {
         c: {"devices": [f"{c}n1", f"{c}n2"] if messy else [f"{c}n1"], "power_states": states} for c in described
     }
+    rb.collector("nvme", NVME_SCHEMA, describe={"controllers": controllers}).collector("block", BLOCK_SCHEMA)
     n_steps = seconds + 1
     base = np.arange(n_steps, dtype=np.int64) * S
     # per controller: its own poll jitter (the collector polls controllers in turn)
@@ -274,7 +262,6 @@ def synthetic_recording(
     if messy:  # one controller polled once
         failed[-2, 1:] = True
     busy_ms = np.cumsum(ticks_per_s, axis=1).astype(np.int64)
-    part = 0
     for s0 in range(0, n_steps, chunk_s):
         sl = slice(s0, min(n_steps, s0 + chunk_s))
         m = sl.stop - sl.start
@@ -300,11 +287,7 @@ def synthetic_recording(
             "pm_estimated": _masked(flat(est), flat(est_null) | fl),
             "error": pa.array(np.where(fl, "nvme smart-log: timed out after 5 s", None)),
         }
-        pq.write_table(
-            _table(cols, NVME_SCHEMA, m * n_ctrl),
-            os.path.join(w.collector_dir("nvme"), part_name(part, part)),
-            compression="zstd",
-        )
+        rb.table("nvme", cols)
         # block: one row a second per device (the block collector's own clock), io_ticks cumulative
         devs = [d for c in described for d in controllers[c]["devices"]]
         nd = len(devs)
@@ -320,12 +303,8 @@ def synthetic_recording(
             "read_sectors": np.zeros(m * nd, dtype=np.int64),
             "write_sectors": (ticks.T.ravel() * 800),
         }
-        pq.write_table(
-            _table(bcols, BLOCK_SCHEMA, m * nd),
-            os.path.join(w.collector_dir("block"), part_name(part, part)),
-            compression="zstd",
-        )
-        part += 1
+        rb.table("block", bcols)
+        rb.write_parts()  # this chunk on disk: memory holds one
     # an imported 10 Hz analyzer trace for nvme0 (clock-aligned), irregular in messy mode, with gaps
     n_tr = trace_s * 10
     tt = START_NS + np.arange(n_tr, dtype=np.int64) * (S // 10)
@@ -337,19 +316,9 @@ def synthetic_recording(
     tw = 4.0 + rng.random(len(tt)) * 3
     if messy:
         tw[rng.random(len(tt)) < 0.05] = np.nan
-    pq.write_table(
-        pa.table({"t_ns": tt, "power_w": tw, "wall_ns": np.zeros(len(tt), dtype=np.int64)}, schema=POWER_SCHEMA),
-        os.path.join(w.collector_dir("power_nvme0"), part_name(0, 0)),
-        compression="zstd",
-    )
-    w.write_meta(
-        status="complete",
-        collectors={
-            "nvme": {"period_s": 1.0, "columns": schema_units(NVME_SCHEMA), "describe": {"controllers": controllers}},
-            "block": {"period_s": 1.0, "columns": schema_units(BLOCK_SCHEMA), "describe": {}},
-            "power_nvme0": {"columns": schema_units(POWER_SCHEMA), "describe": {}},
-        },
-    )
+    trace = {"t_ns": tt, "power_w": tw, "wall_ns": np.zeros(len(tt), dtype=np.int64)}
+    rb.collector("power_nvme0", POWER_SCHEMA, period_s=0.1).table("power_nvme0", trace)
+    rb.finish()
     return path
 
 

@@ -273,12 +273,34 @@ class RecordingBuilder:
         **end_fields,
     ) -> "RecordingBuilder":
         """A checkpoint window as `with ckprof.checkpoint(...)` marks it; end_s None: never ended."""
-        start = {"id": f"synth:{len(self.events)}", "kind": kind, "source": source, "pid": 1, "rank": rank}
+        self.last_checkpoint_id = f"synth:{len(self.events)}"  # what its events carry, for file_event()
+        start = {"id": self.last_checkpoint_id, "kind": kind, "source": source, "pid": 1, "rank": rank}
         start.update({k: v for k, v in (("bytes", nbytes), ("step", step), ("path", path)) if v is not None})
         self.event("checkpoint_start", start_s, **start)
         if end_s is not None:
             self.event("checkpoint_end", end_s, **start, ok=True, **end_fields)
         return self
+
+    def file_tracker(self, ok: bool = True, reason: str | None = None) -> "RecordingBuilder":
+        """The recorder's file tracker at the start: watching (ok) or not, and why not."""
+        return self.event("file_tracker", 0.0, source="recorder", ok=ok, reason=reason)
+
+    def file_event(
+        self, event: str, t_s: float, checkpoint_id: str, path: str, nbytes: int, first_pending_bytes: int = 0, **fields
+    ) -> "RecordingBuilder":
+        """One of the file tracker's events about a checkpoint's file (file_durable,
+        file_deleted_before_durable, ...), its first poll at t_s with `first_pending_bytes` dirty."""
+        return self.event(
+            event,
+            t_s,
+            source="recorder",
+            id=checkpoint_id,
+            path=path,
+            bytes=nbytes,
+            first_poll_pending_bytes=first_pending_bytes,
+            first_poll_ns=self.ns(t_s),
+            **fields,
+        )
 
     # -- on disk ------------------------------------------------------------------------------
     def write_parts(self, path=None) -> "RecordingBuilder":
@@ -345,6 +367,60 @@ class RecordingBuilder:
             w.flush()
         self._writer = None  # finished: a later finish() writes the recording anew
         return self.path
+
+
+def on(start_s: float, end_s: float, value: float):
+    """A function of the grid's seconds: `value` in (start_s, end_s], 0 elsewhere (a rate while
+    a save writes, for block(), series())."""
+    return lambda t: np.where((t > start_s) & (t <= end_s), value, 0.0)
+
+
+def bursts(spans, value: float):
+    """A function of the grid's seconds: `value` inside each (start_s, end_s] of `spans`, summed
+    where they overlap, 0 elsewhere."""
+    return lambda t: sum(np.where((t > a) & (t <= b), value, 0.0) for a, b in spans)
+
+
+def job_host(
+    wall_shift_s: float = 0.0,
+    windows=(),
+    devices: dict | None = None,
+    *,
+    gpu_w: float = 200.0,
+    hostname: str = "synth",
+    job_id: str = "77",
+    synchronised: bool = True,
+) -> RecordingBuilder:
+    """One host of a job, 10 s long, as `ckprof record --job-dir` makes it: its wall clock
+    `wall_shift_s` after WALL_NS, the job's id and its kernel clock sync (maxerror 10 µs, or 16 s
+    when not synchronised); `windows`: (step, rank, start_s, end_s or None, bytes) checkpoints;
+    `devices`: block device → bytes/s function; the host collector; a GPU at `gpu_w` W (0: none)."""
+    maxerror_us = 10 if synchronised else 16_000_000
+    rb = RecordingBuilder(
+        duration_s=10,
+        wall_ns=WALL_NS + int(wall_shift_s * 1e9),
+        hostname=hostname,
+        meta={
+            "job": {"id": job_id, "clock_sync": {"kernel": {"synchronised": synchronised, "maxerror_us": maxerror_us}}}
+        },
+    )
+    for dev, fn in (devices or {}).items():
+        rb.block(dev, fn)
+    rb.host()
+    if gpu_w:
+        rb.series(
+            "gpu",
+            GPU_SCHEMA,
+            gpu="0",
+            energy_mj=lambda t: t * gpu_w * 1e3,
+            power_w=gpu_w,
+            util_gpu_pct=50,
+            temp_c=50,
+            clocks_event_reasons=0,
+        )
+    for step, rank, a, b, n in windows:
+        rb.checkpoint(a, b, n, step=step, rank=rank)
+    return rb
 
 
 def job_dir(path, hosts: dict[str, RecordingBuilder]) -> Path:

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from test_nvme_parse import read
+from support.nvme_data import read
 
 import ckprof
 from ckprof.analysis import analyze
@@ -51,8 +51,8 @@ def test_cache_served_restores_not_durable_deleted_and_a_slow_rank(tmp_path):
     rb.block("sda", lambda t: 0.0 * t)
     rb.event("file_tracker", 0.0, ok=True, source="recorder")
     # a save returned with 8 MiB dirty, then deleted by retention before writeback
-    cid = f"synth:{len(rb.events)}"  # the id RecordingBuilder.checkpoint gives
     rb.checkpoint(1.0, 1.2, 8 * MIB, path="/ck/1.pt", pending_bytes_at_return=8 * MIB, files_at_return=1)
+    cid = rb.last_checkpoint_id
     rb.event("file_deleted_before_durable", 1.5, id=cid, path="/ck/1.pt", bytes=8 * MIB, pending_bytes=8 * MIB)
     # a DCP save by two ranks: rank 1 takes 3× as long
     dcp = {"kind": "save", "source": "patch", "name": "torch.distributed.checkpoint.save", "path": "/ck/step-2"}

@@ -10,13 +10,9 @@ import ckprof
 from ckprof.analysis import analyze
 from ckprof.jsonsafe import to_json
 from ckprof.report import render
-from ckprof.testing import RecordingBuilder
+from ckprof.testing import RecordingBuilder, bursts
 
 MiB = 2**20
-
-
-def bursts(spans, rate):
-    return lambda t: sum(np.where((t > a) & (t <= b), rate, 0.0) for a, b in spans)
 
 
 def window(

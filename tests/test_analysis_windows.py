@@ -7,13 +7,9 @@ import pytest
 
 import ckprof
 from ckprof.analysis import analyze, scale
-from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, START_NS, RecordingBuilder
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, bursts
 
 MiB = 2**20
-
-
-def bursts(spans, rate):
-    return lambda t: sum(np.where((t > a) & (t <= b), rate, 0.0) for a, b in spans)
 
 
 def test_inferred_windows_count_and_bytes(tmp_path):
@@ -43,33 +39,6 @@ def test_markers_win_over_inference_in_auto(tmp_path):
     assert cp["device_to_app_ratio"] == pytest.approx(1.0, rel=0.01)
 
 
-def ckpt(rb, *args, **kw) -> str:
-    """rb.checkpoint(...) and the id its events carry."""
-    cid = f"synth:{len(rb.events)}"
-    rb.checkpoint(*args, **kw)
-    return cid
-
-
-def _tracker(s, ok=True, reason=None):
-    s.events.append({"t_ns": START_NS, "event": "file_tracker", "source": "recorder", "ok": ok, "reason": reason})
-
-
-def _file(s, event, t_s, cid, path, first_pending=0, **kw):
-    s.events.append(
-        {
-            "t_ns": START_NS + int(t_s * 1e9),
-            "event": event,
-            "source": "recorder",
-            "id": cid,
-            "path": path,
-            "bytes": 64 * MiB,
-            "first_poll_pending_bytes": first_pending,
-            "first_poll_ns": START_NS + int(t_s * 1e9),
-            **kw,
-        }
-    )
-
-
 def test_page_cache_alone_never_decides_durability(tmp_path):
     # Was: Dirty in /proc/meminfo made this "not durable at return". Dirty is machine-wide, so with
     # no file-level evidence both verdicts are unknown; the old rule stays as a labelled hint.
@@ -87,9 +56,13 @@ def test_page_cache_alone_never_decides_durability(tmp_path):
 def test_file_left_in_page_cache_is_not_durable_at_return_and_unknown_at_end(tmp_path):
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.block("sda", lambda t: 0 * t)
-    _tracker(s)
-    cid = ckpt(s, 2, 2.5, 64 * MiB, step=1, path="/ck/1.bin", pending_bytes_at_return=64 * MiB, files_at_return=1)
-    _file(s, "file_pending_at_end", 10, cid, "/ck/1.bin", first_pending=64 * MiB, pending_bytes=64 * MiB)
+    s.file_tracker()
+    cid = s.checkpoint(
+        2, 2.5, 64 * MiB, step=1, path="/ck/1.bin", pending_bytes_at_return=64 * MiB, files_at_return=1
+    ).last_checkpoint_id
+    s.file_event(
+        "file_pending_at_end", 10, cid, "/ck/1.bin", 64 * MiB, first_pending_bytes=64 * MiB, pending_bytes=64 * MiB
+    )
     an = analyze(ckprof.load(s.finish()))
     (cp,) = an.report["checkpoints"]
     assert cp["durable_at_return"] is False
@@ -106,10 +79,12 @@ def test_durable_end_is_the_last_file_written_back(tmp_path):
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.host(lambda t: np.where((t > 2) & (t <= 5.5), 64 * MiB, 0))
     s.block("sda", bursts([(5, 6)], 64 * MiB))
-    _tracker(s)
-    cid = ckpt(s, 2, 3, 64 * MiB, step=1, path="/ck/1", pending_bytes_at_return=64 * MiB, files_at_return=2)
-    _file(s, "file_durable", 6.0, cid, "/ck/1/a", first_pending=32 * MiB)
-    _file(s, "file_durable", 7.5, cid, "/ck/1/b", first_pending=32 * MiB)
+    s.file_tracker()
+    cid = s.checkpoint(
+        2, 3, 64 * MiB, step=1, path="/ck/1", pending_bytes_at_return=64 * MiB, files_at_return=2
+    ).last_checkpoint_id
+    s.file_event("file_durable", 6.0, cid, "/ck/1/a", 64 * MiB, first_pending_bytes=32 * MiB)
+    s.file_event("file_durable", 7.5, cid, "/ck/1/b", 64 * MiB, first_pending_bytes=32 * MiB)
     (cp,) = analyze(ckprof.load(s.finish())).report["checkpoints"]
     assert cp["durable_at_return"] is False
     assert cp["durable"] is True
@@ -121,9 +96,11 @@ def test_clean_at_return_is_durable_at_return(tmp_path):
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.host(lambda t: 0 * t)
     s.block("sda", bursts([(2, 3)], 64 * MiB))
-    _tracker(s)
-    cid = ckpt(s, 2, 3, 64 * MiB, step=1, path="/ck/1.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 3.08, cid, "/ck/1.bin")
+    s.file_tracker()
+    cid = s.checkpoint(
+        2, 3, 64 * MiB, step=1, path="/ck/1.bin", pending_bytes_at_return=0, files_at_return=1
+    ).last_checkpoint_id
+    s.file_event("file_durable", 3.08, cid, "/ck/1.bin", 64 * MiB)
     (cp,) = analyze(ckprof.load(s.finish())).report["checkpoints"]
     assert cp["durable_at_return"] is True and cp["durable"] is True
     assert cp["durable_end_s"] == pytest.approx(3.0, abs=1e-6)  # the save's return: it saw every page clean
@@ -133,13 +110,23 @@ def test_deleted_while_dirty_is_deleted_before_durable_whatever_the_devices_say(
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.host(lambda t: 0 * t)
     s.block("sda", bursts([(2, 3)], 64 * MiB))  # the devices wrote as much (another program)
-    _tracker(s)
-    a = ckpt(s, 2, 3, 64 * MiB, step=1, path="/ck/1.bin")  # no look at return (a patched save)
-    _file(s, "file_deleted_before_durable", 3.5, a, "/ck/1.bin", first_pending=64 * MiB, pending_bytes=60 * MiB)
-    b = ckpt(s, 4, 4.5, 64 * MiB, step=2, path="/ck/2.bin", pending_bytes_at_return=64 * MiB, files_at_return=1)
-    _file(s, "file_gone_before_poll", 4.55, b, "/ck/2.bin")  # unlinked at once: never seen by the tracker
-    c = ckpt(s, 5, 5.5, 64 * MiB, step=3, path="/ck/3.bin")
-    _file(s, "file_gone_before_poll", 5.55, c, "/ck/3.bin")  # gone, and nobody saw its pages: unknown
+    s.file_tracker()
+    a = s.checkpoint(2, 3, 64 * MiB, step=1, path="/ck/1.bin").last_checkpoint_id  # no look at return (a patched save)
+    s.file_event(
+        "file_deleted_before_durable",
+        3.5,
+        a,
+        "/ck/1.bin",
+        64 * MiB,
+        first_pending_bytes=64 * MiB,
+        pending_bytes=60 * MiB,
+    )
+    b = s.checkpoint(
+        4, 4.5, 64 * MiB, step=2, path="/ck/2.bin", pending_bytes_at_return=64 * MiB, files_at_return=1
+    ).last_checkpoint_id
+    s.file_event("file_gone_before_poll", 4.55, b, "/ck/2.bin", 64 * MiB)  # unlinked at once: never seen by the tracker
+    c = s.checkpoint(5, 5.5, 64 * MiB, step=3, path="/ck/3.bin").last_checkpoint_id
+    s.file_event("file_gone_before_poll", 5.55, c, "/ck/3.bin", 64 * MiB)  # gone, and nobody saw its pages: unknown
     an = analyze(ckprof.load(s.finish()))
     rep = an.report
     c1, c2, c3 = rep["checkpoints"]
@@ -156,7 +143,7 @@ def test_deleted_while_dirty_is_deleted_before_durable_whatever_the_devices_say(
 def test_tracker_unavailable_says_why(tmp_path):
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.block("sda", bursts([(2, 3)], 64 * MiB))
-    _tracker(s, ok=False, reason="cachestat(2) not available: kernel 5.15 (needs Linux 6.5 or later)")
+    s.file_tracker(ok=False, reason="cachestat(2) not available: kernel 5.15 (needs Linux 6.5 or later)")
     s.checkpoint(2, 3, 64 * MiB, step=1, path="/ck/1.bin")
     an = analyze(ckprof.load(s.finish()))
     rep = an.report

@@ -10,29 +10,17 @@ checkpoints' device bytes, counted once, at most 1.05 × what the two loops wrot
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-from conftest import need_binary
-from test_native_threads_real import check_native, record_native
+from support.native import check_native, record_native
+from support.system import mount_btrfs_raid0
 
 pytestmark = pytest.mark.root
 MiB = 2**20
 
 
 def test_native_saves_on_btrfs_raid0_over_two_loops(make_loop, tmp_path):
-    need_binary("mkfs.btrfs")
     a, b = make_loop("512M"), make_loop("512M")
-    r = subprocess.run(
-        ["mkfs.btrfs", "-f", "-q", "-d", "raid0", "-m", "raid1", a.dev, b.dev], capture_output=True, text=True
-    )
-    if r.returncode != 0:
-        pytest.skip(f"mkfs.btrfs failed here: {r.stderr.strip()}")
-    mnt = tmp_path / "btr"
-    mnt.mkdir()
-    if subprocess.run(["mount", a.dev, str(mnt)], capture_output=True).returncode != 0:
-        pytest.skip("this kernel cannot mount btrfs")
-    a.mountpoints.append(mnt)
+    mnt = mount_btrfs_raid0(a, b, tmp_path / "btr")
     rec, rep, saves = record_native(tmp_path, mnt)
     failed = check_native(rec, rep, saves)
     members = {a.name, b.name}

@@ -4,18 +4,11 @@ import re
 
 import pandas as pd
 import pytest
-from conftest import DATA
+from support.procfs import LINE_4, LINE_11, LINE_15, LINE_17, LINE_20, LINE_24
+from support.system import DATA
 
 from ckprof.collectors.diskstats import FIELDS, parse_diskstats, parse_inflight, parse_sys_block_stat
 from ckprof.recording.rates import block_rates
-
-# One line per layout the kernel has printed (Documentation/admin-guide/iostats.rst).
-LINE_17 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11 12 13 14 15 16 17"
-LINE_15 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11 12 13 14 15"
-LINE_11 = "   8       0 sda 101 2 303 4 505 6 707 8 1 10 11"
-LINE_4 = "   8       1 sda1 101 303 505 707"  # 2.6.0–2.6.24 partitions
-LINE_24 = "   8     0   1048576 sda 101 2 303 4 505 6 707 8 1 10 11"  # 2.4 /proc/partitions
-LINE_20 = LINE_17 + " 18 19 20"  # a future kernel appending fields
 
 
 @pytest.mark.parametrize("line,n", [(LINE_11, 11), (LINE_15, 15), (LINE_17, 17), (LINE_20, 17), (LINE_24, 11)])

@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from conftest import ckprof_cmd
+from support.command import ckprof_cmd
 
 from ckprof.cli.doctor import nvme_controllers, nvme_lines
 

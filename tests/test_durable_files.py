@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ckprof_cmd
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis import analyze

@@ -22,30 +22,11 @@ def _rec(tmp_path):
     s = RecordingBuilder(tmp_path / "rec", duration_s=10)
     s.host(lambda t: 0 * t)
     s.block("sda", lambda t: np.where((t > 2) & (t <= 3), 64 * MiB, 0))
-    s.events.append({"t_ns": START_NS, "event": "file_tracker", "source": "recorder", "ok": True, "reason": None})
-    return s
+    return s.file_tracker()
 
 
 def _save(s, a, b, path, **kw) -> str:
-    cid = f"synth:{len(s.events)}"
-    s.checkpoint(a, b, 64 * MiB, step=int(a), path=path, **kw)
-    return cid
-
-
-def _file(s, event, t_s, cid, path, first_pending=0, **kw):
-    s.events.append(
-        {
-            "t_ns": START_NS + int(t_s * 1e9),
-            "event": event,
-            "source": "recorder",
-            "id": cid,
-            "path": path,
-            "bytes": 64 * MiB,
-            "first_poll_pending_bytes": first_pending,
-            "first_poll_ns": START_NS + int(t_s * 1e9),
-            **kw,
-        }
-    )
+    return s.checkpoint(a, b, 64 * MiB, step=int(a), path=path, **kw).last_checkpoint_id
 
 
 def _report(s) -> dict:
@@ -56,15 +37,15 @@ def _report(s) -> dict:
 def test_network_file_system_is_durable_on_the_server_never_the_device(tmp_path, magic, name):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/nfs/1.bin", pending_bytes_at_return=64 * MiB, files_at_return=1)
-    _file(s, "file_durable", 4.0, a, "/nfs/1.bin", first_pending=64 * MiB, fs_magic=magic)
+    s.file_event("file_durable", 4.0, a, "/nfs/1.bin", 64 * MiB, first_pending_bytes=64 * MiB, fs_magic=magic)
     b = _save(s, 5, 5.5, "/nfs/2.bin", pending_bytes_at_return=64 * MiB, files_at_return=1)
-    _file(
-        s,
+    s.file_event(
         "file_deleted_before_durable",
         5.6,
         b,
         "/nfs/2.bin",
-        first_pending=64 * MiB,
+        64 * MiB,
+        first_pending_bytes=64 * MiB,
         pending_bytes=8 * MiB,
         fs_magic=magic,
     )
@@ -79,7 +60,7 @@ def test_network_file_system_is_durable_on_the_server_never_the_device(tmp_path,
 def test_block_device_file_system_is_durable_on_the_device(tmp_path):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/ck/1.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 3.05, a, "/ck/1.bin", fs_magic=EXT4)
+    s.file_event("file_durable", 3.05, a, "/ck/1.bin", 64 * MiB, fs_magic=EXT4)
     (c,) = _report(s)["checkpoints"]
     assert (c["durable"], c["durable_at_return"], c["durable_where"], c["file_system"]) == (
         True,
@@ -97,7 +78,7 @@ def test_block_device_file_system_is_durable_on_the_device(tmp_path):
 def test_stacked_or_unknown_file_system_is_unknown(tmp_path, magic, why):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/ov/1.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 3.05, a, "/ov/1.bin", fs_magic=magic)
+    s.file_event("file_durable", 3.05, a, "/ov/1.bin", 64 * MiB, fs_magic=magic)
     (c,) = _report(s)["checkpoints"]
     assert c["durable"] is None and c["durable_at_return"] is None and c["pending_bytes_at_return"] is None
     assert c["durable_where"] is None and c["durable_basis"][0].startswith(why), c["durable_basis"]
@@ -106,7 +87,7 @@ def test_stacked_or_unknown_file_system_is_unknown(tmp_path, magic, why):
 def test_recording_without_file_system_is_judged_as_before_and_says_so(tmp_path):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/ck/1.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 3.05, a, "/ck/1.bin")  # no fs_magic: recorded before ckprof wrote it
+    s.file_event("file_durable", 3.05, a, "/ck/1.bin", 64 * MiB)  # no fs_magic: recorded before ckprof wrote it
     (c,) = _report(s)["checkpoints"]
     assert c["durable"] is True and c["durable_at_return"] is True
     assert c["durable_where"] is None and c["file_system"] is None
@@ -139,7 +120,7 @@ def test_own_flush_inside_the_window_is_durable_at_its_end(tmp_path, op):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/ck/1.pt", pending_bytes_at_return=64 * MiB, files_at_return=1)
     _extend(s, 3.2, a, op, None if op == "sync" else "/ck/1.pt")
-    _file(s, "file_durable", 3.3, a, "/ck/1.pt", first_pending=0, fs_magic=EXT4)
+    s.file_event("file_durable", 3.3, a, "/ck/1.pt", 64 * MiB, first_pending_bytes=0, fs_magic=EXT4)
     (c,) = _report(s)["checkpoints"]
     assert c["app_end_s"] == pytest.approx(3.2, abs=1e-6)  # the window ends when the app's call returned
     assert c["durable_at_return"] is True and c["pending_bytes_at_return"] == 0
@@ -150,8 +131,8 @@ def test_rename_alone_does_not_make_it_durable_at_the_end(tmp_path):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/ck/1.pt.tmp", pending_bytes_at_return=64 * MiB, files_at_return=1)
     _extend(s, 3.1, a, "replace", "/ck/1.pt.tmp", renamed_to="/ck/1.pt")
-    _file(s, "file_gone_before_poll", 3.15, a, "/ck/1.pt.tmp", fs_magic=EXT4)
-    _file(s, "file_durable", 6.0, a, "/ck/1.pt", first_pending=64 * MiB, fs_magic=EXT4)
+    s.file_event("file_gone_before_poll", 3.15, a, "/ck/1.pt.tmp", 64 * MiB, fs_magic=EXT4)
+    s.file_event("file_durable", 6.0, a, "/ck/1.pt", 64 * MiB, first_pending_bytes=64 * MiB, fs_magic=EXT4)
     (c,) = _report(s)["checkpoints"]
     assert c["durable_at_return"] is False and c["pending_bytes_at_return"] == 64 * MiB
     assert c["durable"] is True and c["durable_end_s"] == pytest.approx(6.0, abs=1e-6)
@@ -162,7 +143,7 @@ def test_fsync_before_the_rename_follows_the_file(tmp_path):
     a = _save(s, 2, 3, "/ck/1.pt.tmp", pending_bytes_at_return=64 * MiB, files_at_return=1)
     _extend(s, 3.1, a, "fsync", "/ck/1.pt.tmp")
     _extend(s, 3.2, a, "replace", "/ck/1.pt.tmp", renamed_to="/ck/1.pt")
-    _file(s, "file_durable", 3.3, a, "/ck/1.pt", first_pending=0, fs_magic=EXT4)
+    s.file_event("file_durable", 3.3, a, "/ck/1.pt", 64 * MiB, first_pending_bytes=0, fs_magic=EXT4)
     (c,) = _report(s)["checkpoints"]
     assert c["durable_at_return"] is True and c["durable_end_s"] == pytest.approx(3.2, abs=1e-6)
 
@@ -181,9 +162,9 @@ def test_report_tables_name_where_it_is_durable(tmp_path):
 
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/nfs/1.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 3.05, a, "/nfs/1.bin", fs_magic=NFS)
+    s.file_event("file_durable", 3.05, a, "/nfs/1.bin", 64 * MiB, fs_magic=NFS)
     b = _save(s, 4, 5, "/dev/shm/2.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 5.05, b, "/dev/shm/2.bin", fs_magic=0x01021994)
+    s.file_event("file_durable", 5.05, b, "/dev/shm/2.bin", 64 * MiB, fs_magic=0x01021994)
     rep = _report(s)
     md = to_markdown(rep)
     assert "| yes; on the server |" in md
@@ -196,7 +177,7 @@ def test_report_tables_name_where_it_is_durable(tmp_path):
 def test_advice_says_no_storage_behind_tmpfs_not_fsync(tmp_path):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/dev/shm/1.bin", pending_bytes_at_return=0, files_at_return=1)
-    _file(s, "file_durable", 3.05, a, "/dev/shm/1.bin", fs_magic=0x01021994)
+    s.file_event("file_durable", 3.05, a, "/dev/shm/1.bin", 64 * MiB, fs_magic=0x01021994)
     ids = {x["id"]: x for x in _report(s)["advice"]}
     assert ids["no_storage_behind"]["figures"] == {"checkpoints": 1, "file_systems": ["tmpfs"], "ids": [a]}
     assert "not_durable_at_return" not in ids and "deleted_before_durable" not in ids
@@ -205,11 +186,11 @@ def test_advice_says_no_storage_behind_tmpfs_not_fsync(tmp_path):
 def test_files_on_several_kinds_take_the_one_that_says_least(tmp_path):
     s = _rec(tmp_path)
     a = _save(s, 2, 3, "/ck/1", pending_bytes_at_return=0, files_at_return=2)
-    _file(s, "file_durable", 3.05, a, "/ck/1/a", fs_magic=EXT4)
-    _file(s, "file_durable", 3.05, a, "/ck/1/b", fs_magic=0x01021994)
+    s.file_event("file_durable", 3.05, a, "/ck/1/a", 64 * MiB, fs_magic=EXT4)
+    s.file_event("file_durable", 3.05, a, "/ck/1/b", 64 * MiB, fs_magic=0x01021994)
     b = _save(s, 4, 5, "/ck/2", pending_bytes_at_return=0, files_at_return=2)
-    _file(s, "file_durable", 5.05, b, "/ck/2/a", fs_magic=EXT4)
-    _file(s, "file_durable", 5.05, b, "/ck/2/b", fs_magic=NFS)
+    s.file_event("file_durable", 5.05, b, "/ck/2/a", 64 * MiB, fs_magic=EXT4)
+    s.file_event("file_durable", 5.05, b, "/ck/2/b", 64 * MiB, fs_magic=NFS)
     c1, c2 = _report(s)["checkpoints"]
     assert (c1["durable"], c1["file_system"], c1["durable_where"]) == (False, "ext4, tmpfs", None)
     assert (c2["durable"], c2["file_system"], c2["durable_where"]) == (True, "ext4, nfs", "server")

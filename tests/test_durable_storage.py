@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ckprof_cmd, need_binary, need_root
+from support.command import ckprof_cmd
+from support.system import need_binary, need_root
 
 import ckprof
 from ckprof.analysis import analyze

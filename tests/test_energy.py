@@ -28,7 +28,7 @@ def counter_energy(t_ns, raw, a, b, joules_per_unit, width=None):
     return cumulative_j(t_ns, unwrap_counter(raw, width) * joules_per_unit, a, b), coverage(t_ns, a, b)
 
 
-from test_rapl import PKG_RANGE, make_powercap, set_energy
+from support.rapl import PKG_RANGE, make_powercap, set_energy
 
 from ckprof.errors import UsageError
 from ckprof.record.recorder import Recorder

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CKPROF
+from support.command import CKPROF
 
 import ckprof
 from ckprof.analysis.analyze import analyze

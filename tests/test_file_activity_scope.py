@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from conftest import CKPROF
+from support.command import CKPROF
 
 from ckprof.record import fileactivity
 from ckprof.record.fileactivity import FileActivity, own_file_system

@@ -13,20 +13,6 @@ import os
 import pytest
 
 from ckprof.record import filetracker, pagecache
-from ckprof.record.clock import MonotonicClock
-from ckprof.record.filetracker import FileTracker
-from ckprof.recording.writer import RecordingWriter
-
-
-@pytest.fixture
-def tracker(tmp_path):
-    writer = RecordingWriter(str(tmp_path / "rec"))
-    writer.create({})
-    t = FileTracker(writer, MonotonicClock(), period_s=0.1)
-    if t.reason is not None:
-        pytest.skip(f"no cachestat here: {t.reason}")
-    yield t
-    t._events.close()
 
 
 def _events(t) -> list[dict]:

@@ -6,24 +6,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from ckprof.record import filetracker
-from ckprof.record.clock import MonotonicClock
-from ckprof.record.filetracker import FileTracker
 from ckprof.recording.format import FILE_ACTIVITY_ID
-from ckprof.recording.writer import RecordingWriter
-
-
-@pytest.fixture
-def tracker(tmp_path):
-    writer = RecordingWriter(str(tmp_path / "rec"))
-    writer.create({})
-    t = FileTracker(writer, MonotonicClock(), period_s=0.1)
-    if t.reason is not None:
-        pytest.skip(f"no cachestat here: {t.reason}")
-    yield t
-    t._events.close()
 
 
 def _activity(t, paths, ops=("create", "modify", "close_write"), **kw):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.errors import UsageError
@@ -19,12 +19,6 @@ from ckprof.recording.schema import col
 from ckprof.testing import WALL_NS, RecordingBuilder, t
 
 
-def ckprof_cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "ckprof.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
-
-
 def iso(wall_ns: int, zone: str = "Z") -> str:
     dt = datetime.fromtimestamp(wall_ns // 1000 / 1e6, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.%f") + zone
@@ -32,7 +26,7 @@ def iso(wall_ns: int, zone: str = "Z") -> str:
 
 def test_record_then_import_an_iso_trace(tmp_path):
     rec_dir = tmp_path / "rec"
-    out = ckprof_cli("record", "-q", "-o", str(rec_dir), "--", sys.executable, "-c", "import time; time.sleep(1.5)")
+    out = ckprof_cmd("record", "-q", "-o", str(rec_dir), "--", sys.executable, "-c", "import time; time.sleep(1.5)")
     assert out.returncode == 0, out.stderr
     meta = json.loads((rec_dir / "meta.json").read_text())
     a, end = meta["start"], meta["end"]
@@ -42,7 +36,7 @@ def test_record_then_import_an_iso_trace(tmp_path):
     lines = ["Timestamp,Voltage [V],Current [A],Power [W]"]
     lines += [f"{iso(first + k * 100_000_000)},12.0,0.625,7.5" for k in range(n)]
     (tmp_path / "wt310.csv").write_text("\n".join(lines) + "\n")
-    out = ckprof_cli("import-power", str(rec_dir), str(tmp_path / "wt310.csv"), "--device", "nvme0")
+    out = ckprof_cmd("import-power", str(rec_dir), str(tmp_path / "wt310.csv"), "--device", "nvme0")
     assert out.returncode == 0, out.stderr
     assert "measured" in out.stderr and "as power_nvme0" in out.stderr
     rec = ckprof.load(str(rec_dir))
@@ -76,7 +70,7 @@ def test_unix_seconds_semicolons_decimal_commas_and_clock_offset(tmp_path, built
         tmp_path,
         "# WT310E export\nTime;Power (W)\n" + "".join(f"{w0 + 2 + k * 0.5:.3f};{k + 10},5\n" for k in range(5)),
     )
-    out = ckprof_cli("import-power", built, trace, "--device", "ssd.a", "--clock-offset", "-1.5")
+    out = ckprof_cmd("import-power", built, trace, "--device", "ssd.a", "--clock-offset", "-1.5")
     assert out.returncode == 0, out.stderr
     s = ckprof.load(built).samples("power_ssd.a")
     assert s["power_w"].tolist() == [10.5, 11.5, 12.5, 13.5, 14.5]
@@ -88,7 +82,7 @@ def test_bad_row_names_the_line_and_writes_nothing(tmp_path, built):
     before = open(os.path.join(built, "meta.json")).read()
     w0 = WALL_NS / 1e9
     trace = write(tmp_path, f"timestamp,watts\n{w0 + 1},5.0\n{w0 + 2},5.1\n{w0 + 3},n/a\n")
-    out = ckprof_cli("import-power", built, trace, "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, trace, "--device", "nvme0")
     assert out.returncode == 2
     assert out.stderr.strip() == f"ckprof: error: {trace}:4: cannot read 'n/a' as watts"
     assert not os.path.exists(os.path.join(built, "samples", "power_nvme0"))
@@ -100,7 +94,7 @@ def test_bad_row_names_the_line_and_writes_nothing(tmp_path, built):
 
 def test_no_overlap_names_both_ranges(tmp_path, built):
     trace = write(tmp_path, "2020-01-01T00:00:00Z,3\n2020-01-01T00:00:01Z,3\n")
-    out = ckprof_cli("import-power", built, trace, "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, trace, "--device", "nvme0")
     assert out.returncode == 2
     err = out.stderr.strip()
     assert err.startswith(f"ckprof: error: {trace}: no reading falls inside the recording")
@@ -112,19 +106,19 @@ def test_no_overlap_names_both_ranges(tmp_path, built):
 
 def test_second_import_needs_replace(tmp_path, built):
     trace = write(tmp_path, f"{iso(WALL_NS + 10**9)},4\n{iso(WALL_NS + 2 * 10**9)},4\n")
-    assert ckprof_cli("import-power", built, trace, "--device", "nvme0").returncode == 0
-    out = ckprof_cli("import-power", built, trace, "--device", "nvme0")
+    assert ckprof_cmd("import-power", built, trace, "--device", "nvme0").returncode == 0
+    out = ckprof_cmd("import-power", built, trace, "--device", "nvme0")
     assert out.returncode == 2 and "already has a power_nvme0 series" in out.stderr and "--replace" in out.stderr
     trace2 = write(tmp_path, f"{iso(WALL_NS + 10**9)},6\n{iso(WALL_NS + 3 * 10**9)},6\n", "t2.csv")
-    assert ckprof_cli("import-power", built, trace2, "--device", "nvme0", "--replace").returncode == 0
+    assert ckprof_cmd("import-power", built, trace2, "--device", "nvme0", "--replace").returncode == 0
     assert ckprof.load(built).samples("power_nvme0")["power_w"].tolist() == [6.0, 6.0]
 
 
 def test_not_a_recording_and_bad_device(tmp_path):
     trace = write(tmp_path, "1,2\n")
-    out = ckprof_cli("import-power", str(tmp_path), trace, "--device", "nvme0")
+    out = ckprof_cmd("import-power", str(tmp_path), trace, "--device", "nvme0")
     assert out.returncode == 1 and "not a ckprof recording" in out.stderr
-    out = ckprof_cli("import-power", str(tmp_path), trace, "--device", "../x")
+    out = ckprof_cmd("import-power", str(tmp_path), trace, "--device", "../x")
     assert out.returncode == 2 and "--device '../x'" in out.stderr
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 
 import pandas as pd
 import pytest
-from conftest import CKPROF
+from support.command import ckprof_cmd
 
 WATTS = 10.0
 CHILD = (
@@ -29,7 +28,7 @@ UNITS_J = {"J": 1.0, "kJ": 1e3, "MJ": 1e6}
 
 
 def ckprof(*args, cwd=None):
-    r = subprocess.run([*CKPROF, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    r = ckprof_cmd(*args, cwd=cwd, timeout=120)
     assert r.returncode == 0, f"ckprof {' '.join(args)}: {r.stderr}"
     return r
 

@@ -4,7 +4,7 @@ from the device's write bursts alone, each with all of its bytes (root)."""
 import json
 
 import pytest
-from conftest import CKPROF, ckprof_cmd
+from support.command import CKPROF, ckprof_cmd
 
 MiB = 2**20
 

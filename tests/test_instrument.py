@@ -3,10 +3,10 @@ path and bytes; --no-patch; chaining to an existing sitecustomize; no torch impo
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis import analyze
@@ -14,18 +14,11 @@ from ckprof.record.instrument import pythonpath_with_site, site_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "train_checkpoint.py")
-CKPROF = os.path.join(os.path.dirname(sys.executable), "ckprof")
 
 
 def record(tmp_path, *cmd, opts=(), env=None):
     out = tmp_path / "rec"
-    r = subprocess.run(
-        [CKPROF, "record", "-q", "-o", str(out), "--path", str(tmp_path), *opts, "--", *cmd],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
+    r = ckprof_cmd("record", "-q", "-o", str(out), "--path", str(tmp_path), *opts, "--", *cmd, env=env, timeout=240)
     assert r.returncode == 0, r.stderr
     return ckprof.load(str(out)), r
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CKPROF, ckprof_cmd
+from support.command import CKPROF, ckprof_cmd
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
@@ -245,7 +245,7 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
         assert sorted(mine[mine["kind"] == "save"]["step"]) == [1, 2] and (mine["kind"] == "load").sum() == 1
         assert mine["ok"].all()
     # the job's report reads both nodes as one: every node's checkpoints, the slowest node, the stall
-    rep = subprocess.run([*CKPROF, "report", str(job), "--format", "json"], capture_output=True, text=True)
+    rep = ckprof_cmd("report", str(job), "--format", "json")
     assert rep.returncode == 0, rep.stderr
     jr = __import__("json").loads(rep.stdout)["job"]
     assert jr["hosts"] == ["node0", "node1"] and jr["hosts_left_out"] == []
@@ -265,9 +265,7 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
         tp["write_bytes"]
     ), (tp["write_bytes_total"], written)
     assert tp["start_wall_ns"] <= jr["start_wall_ns"] < tp["start_wall_ns"] + tp["bin_s"] * 1e9
-    html = subprocess.run(
-        [*CKPROF, "report", str(job), "-o", str(tmp_path / "job.html")], capture_output=True, text=True
-    )
+    html = ckprof_cmd("report", str(job), "-o", str(tmp_path / "job.html"))
     page = (tmp_path / "job.html").read_text()
     assert html.returncode == 0 and "id='plot-nodes'" in page and "id='plot-throughput'" in page
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import CKPROF
+from support.command import CKPROF
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job

@@ -5,11 +5,11 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from test_job_report import MiB, host, on
+from support.command import ckprof_cmd
 
-from ckprof.cli import main
-from ckprof.testing import job_dir
+from ckprof.testing import job_dir, job_host, on
+
+MiB = 2**20
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] (the dev extra) is not installed")
 
@@ -19,7 +19,7 @@ def make_job(path, n_hosts=6):
     hosts = {}
     for i in range(n_hosts):
         slow = 0.2 * i
-        hosts[f"n{i}"] = host(
+        hosts[f"n{i}"] = job_host(
             0.1 * i,
             [(1, 2 * i, 1, 2 + slow, 100 * MiB), (1, 2 * i + 1, 1, 2.5, 100 * MiB), (2, 2 * i, 6, 7 + slow, 80 * MiB)],
             {"nvme0n1": on(1, 2.5 + slow, 120 * MiB), "nvme1n1": lambda t, i=i: np.where(t > 6, 30 * MiB, 0.0)},
@@ -28,7 +28,7 @@ def make_job(path, n_hosts=6):
 
 
 def report(*args):
-    r = CliRunner().invoke(main, ["report", *map(str, args), "--format", "json"], catch_exceptions=False)
+    r = ckprof_cmd("report", *args, "--format", "json", catch_exceptions=False, in_process=True)
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
 
@@ -45,7 +45,7 @@ def test_serial_pool_and_dask_give_the_same_report(tmp_path):
 
 def test_a_dask_address_nobody_answers_is_one_line(tmp_path):
     job = make_job(tmp_path / "job", n_hosts=2)
-    r = CliRunner().invoke(main, ["report", str(job), "--dask", "tcp://127.0.0.1:9", "--format", "json"])
+    r = ckprof_cmd("report", str(job), "--dask", "tcp://127.0.0.1:9", "--format", "json", in_process=True)
     assert r.exit_code != 0 and "no Dask scheduler answered" in r.output, r.output
-    r = CliRunner().invoke(main, ["report", str(job / "host=n0"), "--serial"])
+    r = ckprof_cmd("report", str(job / "host=n0"), "--serial", in_process=True)
     assert r.exit_code != 0 and "for a job directory" in r.output, r.output

@@ -10,55 +10,23 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
-from ckprof.cli import main
-from ckprof.testing import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
+from ckprof.testing import WALL_NS, RecordingBuilder, job_dir, job_host, on
 
 MiB = 2**20
 EVIL = "<script>alert('x')</script>"
 HEVIL = "<img src=x onerror=alert(1)>"  # a host name: no '/' in a directory name
 
 
-def on(a, b, rate):
-    return lambda t: np.where((t > a) & (t <= b), rate, 0.0)
-
-
-def host(wall_shift_s, windows, devices, gpu_w=200.0, hostname="synth"):
-    """windows: (step, rank, start_s, end_s, bytes); devices: name → rate function."""
-    rb = RecordingBuilder(
-        duration_s=10,
-        wall_ns=WALL_NS + int(wall_shift_s * 1e9),
-        hostname=hostname,
-        meta={"job": {"id": "77", "clock_sync": {"kernel": {"synchronised": True, "maxerror_us": 10}}}},
-    )
-    for dev, fn in devices.items():
-        rb.block(dev, fn)
-    rb.host()
-    if gpu_w:
-        rb.series(
-            "gpu",
-            GPU_SCHEMA,
-            gpu="0",
-            energy_mj=lambda t: t * gpu_w * 1e3,
-            power_w=gpu_w,
-            util_gpu_pct=50,
-            temp_c=50,
-            clocks_event_reasons=0,
-        )
-    for step, rank, a, b, n in windows:
-        rb.checkpoint(a, b, n, step=step, rank=rank)
-    return rb
-
-
 def make_job(job, evil=False):
     """Node a: step 1 from 3 to 5 s (one device, 100 MiB/s). Node b, its clock 0.5 s later: ranks 2
     and 3 from 3 s, the last ending at 6 s; nvme0 at 100 MiB/s, nvme1 at 50 MiB/s (its slowest
     carrying device) and sda at 1 MiB/s all along (under 10 % of the bytes: not a candidate)."""
-    a = host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
-    b = host(
+    a = job_host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    b = job_host(
         0.5,
         [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
         {
@@ -74,8 +42,8 @@ def make_job(job, evil=False):
 def test_overlapping_saves_count_their_shared_seconds_once_in_the_job_total(tmp_path):
     # host a: step 1 from 2 to 5 s and step 2 (an async save) from 4 to 6 s, 200 W throughout;
     # host b: step 1 only, 3 to 4 s. Each save's own joules hold 4-5 s; the job's total holds it once.
-    a = host(0.0, [(1, 0, 2, 5, 100 * MiB), (2, 0, 4, 6, 100 * MiB)], {"nvme0n1": on(2, 6, 100 * MiB)})
-    b = host(0.0, [(1, 1, 3, 4, 100 * MiB)], {"nvme0n1": on(3, 4, 100 * MiB)})
+    a = job_host(0.0, [(1, 0, 2, 5, 100 * MiB), (2, 0, 4, 6, 100 * MiB)], {"nvme0n1": on(2, 6, 100 * MiB)})
+    b = job_host(0.0, [(1, 1, 3, 4, 100 * MiB)], {"nvme0n1": on(3, 4, 100 * MiB)})
     j = analyze_job(ckprof.load(str(job_dir(tmp_path / "job", {"a": a, "b": b})))).report.job
     by_step = {c.step: c for c in j.checkpoints}
     assert by_step[1].per_host["a"].energy_j == pytest.approx(200 * 3, rel=0.02)
@@ -85,7 +53,7 @@ def test_overlapping_saves_count_their_shared_seconds_once_in_the_job_total(tmp_
 
 
 def run(*args):
-    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
+    r = ckprof_cmd(*args, in_process=True)
     assert not (r.exception and not isinstance(r.exception, SystemExit)), r.exception
     return r
 
@@ -145,7 +113,7 @@ def test_report_json_md_html(tmp_path):
 def test_half_written_host_and_host_without_checkpoints(tmp_path):
     job = make_job(tmp_path / "job")
     (job / "host=dead" / "samples").mkdir(parents=True)  # died before its meta.json
-    job_dir(job, {"idle": host(0.2, [], {"nvme0n1": lambda t: 0 * t})})  # recorded, never checkpointed
+    job_dir(job, {"idle": job_host(0.2, [], {"nvme0n1": lambda t: 0 * t})})  # recorded, never checkpointed
     r = run("report", job, "--format", "json")
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
@@ -165,8 +133,8 @@ def test_one_host_with_no_checkpoints_still_reports(tmp_path):
     job = job_dir(
         tmp_path / "job",
         {
-            "x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)}),
-            "y": host(0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0),
+            "x": job_host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)}),
+            "y": job_host(0, [], {"nvme0n1": lambda t: 0 * t}, gpu_w=0),
         },
     )
     for fmt in ("json", "md", "html"):
@@ -209,7 +177,7 @@ def test_export_and_compare_on_a_job(tmp_path):
 
 
 def test_compare_a_job_of_one_host_says_what_it_needs(tmp_path):
-    job = job_dir(tmp_path / "job", {"x": host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})})
+    job = job_dir(tmp_path / "job", {"x": job_host(0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})})
     r = run("compare", job)
     assert r.exit_code == 2 and "job directory of two hosts" in r.output and "Traceback" not in r.output
 

@@ -8,8 +8,8 @@ import time
 import urllib.request
 
 import pytest
-from conftest import CKPROF, ckprof_cmd
 from prometheus_client.parser import text_string_to_metric_families
+from support.command import CKPROF, ckprof_cmd
 
 from ckprof.record.live import metric_name
 
@@ -105,7 +105,7 @@ def test_grafana_example_uses_only_metrics_ckprof_serves():
     """Every metric the example dashboard queries is one ckprof's exporter names."""
     import json
 
-    from conftest import REPO
+    from support.system import REPO
 
     dash = json.loads((REPO / "examples" / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]

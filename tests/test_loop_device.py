@@ -8,7 +8,8 @@ import json
 import sys
 
 import pytest
-from conftest import REPO, ckprof_cmd, need_binary
+from support.command import ckprof_cmd
+from support.system import REPO, need_binary
 
 import ckprof
 

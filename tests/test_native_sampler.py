@@ -12,10 +12,8 @@ import sys
 import time
 
 import pytest
-from conftest import CKPROF
-from test_diskstats import LINE_17, LINE_20
-from test_proc_tree import TREE
-from test_recorder import fake_block_tree
+from support.command import ckprof_cmd
+from support.procfs import LINE_17, LINE_20, TREE, fake_block_tree
 
 from ckprof.collectors.blockdev import BlockCollector
 from ckprof.collectors.host import HostCollector, ProcTreeCollector
@@ -188,11 +186,19 @@ def test_a_recording_on_a_loop_device_matches_the_python_sampler(make_loop, tmp_
     for how in ("native", "python"):
         env = dict(os.environ, **({"CKPROF_SAMPLER": "python"} if how == "python" else {}))
         d = tmp_path / how
-        r = subprocess.run(
-            [*CKPROF, "record", "-q", "--device", lp.name, "--interval", "50ms", "-o", str(d), "--", "sleep", "1"],
+        r = ckprof_cmd(
+            "record",
+            "-q",
+            "--device",
+            lp.name,
+            "--interval",
+            "50ms",
+            "-o",
+            str(d),
+            "--",
+            "sleep",
+            "1",
             env=env,
-            capture_output=True,
-            text=True,
             timeout=60,
         )
         assert r.returncode == 0, r.stderr
@@ -205,12 +211,9 @@ def test_a_recording_on_a_loop_device_matches_the_python_sampler(make_loop, tmp_
     assert a.drop_duplicates().to_dict("records") == b.drop_duplicates().to_dict("records")
 
     d = tmp_path / "written"
-    r = subprocess.run(
-        [*CKPROF, "record", "-q", "--device", lp.name, "--interval", "50ms", "-o", str(d), "--", "sh", "-c"]
-        + [f"dd if=/dev/zero of={lp.dev} bs=1M count=8 oflag=direct status=none && sleep 1.2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    dd = f"dd if=/dev/zero of={lp.dev} bs=1M count=8 oflag=direct status=none && sleep 1.2"
+    r = ckprof_cmd(
+        "record", "-q", "--device", lp.name, "--interval", "50ms", "-o", str(d), "--", "sh", "-c", dd, timeout=60
     )
     assert r.returncode == 0, r.stderr
     s = load(str(d)).samples("block")

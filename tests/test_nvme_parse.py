@@ -5,11 +5,11 @@ import json
 import os
 
 import pytest
+from support.nvme_data import ocp_c0_bytes, read
 
 from ckprof.collectors.nvme import smart_row
 from ckprof.collectors.nvme_parse import (
     DATA_UNIT_BYTES,
-    OCP_C0_LEN,
     ParseError,
     decode_ipm,
     parse_id_ctrl,
@@ -21,11 +21,6 @@ from ckprof.collectors.nvme_parse import (
 )
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nvme")
-
-
-def read(*parts):
-    with open(os.path.join(DATA, *parts)) as f:
-        return f.read()
 
 
 @pytest.mark.parametrize(
@@ -240,18 +235,6 @@ def test_power_state_other_styles(text, ps):
 def test_power_state_garbage():
     with pytest.raises(ParseError):
         parse_power_state("NVMe status: Invalid Field in Command")
-
-
-def ocp_c0_bytes(events, status, ps_changes, guid=True):
-    """C0h built from OCP Datacenter NVMe SSD spec 2.0 §4.8.3 offsets, independently of the parser."""
-    b = bytearray(OCP_C0_LEN)
-    b[96] = events  # Thermal Throttling Status and Count, byte 96
-    b[97] = status  # byte 97: current throttling status
-    b[200:208] = ps_changes.to_bytes(8, "little")  # Power State Change Count, bytes 207:200
-    b[494:496] = (3).to_bytes(2, "little")  # Log Page Version (2.0: 3)
-    if guid:  # Log Page GUID AFD514C97C6F4F9CA4F2BFEA2810AFC5h
-        b[496:512] = int("AFD514C97C6F4F9CA4F2BFEA2810AFC5", 16).to_bytes(16, "little")
-    return bytes(b)
 
 
 def test_ocp_c0_spec_built():

@@ -5,7 +5,7 @@ it. Recordings: ckprof.testing (profiler/testing.py) (the real RecordingWriter),
 import math
 
 import pytest
-from test_nvme_parse import read
+from support.nvme_data import read
 
 import ckprof
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA

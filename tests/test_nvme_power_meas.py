@@ -11,7 +11,7 @@ import json
 import struct
 
 import pytest
-from nvme_fakes import MODES, QEMU, by_args, fake_nvme
+from support.nvme_fakes import MODES, QEMU, by_args, fake_nvme
 
 from ckprof.collectors.nvme import NvmeSmartCollector
 from ckprof.collectors.nvme_cli import NvmeCli

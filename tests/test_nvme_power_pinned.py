@@ -10,7 +10,7 @@ import os
 
 import pandas as pd
 import pytest
-from test_nvme_parse import read
+from support.nvme_data import read
 
 import ckprof
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA

@@ -1,7 +1,7 @@
 """Checkpoints written to an object store, under the real `ckprof record` (issue 21, item 4).
 
 An S3 server runs on 127.0.0.1 (moto's server mode, started here on a free port and stopped by its
-pid). tests/object_store_saves.py saves to it as a user would — torch.save into an fsspec/s3fs
+pid). tests/support/object_store_saves.py saves to it as a user would — torch.save into an fsspec/s3fs
 file, DCP's FsspecWriter, boto3's upload_file in parts — and times each save itself on
 CLOCK_MONOTONIC (open → close, or the call). The recording's report must give:
 
@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ckprof_cmd
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.report import render
 
 HERE = Path(__file__).resolve().parent
-SCRIPT = HERE / "object_store_saves.py"
+SCRIPT = HERE / "support" / "object_store_saves.py"
 BUCKET = "ckpt"
 MIN_COVER = 0.95
 CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

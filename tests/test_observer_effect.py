@@ -17,7 +17,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ckprof_cmd, need_binary
+from support.command import CKPROF, ckprof_cmd
+from support.system import need_binary
 
 import ckprof
 from ckprof.analysis import analyze
@@ -87,7 +88,8 @@ def test_retention_with_immediate_sync_writes_the_same_bytes_with_ckprof(make_lo
     out = tmp_path / "rec"
     with_ckprof = _run(
         [
-            *(sys.executable, "-m", "ckprof", "record", "-q", "--interval", "0.1s", "--path", str(ck_dir)),
+            *CKPROF,
+            *("record", "-q", "--interval", "0.1s", "--path", str(ck_dir)),
             *("-o", str(out), "--", sys.executable, str(script), str(ck_dir), str(SAVE_MIB), "3", "oldest"),
         ],
         lp.name,

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from test_rapl import XEON, make_powercap
+from support.command import ckprof_cmd
+from support.rapl import XEON, make_powercap
 
 from ckprof.collectors import gpu as gpu_mod
 from ckprof.record.sources import SourceOptions, build_sources
@@ -26,9 +23,7 @@ def test_rapl_tree_is_recorded_and_missing_gpu_and_bmc_are_notes(tmp_path, monke
 
 
 def test_doctor_lists_the_power_collectors():
-    out = subprocess.run(
-        [sys.executable, "-m", "ckprof.cli", "doctor"], capture_output=True, text=True, timeout=120, cwd=os.getcwd()
-    )
+    out = ckprof_cmd("doctor")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     for name in ("gpu", "rapl", "ipmi"):

@@ -7,40 +7,11 @@ import sys
 import time
 
 import psutil
+from support.procfs import TREE
 
 from ckprof.collectors.host import _IO_FIELDS, ProcTreeCollector
 
 MiB = 2**20
-
-# root (python) → child (writes 4 MiB) → grandchild (writes 8 MiB); child also double-forks an orphan
-# that writes 2 MiB in the tree, then 1 MiB after its parent is gone (re-parented out of the tree:
-# not the command's any more; its last-seen 2 MiB stay counted). Everyone lives ≥ 0.3 s so
-# both collectors see everyone; the root outlives them all, then sleeps quietly.
-TREE = r"""
-import os, sys, time
-def write(n):
-    fd = os.open(os.devnull, os.O_WRONLY)
-    for _ in range(n):
-        os.write(fd, b"x" * (1 << 20))
-    os.close(fd)
-def child():
-    g = os.fork()
-    if g == 0:
-        time.sleep(0.3); write(8); time.sleep(0.3); os._exit(0)
-    o = os.fork()
-    if o == 0:  # the orphan: writes 2 MiB in the tree, is re-parented out of it, writes 1 MiB more
-        if os.fork() == 0:
-            time.sleep(0.3); write(2); time.sleep(0.8); write(1); time.sleep(0.2); os._exit(0)
-        time.sleep(0.6); os._exit(0)
-    os.waitpid(o, 0)
-    time.sleep(0.2); write(4); os.waitpid(g, 0); time.sleep(0.3)
-    os._exit(0)
-c = os.fork()
-if c == 0:
-    child()
-os.waitpid(c, 0)
-time.sleep(1.5)
-"""
 
 
 def psutil_tree_size(root_pid) -> int:

@@ -3,8 +3,7 @@
 
 import pyarrow.parquet as pq
 import pytest
-from test_diskstats import LINE_4, LINE_11, LINE_15, LINE_17, LINE_20, LINE_24
-from test_recorder import fake_block_tree
+from support.procfs import LINE_4, LINE_11, LINE_15, LINE_17, LINE_20, LINE_24, fake_block_tree
 
 from ckprof.collectors.blockdev import SCHEMA as BLOCK_SCHEMA
 from ckprof.collectors.blockdev import BlockCollector

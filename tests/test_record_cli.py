@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import CKPROF, ckprof_cmd
+from support.command import CKPROF, ckprof_cmd
 
 import ckprof
 

@@ -1,6 +1,7 @@
 """The recorder with a replaced clock and /proc, /sys roots in tmp_path: no test sleeps."""
 
 import pyarrow as pa
+from support.procfs import fake_block_tree
 
 import ckprof
 from ckprof.collectors.base import Collector
@@ -9,21 +10,6 @@ from ckprof.record.clock import FakeClock
 from ckprof.record.recorder import Recorder
 from ckprof.recording.schema import T_NS, col
 from ckprof.recording.writer import RecordingWriter
-
-
-def fake_block_tree(root, dev="sda", iostats=1):
-    (root / "proc").mkdir(parents=True, exist_ok=True)
-    q = root / "sys" / "class" / "block" / dev / "queue"
-    q.mkdir(parents=True, exist_ok=True)
-    for attr, v in {
-        "nr_requests": "64",
-        "rotational": "0",
-        "logical_block_size": "512",
-        "scheduler": "mq-deadline [none]",
-        "iostats": str(iostats),
-    }.items():
-        (q / attr).write_text(v + "\n")
-    return root
 
 
 def set_counters(root, dev, write_sectors, write_ios, queue_ms, io_ms, inflight_w):

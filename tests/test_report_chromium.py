@@ -11,12 +11,9 @@ import re
 import shutil
 import subprocess
 
-import numpy as np
-import pytest
-from click.testing import CliRunner
-
-from ckprof.cli import main
-from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
+from support.browser import chromium
+from support.command import ckprof_cmd
+from support.recordings import three_saves
 
 MiB = 2**20
 FLAGS = [
@@ -35,50 +32,11 @@ PROBE = (
 )
 
 
-def chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    pytest.skip("chromium not installed (apt-get install chromium)")
-
-
-def make(path):
-    rb = RecordingBuilder(path, duration_s=30, command=["python", "train.py", "--out", "/ckpt/<b>&'\""])
-    spans = [(4, 7), (12, 15), (20, 23)]
-    act = lambda t: sum(np.where((t > a) & (t <= b), 1.0, 0.0) for a, b in spans)  # noqa: E731
-    rb.block("nvme0n1", lambda t: act(t) * 800 * MiB * (1 - 0.01 * t), queue=lambda t: act(t) * 16)
-    rb.block("nvme1n1", lambda t: act(t) * 780 * MiB, queue=lambda t: act(t) * 15)
-    rb.host(lambda t: act(t) * 100 * MiB)
-    rb.series(
-        "gpu",
-        GPU_SCHEMA,
-        gpu="0",
-        energy_mj=lambda t: t * 3e5 + np.cumsum(act(t)) * 1e4,
-        power_w=300,
-        util_gpu_pct=lambda t: np.where(act(t) > 0, 2, 97),
-        temp_c=lambda t: 55 + 0.3 * t,
-        clocks_event_reasons=0,
-    )
-    rb.series(
-        "nvme",
-        NVME_SCHEMA,
-        device="nvme0",
-        temp_c=lambda t: 45 + t,
-        critical_warning=0,
-        thm_temp1_trans_count=lambda t: (t > 21).astype(int),
-        thm_temp1_total_time=lambda t: np.clip(t - 21, 0, None),
-        power_w=lambda t: 4 + 5 * act(t),
-    )
-    for i, (a, b) in enumerate(spans):
-        rb.checkpoint(a, b, int(2 * 780 * MiB * (b - a)), step=100 * (i + 1), path=f"/ckpt/step{i}<i>")
-    return rb.finish()
-
-
 def test_html_report_in_headless_chromium(tmp_path):
     exe = chromium()
-    rec = make(tmp_path / "rec")
+    rec = three_saves(tmp_path / "rec")
     html = tmp_path / "report.html"
-    r = CliRunner().invoke(main, ["report", rec, "-o", str(html), "--gpus", "4096"])
+    r = ckprof_cmd("report", rec, "-o", str(html), "--gpus", "4096", in_process=True)
     assert r.exit_code == 0, r.output
     probed = tmp_path / "probed.html"
     probed.write_text(html.read_text().replace("</body>", PROBE))

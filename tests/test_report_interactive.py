@@ -14,12 +14,11 @@ import time
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from test_report_chromium import chromium
-from test_report_chromium import make as make_recording
+from support.browser import chromium
+from support.command import ckprof_cmd
+from support.recordings import three_saves
 
-from ckprof.cli import main
-from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, bursts
 
 MiB = 2**20
 ARGS = [
@@ -41,7 +40,7 @@ UNITS = {
 
 
 def report(*args):
-    r = CliRunner().invoke(main, ["report", *map(str, args)])
+    r = ckprof_cmd("report", *args, in_process=True)
     assert r.exit_code == 0, r.output
     return r
 
@@ -63,7 +62,7 @@ def hover_texts(page, x, y) -> list[str]:
 def test_interactive_timeline_in_headless_chromium(tmp_path):
     exe = chromium()
     sp = sync_playwright()
-    rec = make_recording(tmp_path / "rec")
+    rec = three_saves(tmp_path / "rec")
     html = tmp_path / "report.html"
     report(rec, "-o", html)
     rows = json.loads(report(rec, "--format", "json").stdout)["checkpoints"]
@@ -162,8 +161,7 @@ def hour_recording(path) -> str:
     rb = RecordingBuilder(duration_s=3600, interval_s=0.1)
     spans = [(a, a + 60) for a in range(300, 3600, 600)]
 
-    def act(t):
-        return sum(np.where((t > a) & (t <= b), 1.0, 0.0) for a, b in spans)
+    act = bursts(spans, 1.0)
 
     for dev in ("nvme0n1", "nvme1n1"):
         rb.block(

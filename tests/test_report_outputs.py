@@ -8,17 +8,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from support.command import ckprof_cmd
 
-from ckprof.cli import main
-from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, job_dir
+from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, bursts, job_dir
 
 MiB = 2**20
 EVIL = "<script>alert('x')</script>"
-
-
-def bursts(spans, rate):
-    return lambda t: sum(np.where((t > a) & (t <= b), rate, 0.0) for a, b in spans)
 
 
 def builder(rate=100 * MiB, evil=False, gpu=True):
@@ -57,7 +52,7 @@ def make(path, **kw):
 
 
 def run(*args):
-    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
+    r = ckprof_cmd(*args, in_process=True)
     assert not (r.exception and not isinstance(r.exception, SystemExit)), r.exception
     return r
 

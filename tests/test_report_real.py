@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis import analyze
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-CKPROF = os.path.join(os.path.dirname(sys.executable), "ckprof")
 MiB = 2**20
 
 
@@ -75,27 +75,22 @@ def _record_saver(tmp_path, mnt, n, size, mode):
     script = tmp_path / "saver.py"
     script.write_text(SAVER)
     out = tmp_path / f"rec-{mode}"
-    r = subprocess.run(
-        [
-            CKPROF,
-            "record",
-            "-q",
-            "--interval",
-            "50ms",
-            "--path",
-            str(mnt),
-            "-o",
-            str(out),
-            "--",
-            sys.executable,
-            str(script),
-            str(mnt),
-            str(n),
-            str(size),
-            mode,
-        ],
-        capture_output=True,
-        text=True,
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--interval",
+        "50ms",
+        "--path",
+        str(mnt),
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        str(script),
+        str(mnt),
+        str(n),
+        str(size),
+        mode,
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
@@ -132,33 +127,28 @@ def test_fio_bursts_with_thinktime_become_inferred_windows(tmp_path, loopdev):
     k, burst = 4, 24
     out = tmp_path / "rec-fio"
     # K bursts of 24 MiB at 100 MiB/s, 1.5 s apart (fio thinktime after every 24 blocks of 1 MiB)
-    r = subprocess.run(
-        [
-            CKPROF,
-            "record",
-            "-q",
-            "--interval",
-            "50ms",
-            "--device",
-            os.path.basename(loopdev),
-            "-o",
-            str(out),
-            "--",
-            "fio",
-            "--name=bursts",
-            f"--filename={loopdev}",
-            "--rw=write",
-            "--bs=1M",
-            "--direct=1",
-            "--ioengine=psync",
-            f"--size={k * burst}M",
-            "--rate=100m",
-            "--thinktime=1500000",
-            f"--thinktime_blocks={burst}",
-            "--output=/dev/null",
-        ],
-        capture_output=True,
-        text=True,
+    r = ckprof_cmd(
+        "record",
+        "-q",
+        "--interval",
+        "50ms",
+        "--device",
+        os.path.basename(loopdev),
+        "-o",
+        str(out),
+        "--",
+        "fio",
+        "--name=bursts",
+        f"--filename={loopdev}",
+        "--rw=write",
+        "--bs=1M",
+        "--direct=1",
+        "--ioengine=psync",
+        f"--size={k * burst}M",
+        "--rate=100m",
+        "--thinktime=1500000",
+        f"--thinktime_blocks={burst}",
+        "--output=/dev/null",
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
@@ -172,28 +162,23 @@ def test_fio_bursts_with_thinktime_become_inferred_windows(tmp_path, loopdev):
 
 def test_workload_recording_windows_and_bytes(tmp_path, ext4):
     out = tmp_path / "rec-workload"
-    r = subprocess.run(
-        [
-            CKPROF,
-            "workload",
-            "--preset",
-            "llama3-8b",
-            "--total-size",
-            "64MiB",
-            "--ranks",
-            "2",
-            "--target",
-            str(ext4 / "ck"),
-            "--count",
-            "3",
-            "--interval",
-            "1s",
-            "--load",
-            "-o",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    r = ckprof_cmd(
+        "workload",
+        "--preset",
+        "llama3-8b",
+        "--total-size",
+        "64MiB",
+        "--ranks",
+        "2",
+        "--target",
+        str(ext4 / "ck"),
+        "--count",
+        "3",
+        "--interval",
+        "1s",
+        "--load",
+        "-o",
+        str(out),
         timeout=180,
     )
     assert r.returncode == 0, r.stderr

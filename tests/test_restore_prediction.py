@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CKPROF, ckprof_cmd
+from support.command import CKPROF, ckprof_cmd
 
 pytestmark = pytest.mark.root
 MiB = 2**20

@@ -3,7 +3,7 @@
 
 import numpy as np
 import pytest
-from test_nvme_parse import read
+from support.nvme_data import read
 
 import ckprof
 from ckprof.analysis import analyze
@@ -65,17 +65,14 @@ def test_an_imported_power_trace_gives_the_ssd_its_efficiency(tmp_path):
     """A lab meter's trace on the drive's rail, imported with the real `ckprof import-power`, is the
     SSD's power ahead of its own estimate: 9 W over the 1 s checkpoint is 9 J for 1 GiB."""
     import json
-    import subprocess
 
-    from conftest import CKPROF
+    from support.command import ckprof_cmd
 
     rec_dir = build(tmp_path / "t", None).path  # the drive reports only its power state
     wall0_s = json.loads((tmp_path / "t" / "meta.json").read_text())["start"]["wall_ns"] / 1e9
     trace = tmp_path / "rail.csv"
     trace.write_text("timestamp,watts\n" + "".join(f"{wall0_s - 1 + i / 10:.3f},9.000\n" for i in range(70)))
-    r = subprocess.run(
-        [*CKPROF, "import-power", str(rec_dir), str(trace), "--device", "nvme0"], capture_output=True, text=True
-    )
+    r = ckprof_cmd("import-power", str(rec_dir), str(trace), "--device", "nvme0")
     assert r.returncode == 0, r.stderr
     (cp,) = analyze(ckprof.load(str(rec_dir))).report["checkpoints"]
     eff = cp["ssd_efficiency"]["nvme0"]

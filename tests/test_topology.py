@@ -4,7 +4,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import need_binary, run
+from support.system import mount_btrfs_raid0, need_binary, run
 
 from ckprof.collectors.topology import SysfsTree, Topology, parse_mountinfo
 from ckprof.collectors.udev import UdevTree
@@ -124,18 +124,8 @@ def test_real_partitioned_loop(make_loop, tmp_path):
 
 
 def test_real_btrfs_over_two_loops(make_loop, tmp_path):
-    need_binary("mkfs.btrfs")
     a, b = make_loop("256M"), make_loop("256M")
-    r = subprocess.run(
-        ["mkfs.btrfs", "-f", "-q", "-d", "raid0", "-m", "raid1", a.dev, b.dev], capture_output=True, text=True
-    )
-    if r.returncode != 0:
-        pytest.skip(f"mkfs.btrfs failed here: {r.stderr.strip()}")
-    mp = tmp_path / "btr"
-    mp.mkdir()
-    if subprocess.run(["mount", a.dev, str(mp)], capture_output=True).returncode != 0:
-        pytest.skip("this kernel cannot mount btrfs")
-    a.mountpoints.append(mp)
+    mp = mount_btrfs_raid0(a, b, tmp_path / "btr")
     assert sorted(Topology().resolve(str(mp)).devices) == sorted([a.name, b.name])
 
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ckprof_cmd, need_binary, run
+from support.command import ckprof_cmd
+from support.system import need_binary, run
 
 from ckprof.collectors.base import read_text
 from ckprof.collectors.udev import UeventCollector, uevent_event, uevents_reach_here

@@ -3,9 +3,8 @@
 import re
 
 import pytest
-from click.testing import CliRunner
+from support.command import ckprof_cmd
 
-from ckprof.cli import main
 from ckprof.errors import UsageError
 from ckprof.workloads.model import PRESETS, Shape, layer_range
 from ckprof.workloads.plan import ALIGN, make_plan
@@ -89,7 +88,7 @@ def test_bad_plans(kw, msg):
 
 
 def run(*args):
-    return CliRunner().invoke(main, ["workload", *args])
+    return ckprof_cmd("workload", *args, in_process=True)
 
 
 def test_dry_run_prints_plan_with_units():

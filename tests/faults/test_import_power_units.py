@@ -8,11 +8,10 @@ import json
 import os
 
 import pytest
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.testing import WALL_NS, RecordingBuilder, t
-
-from .conftest import ck
 
 S = 1_000_000_000
 
@@ -58,7 +57,7 @@ def stamp(seconds: float, unit: str) -> str:
 def test_power_unit_from_the_header(tmp_path, built, header, value, watts):
     delim = ";" if ";" in header else ","
     rows = "".join(f"{stamp(1 + k, 's')}{delim}{value}\n" for k in range(3))
-    out = ck("import-power", built, write(tmp_path, header + "\n" + rows), "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, write(tmp_path, header + "\n" + rows), "--device", "nvme0")
     assert out.returncode == 0, out.stderr
     s = ckprof.load(built).samples("power_nvme0")
     assert s["power_w"].tolist() == pytest.approx([watts] * 3)
@@ -72,7 +71,7 @@ def test_power_unit_from_the_header(tmp_path, built, header, value, watts):
 )
 def test_time_unit_from_the_header(tmp_path, built, header, unit):
     rows = "".join(f"{stamp(1 + k, unit)},5\n" for k in range(3))
-    out = ck("import-power", built, write(tmp_path, header + "\n" + rows), "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, write(tmp_path, header + "\n" + rows), "--device", "nvme0")
     assert out.returncode == 0, out.stderr
     s = ckprof.load(built).samples("power_nvme0")
     assert s["t_ns"].tolist() == [t(1), t(2), t(3)]
@@ -84,7 +83,7 @@ def test_time_unit_from_the_header(tmp_path, built, header, unit):
 def test_unix_epoch_unit_inferred_from_magnitude(tmp_path, built, unit):
     """No header, Unix ms (what many loggers write): once an 'internal error: OverflowError'."""
     rows = "".join(f"{stamp(1 + k / 2, unit)},5\n" for k in range(3))
-    out = ck("import-power", built, write(tmp_path, rows), "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, write(tmp_path, rows), "--device", "nvme0")
     assert out.returncode == 0, out.stderr
     assert "internal error" not in out.stderr
     rec = ckprof.load(built)
@@ -110,7 +109,7 @@ def test_unix_epoch_unit_inferred_from_magnitude(tmp_path, built, unit):
 def test_impossible_values_refused_with_the_line_and_nothing_changed(tmp_path, built, text, line, what):
     before = snapshot(built)
     trace = write(tmp_path, text.format(a=stamp(1, "s"), b=stamp(2, "s")))
-    out = ck("import-power", built, trace, "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, trace, "--device", "nvme0")
     err = out.stderr.strip()
     assert out.returncode == 2, err
     assert len(err.splitlines()) == 1 and err.startswith(f"ckprof: error: {trace}:{line}: "), err
@@ -121,6 +120,6 @@ def test_impossible_values_refused_with_the_line_and_nothing_changed(tmp_path, b
 def test_negative_power_would_have_given_negative_joules(tmp_path, built):
     """The energy of a refused trace never reaches a report: the summary line is not printed."""
     trace = write(tmp_path, "".join(f"{stamp(1 + k, 's')},{-5 if k == 1 else 5}\n" for k in range(3)))
-    out = ck("import-power", built, trace, "--device", "nvme0")
+    out = ckprof_cmd("import-power", built, trace, "--device", "nvme0")
     assert out.returncode == 2 and f"{trace}:2:" in out.stderr and "imported" not in out.stderr
     assert "power_nvme0" not in json.loads(open(os.path.join(built, "meta.json")).read())["collectors"]

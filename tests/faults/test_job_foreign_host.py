@@ -10,11 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from support.command import CKPROF, ckprof_cmd
 
 import ckprof
 from ckprof.testing import WALL_NS, RecordingBuilder, job_dir
-
-from .conftest import CKPROF, ck
 
 DAY_NS = 86_400 * 10**9
 
@@ -45,7 +44,7 @@ def job_with_stranger(tmp_path_factory):
 
 
 def test_host_of_another_job_is_left_out_and_named(job_with_stranger):
-    r = ck("report", str(job_with_stranger), "--format", "json", "--serial", timeout=300)
+    r = ckprof_cmd("report", str(job_with_stranger), "--format", "json", "--serial", timeout=300)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["job"]["hosts"] == ["a", "b"] and "c" in rep["job"]["hosts_left_out"]
@@ -57,20 +56,22 @@ def test_host_of_another_job_is_left_out_and_named(job_with_stranger):
 
 
 def test_include_foreign_hosts_keeps_it_and_says_so(job_with_stranger):
-    r = ck("report", str(job_with_stranger), "--format", "json", "--serial", "--include-foreign-hosts", timeout=300)
+    r = ckprof_cmd(
+        "report", str(job_with_stranger), "--format", "json", "--serial", "--include-foreign-hosts", timeout=300
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["job"]["hosts"] == ["a", "b", "c"]
     assert any(n.startswith("host=c: ") and "222" in n and "kept" in n for n in rep["notes"]), rep["notes"]
-    assert "--include-foreign-hosts" in ck("report", "--help").stdout
+    assert "--include-foreign-hosts" in ckprof_cmd("report", "--help").stdout
 
 
 def test_compare_and_export_leave_it_out_too(job_with_stranger, tmp_path):
-    r = ck("compare", str(job_with_stranger), "--format", "json", timeout=300)
+    r = ckprof_cmd("compare", str(job_with_stranger), "--format", "json", timeout=300)
     assert r.returncode == 0, r.stderr
     assert [os.path.basename(p) for p in json.loads(r.stdout)["recordings"]] == ["host=a", "host=b"]
     assert "host=c" in r.stderr
-    r = ck("export", str(job_with_stranger), "--format", "csv", "-o", str(tmp_path / "x"), timeout=300)
+    r = ckprof_cmd("export", str(job_with_stranger), "--format", "csv", "-o", str(tmp_path / "x"), timeout=300)
     assert r.returncode == 0, r.stderr
     hosts = set(line.split(",")[0] for line in (tmp_path / "x" / "checkpoints.csv").read_text().splitlines()[1:])
     assert "c" not in hosts and "host=c" in r.stderr

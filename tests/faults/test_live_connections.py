@@ -13,9 +13,9 @@ import time
 import urllib.request
 from subprocess import PIPE, Popen
 
-import ckprof
+from support.command import CKPROF
 
-from .conftest import CKPROF
+import ckprof
 
 IDLE = 1100
 CKPROF_NOFILE = 1024  # the usual default soft limit, which 1,100 descriptors would exceed

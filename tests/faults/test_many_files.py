@@ -8,13 +8,12 @@ import json
 import resource
 import sys
 
-from conftest import need_root
+from support.command import ckprof_cmd
+from support.system import need_root
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.analysis.durability import FILE_EVENTS
-
-from .conftest import ck
 
 N_FILES = 1500
 NOFILE = 1024
@@ -45,7 +44,7 @@ def test_a_checkpoint_of_more_files_than_the_fd_limit_is_recorded_whole(make_loo
     script = tmp_path / "many.py"
     script.write_text(CHILD)
     out = tmp_path / "rec"
-    r = ck(
+    r = ckprof_cmd(
         *("record", "-q", "--interval", "0.1s", "--flush-interval", "0.1s", "--path", str(mnt), "-o", str(out)),
         *("--", sys.executable, str(script), str(mnt / "ckpt"), str(N_FILES)),
         preexec_fn=_limit_nofile,  # ckprof and its command both under `ulimit -n 1024`

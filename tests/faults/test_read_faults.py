@@ -13,8 +13,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-from .conftest import CKPROF, ck
+from support.command import CKPROF, ckprof_cmd
 
 MiB = 2**20
 HOSTILE = "evil <script>alert(1)</script> \u202etxt.exe | `x` [a](javascript:1)"
@@ -27,7 +26,7 @@ def rec(tmp_path_factory):
     child = (
         f"import ckprof, time\nwith ckprof.checkpoint(step=1, path={HOSTILE!r}, bytes=1 << 20):\n    time.sleep(0.5)\n"
     )
-    r = ck("record", "-q", "-o", str(d / "rec"), "--", sys.executable, "-c", child, HOSTILE)
+    r = ckprof_cmd("record", "-q", "-o", str(d / "rec"), "--", sys.executable, "-c", child, HOSTILE)
     assert r.returncode == 0, r.stderr
     return d / "rec"
 
@@ -38,7 +37,7 @@ def copy(src, dst):
 
 
 def report(path, fmt="json"):
-    r = ck("report", str(path), "--format", fmt)
+    r = ckprof_cmd("report", str(path), "--format", fmt)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     return json.loads(r.stdout) if fmt == "json" else r.stdout
 
@@ -54,8 +53,8 @@ def test_a_line_that_is_not_an_event_is_skipped_and_named(rec, tmp_path, line):
     rep = report(bad)
     assert len(rep["checkpoints"]) == 1 and any("not an event" in n for n in rep["notes"])
     if line == "42":  # the other readers of events take the same path
-        assert ck("compare", str(rec), str(bad)).returncode == 0
-        assert ck("export", str(bad), "--format", "csv", "-o", str(tmp_path / "x")).returncode == 0
+        assert ckprof_cmd("compare", str(rec), str(bad)).returncode == 0
+        assert ckprof_cmd("export", str(bad), "--format", "csv", "-o", str(tmp_path / "x")).returncode == 0
 
 
 def test_a_torn_last_line_is_skipped(rec, tmp_path):
@@ -102,7 +101,7 @@ def test_a_sampling_gap_makes_the_bandwidth_unknown(tmp_path):
 def test_a_bad_meta_is_one_line(rec, tmp_path, content, words):
     bad = copy(rec, tmp_path / "bad")
     (bad / "meta.json").write_text(content)
-    r = ck("report", str(bad))
+    r = ckprof_cmd("report", str(bad))
     assert r.returncode == 1 and words in r.stderr and r.stderr.count("\n") == 1
 
 
@@ -115,7 +114,7 @@ def test_meta_without_start_is_one_line_for_import_and_report(rec, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("1700000000,10\n1700000001,10\n")
     for args in (["import-power", str(bad), str(trace), "--device", "psu"], ["report", str(bad)]):
-        r = ck(*args)
+        r = ckprof_cmd(*args)
         assert r.returncode in (1, 2) and "start anchor" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
@@ -124,7 +123,7 @@ def test_a_newer_schema_is_refused_clearly(rec, tmp_path):
     m = json.loads((bad / "meta.json").read_text())
     m["schema_version"] = 99
     (bad / "meta.json").write_text(json.dumps(m))
-    r = ck("report", str(bad))
+    r = ckprof_cmd("report", str(bad))
     assert r.returncode == 1 and "newer" in r.stderr and "upgrade" in r.stderr
 
 
@@ -141,7 +140,7 @@ def test_report_of_a_path_that_is_not_a_recording(tmp_path, what):
     p = tmp_path / "x"
     if what == "file":
         p.write_text("hello")
-    r = ck("report", str(p))
+    r = ckprof_cmd("report", str(p))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
@@ -150,7 +149,7 @@ def test_compare_with_a_recording_without_checkpoints(rec, tmp_path):
     lines = (empty / "events.jsonl").read_text().splitlines(keepends=True)
     (empty / "events.jsonl").write_text("".join(x for x in lines if '"checkpoint_' not in x))
     subprocess.run(["rm", "-r", str(empty / "samples" / "block")], check=True)
-    r = ck("compare", str(rec), str(empty), "--format", "json")
+    r = ckprof_cmd("compare", str(rec), str(empty), "--format", "json")
     assert r.returncode == 0
     counts = next(m for m in json.loads(r.stdout)["metrics"] if m["metric"] == "checkpoints")
     assert counts["values"] == [1, 0]
@@ -158,7 +157,7 @@ def test_compare_with_a_recording_without_checkpoints(rec, tmp_path):
 
 def test_two_reports_at_once_agree(rec):
     with ThreadPoolExecutor(2) as ex:
-        outs = list(ex.map(lambda _: ck("report", str(rec), "--format", "json").stdout, range(2)))
+        outs = list(ex.map(lambda _: ckprof_cmd("report", str(rec), "--format", "json").stdout, range(2)))
     a, b = (json.loads(o) for o in outs)
     assert a["checkpoints"] == b["checkpoints"] and a["run"] == b["run"]
 
@@ -171,10 +170,10 @@ def test_hostile_strings_are_data_in_json_and_inert_in_markdown_and_html(rec, tm
     assert rep["checkpoints"][0]["path"] == HOSTILE  # JSON keeps the data as it is
     md = report(rec, "md")
     html_path = tmp_path / "r.html"
-    assert ck("report", str(rec), "-o", str(html_path)).returncode == 0
+    assert ckprof_cmd("report", str(rec), "-o", str(html_path)).returncode == 0
     html = html_path.read_text()
     static_path = tmp_path / "static.html"
-    assert ck("report", str(rec), "--static", "-o", str(static_path)).returncode == 0
+    assert ckprof_cmd("report", str(rec), "--static", "-o", str(static_path)).returncode == 0
     static = static_path.read_text()
     assert "<script" not in static  # the JavaScript-free report has none at all
     for text in (md, html, static):
@@ -187,8 +186,8 @@ def test_hostile_strings_are_data_in_json_and_inert_in_markdown_and_html(rec, tm
 
 def test_paths_with_spaces_and_non_ascii_for_report_and_export(rec, tmp_path):
     odd = copy(rec, tmp_path / "a run ü ✓")
-    assert ck("report", str(odd), "-o", str(tmp_path / "out ∆.html")).returncode == 0
-    assert ck("export", str(odd), "--format", "parquet", "-o", str(tmp_path / "exp ∆")).returncode == 0
+    assert ckprof_cmd("report", str(odd), "-o", str(tmp_path / "out ∆.html")).returncode == 0
+    assert ckprof_cmd("export", str(odd), "--format", "parquet", "-o", str(tmp_path / "exp ∆")).returncode == 0
     assert (tmp_path / "exp ∆" / "checkpoints.parquet").exists()
 
 

@@ -15,10 +15,10 @@ import threading
 import time
 
 import pytest
+from support.command import CKPROF, ckprof_cmd
+from support.system import fill
 
 import ckprof
-
-from .conftest import CKPROF, ck, fill
 
 
 def meta(rec) -> dict:
@@ -29,34 +29,34 @@ def meta(rec) -> dict:
 
 
 def test_exit_code_passes_through(tmp_path):
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "exit 7")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "exit 7")
     assert r.returncode == 7 and meta(tmp_path / "r")["status"] == "complete"
 
 
 def test_death_by_signal_passes_through(tmp_path):
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "kill -TERM $$")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "kill -TERM $$")
     assert r.returncode == -signal.SIGTERM  # ckprof died of the same signal
     assert meta(tmp_path / "r")["exit"]["signal"] == signal.SIGTERM
 
 
 def test_command_not_found_is_127(tmp_path):
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", "no-such-command-ckprof")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", "no-such-command-ckprof")
     assert r.returncode == 127 and "command not found" in r.stderr
 
 
 def test_child_that_exits_at_once(tmp_path):
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", "true")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", "true")
     assert r.returncode == 0 and ckprof.load(str(tmp_path / "r")).problems == []
 
 
 def test_child_that_closes_its_stdout(tmp_path):
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "exec >&-; sleep 0.2; exit 3")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "exec >&-; sleep 0.2; exit 3")
     assert r.returncode == 3 and meta(tmp_path / "r")["status"] == "complete"
 
 
 def test_background_process_left_behind_does_not_hang(tmp_path):
     t0 = time.monotonic()
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "sleep 30 >/dev/null 2>&1 & exit 0")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", "sh", "-c", "sleep 30 >/dev/null 2>&1 & exit 0")
     assert r.returncode == 0 and time.monotonic() - t0 < 15
 
 
@@ -173,13 +173,13 @@ def test_full_disk_mid_run_is_a_truncated_recording(tmp_path, small_fs):
     """F3: the child runs on and keeps its status; the recording says truncated and why; no temp file."""
     fs = small_fs("3m")
     rec = fs / "rec"
-    r = ck("record", "-q", "--flush-interval", "200ms", "-o", str(rec), "--",
+    r = ckprof_cmd("record", "-q", "--flush-interval", "200ms", "-o", str(rec), "--",
            "sh", "-c", f"sleep 0.5; dd if=/dev/zero of={fs}/fill bs=64k 2>/dev/null; sleep 1; exit 5")  # fmt: skip
     assert r.returncode == 5
     m = meta(rec)
     assert m["status"] == "truncated" and "disk full" in m["truncated"]
     assert not [n for n in os.listdir(rec) if ".tmp-" in n or n.startswith(".ckprof")]
-    rep = ck("report", str(rec), "--format", "json")
+    rep = ckprof_cmd("report", str(rec), "--format", "json")
     assert rep.returncode == 0 and any("truncated (disk full" in n for n in json.loads(rep.stdout)["notes"])
 
 
@@ -187,7 +187,7 @@ def test_full_file_system_at_start_is_one_line_and_runs_nothing(tmp_path, small_
     """F4."""
     fs = small_fs("1m")
     fill(fs / "fill")
-    r = ck("record", "-o", str(fs / "rec"), "--", "touch", str(tmp_path / "ran"))
+    r = ckprof_cmd("record", "-o", str(fs / "rec"), "--", "touch", str(tmp_path / "ran"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "No space left" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "ran").exists()
 
@@ -202,7 +202,7 @@ def test_file_system_gone_read_only_mid_run_keeps_the_childs_status(tmp_path, ma
     if not os.path.exists(trigger):
         pytest.skip(f"{trigger}: this kernel cannot inject an ext4 error")
     script = f"sleep 0.8; echo 1 > {trigger}; sleep 0.8; exit 6"
-    r = ck("record", "-q", "--flush-interval", "200ms", "-o", str(mnt / "rec"), "--", "sh", "-c", script)
+    r = ckprof_cmd("record", "-q", "--flush-interval", "200ms", "-o", str(mnt / "rec"), "--", "sh", "-c", script)
     assert r.returncode == 6 and "Traceback" not in r.stderr
     assert "Read-only file system" in r.stderr and "stopped recording samples" in r.stderr
     rec = ckprof.load(str(mnt / "rec"))
@@ -218,17 +218,17 @@ def test_force_never_deletes_a_users_files(tmp_path):
     (d / "samples").mkdir(parents=True)
     (d / "meta.json").write_text('{"my": "own data"}')
     (d / "samples" / "keep.txt").write_text("keep")
-    r = ck("record", "--force", "-o", str(d), "--", "true")
+    r = ckprof_cmd("record", "--force", "-o", str(d), "--", "true")
     assert r.returncode == 2 and "not a ckprof recording" in r.stderr
     assert (d / "meta.json").read_text() == '{"my": "own data"}' and (d / "samples" / "keep.txt").exists()
 
 
 def test_force_replaces_a_recording_and_keeps_other_files(tmp_path):
     d = tmp_path / "rec"
-    assert ck("record", "-q", "-o", str(d), "--", "sh", "-c", "exit 1").returncode == 1
+    assert ckprof_cmd("record", "-q", "-o", str(d), "--", "sh", "-c", "exit 1").returncode == 1
     (d / "notes.txt").write_text("mine")
-    assert ck("record", "-o", str(d), "--", "true").returncode == 2  # not without --force
-    assert ck("record", "-q", "--force", "-o", str(d), "--", "true").returncode == 0
+    assert ckprof_cmd("record", "-o", str(d), "--", "true").returncode == 2  # not without --force
+    assert ckprof_cmd("record", "-q", "--force", "-o", str(d), "--", "true").returncode == 0
     assert meta(d)["exit"]["code"] == 0 and (d / "notes.txt").read_text() == "mine"
 
 
@@ -237,9 +237,9 @@ def test_output_through_a_symlink_and_with_spaces_and_non_ascii(tmp_path):
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
-    r = ck("record", "-q", "-o", str(link / "rec ∆"), "--", "true")
+    r = ckprof_cmd("record", "-q", "-o", str(link / "rec ∆"), "--", "true")
     assert r.returncode == 0 and meta(real / "rec ∆")["status"] == "complete"
-    assert ck("report", str(link / "rec ∆"), "--format", "md").returncode == 0
+    assert ckprof_cmd("report", str(link / "rec ∆"), "--format", "md").returncode == 0
 
 
 def test_recording_copied_while_it_is_written_loads(tmp_path):
@@ -254,7 +254,7 @@ def test_recording_copied_while_it_is_written_loads(tmp_path):
     p.wait(timeout=30)
     rec = ckprof.load(str(tmp_path / "copy"))
     assert rec.meta["status"] == "recording" and not rec.samples("block").empty
-    assert ck("report", str(tmp_path / "copy"), "--format", "json").returncode == 0
+    assert ckprof_cmd("report", str(tmp_path / "copy"), "--format", "json").returncode == 0
 
 
 # -- errors: one line, or the traceback when asked ---------------------------------------------------
@@ -265,9 +265,9 @@ def test_ckprof_debug_shows_the_traceback_and_no_hint(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "meta.json").write_text("[1, 2]")
-    plain = ck("report", str(bad))
+    plain = ckprof_cmd("report", str(bad))
     assert plain.returncode == 1 and plain.stderr.count("\n") == 1 and "Traceback" not in plain.stderr
-    debug = ck("report", str(bad), env={**os.environ, "CKPROF_DEBUG": "1"})
+    debug = ckprof_cmd("report", str(bad), env={**os.environ, "CKPROF_DEBUG": "1"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "rerun with CKPROF_DEBUG" not in debug.stderr
 
 
@@ -293,7 +293,7 @@ def test_24000_marks_from_many_threads_arrive_intact(tmp_path):
 
 @pytest.mark.parametrize("args", [["--interval", "fast"], ["--path", "/no/such/dir"], [], ["--device", "nosuchdev0"]])
 def test_bad_record_input_is_one_line(tmp_path, args):
-    r = ck("record", "-o", str(tmp_path / "r"), *args, *(["--", "true"] if args else []))
+    r = ckprof_cmd("record", "-o", str(tmp_path / "r"), *args, *(["--", "true"] if args else []))
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip()
     assert not (tmp_path / "r" / "meta.json").exists()
 

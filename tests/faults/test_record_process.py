@@ -14,10 +14,9 @@ import tempfile
 import time
 
 import pytest
+from support.command import CKPROF, ckprof_cmd
 
 import ckprof
-
-from .conftest import CKPROF, ck
 
 
 def meta(rec) -> dict:
@@ -57,7 +56,7 @@ def test_the_command_imports_from_where_it_would_without_ckprof(tmp_path, python
         assert "ModuleNotFoundError" in plain.stderr
     else:
         assert plain.returncode == 0, plain.stderr
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", *argv, cwd=work, env=_env(pythonpath))
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", *argv, cwd=work, env=_env(pythonpath))
     assert r.returncode == plain.returncode, r.stderr
     assert r.stdout == plain.stdout  # the same sys.path, and mymod from the same place
     assert ("ModuleNotFoundError" in r.stderr) == ("ModuleNotFoundError" in plain.stderr)
@@ -77,7 +76,7 @@ def test_a_users_sitecustomize_in_the_working_directory_still_runs(tmp_path):
     argv = [sys.executable, str(tmp_path / "p.py")]
     env = _env(":/nonexistent")
     assert subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True).stdout.split() == ["True", "False"]
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", *argv, cwd=work, env=env)
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", *argv, cwd=work, env=env)
     assert r.returncode == 0 and r.stdout.split() == ["True", "True"], r.stderr
 
 
@@ -207,7 +206,7 @@ def test_marks_of_a_command_running_as_another_user_reach_the_recording(tmp_path
     even enter, and every mark still arrives (the descriptor ckprof passes on)."""
     prefix, env = as_nobody
     rec = tmp_path / "r"
-    r = ck("record", "-q", "-o", str(rec), "--", *prefix, "-c", MARKS, env=env, cwd="/")
+    r = ckprof_cmd("record", "-q", "-o", str(rec), "--", *prefix, "-c", MARKS, env=env, cwd="/")
     assert r.returncode == 0, r.stderr
     assert "ckprof" not in r.stderr, r.stderr
     got = [(e["event"], e.get("text"), e.get("source")) for e in events(rec) if e.get("source") in ("api", "patch")]
@@ -225,7 +224,7 @@ def test_a_mark_that_cannot_be_written_is_said_once(tmp_path, as_nobody):
     the file cannot be opened: the command goes on, and stderr says so once, however many marks."""
     prefix, env = as_nobody
     code = "import os; os.closerange(3, 4096)\n" + MARKS + "ckprof.mark('again')\nprint('went on')\n"
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", *prefix, "-c", code, env=env, cwd="/")
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", *prefix, "-c", code, env=env, cwd="/")
     assert r.returncode == 0 and r.stdout.strip() == "went on", r.stderr
     said = [line for line in r.stderr.splitlines() if "marks" in line]
     assert len(said) == 1 and "Permission denied" in said[0], r.stderr
@@ -243,7 +242,7 @@ def test_a_reused_descriptor_number_is_never_written_to(tmp_path):
     )
     mine = tmp_path / "mine.txt"
     env = dict(os.environ, MINE=str(mine))
-    r = ck("record", "-q", "-o", str(tmp_path / "r"), "--", sys.executable, "-c", code, env=env)
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "r"), "--", sys.executable, "-c", code, env=env)
     assert r.returncode == 0, r.stderr
     assert mine.read_text() == ""
     assert [e["text"] for e in events(tmp_path / "r") if e["event"] == "mark"] == ["to the recording"]

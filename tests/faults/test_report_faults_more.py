@@ -8,13 +8,13 @@ import json
 
 import numpy as np
 import pytest
+from support.command import ckprof_cmd
+from support.system import fill
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.report import interactive, plots
 from ckprof.testing import RecordingBuilder
-
-from .conftest import ck, fill
 
 MiB = 2**20
 
@@ -127,7 +127,7 @@ def _one_clean_line(stderr: str, needle: str) -> str:
 
 
 def test_a_command_not_found_is_one_line_without_control_bytes(tmp_path):
-    r = ck("record", "-q", "-o", str(tmp_path / "rec"), "--", NASTY)
+    r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "rec"), "--", NASTY)
     assert r.returncode == 127
     line = _one_clean_line(r.stderr, "command not found")
     assert line == "ckprof: bad \\u001b[31mname: command not found"
@@ -136,14 +136,14 @@ def test_a_command_not_found_is_one_line_without_control_bytes(tmp_path):
 
 
 def test_a_recording_directory_with_control_bytes_is_named_in_one_line(tmp_path):
-    r = ck("record", "-o", str(tmp_path / f"rec{NASTY}"), "--", "true")
+    r = ckprof_cmd("record", "-o", str(tmp_path / f"rec{NASTY}"), "--", "true")
     assert r.returncode == 0, r.stderr
     _one_clean_line(r.stderr, "ckprof: recorded")
 
 
 def test_a_report_file_with_control_bytes_is_named_in_one_line(tmp_path):
     rec = marked_recording(tmp_path / "rec", 1)
-    r = ck("report", rec, "--format", "md", "-o", str(tmp_path / f"out{NASTY}.md"))
+    r = ckprof_cmd("report", rec, "--format", "md", "-o", str(tmp_path / f"out{NASTY}.md"))
     assert r.returncode == 0, r.stderr
     _one_clean_line(r.stderr, "wrote")
 
@@ -157,7 +157,7 @@ def test_a_report_file_with_control_bytes_is_named_in_one_line(tmp_path):
     ],
 )
 def test_a_bad_path_or_device_name_is_one_line_without_control_bytes(args, needle, code):
-    r = ck(*args)
+    r = ckprof_cmd(*args)
     assert r.returncode == code
     _one_clean_line(r.stderr, needle)
 
@@ -165,7 +165,7 @@ def test_a_bad_path_or_device_name_is_one_line_without_control_bytes(args, needl
 def test_doctor_names_a_checkpoint_path_with_control_bytes_in_one_line(tmp_path):
     nasty = tmp_path / NASTY
     nasty.mkdir()
-    r = ck("doctor", "--path", str(nasty))
+    r = ckprof_cmd("doctor", "--path", str(nasty))
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout
     assert any(str(tmp_path) in ln and "\\u001b[31mname" in ln for ln in r.stdout.splitlines()), r.stdout
@@ -218,7 +218,7 @@ def test_a_full_disk_leaves_the_previous_output_whole(small_rec, small_fs, args,
     argv = [a.format(rec=small_rec, fs=fs) for a in args]
     before = _previous(fs, outputs)  # a previous output, smaller than the new one (a shorter run's)
     names = _fill(fs)
-    r = ck(*argv)
+    r = ckprof_cmd(*argv)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "No space left on device" in lines[0] and "Traceback" not in r.stderr, r.stderr
@@ -242,7 +242,7 @@ def test_a_job_export_on_a_full_disk_leaves_the_previous_one_whole(small_fs, tmp
     before = _previous(fs, ["job.json", "jobcsv/checkpoints.csv", "jobcsv/timeline.csv"])
     names = _fill(fs)
     for fmt, out in (("perfetto", fs / "job.json"), ("csv", fs / "jobcsv")):
-        r = ck("export", str(job), "-f", fmt, "-o", str(out))
+        r = ckprof_cmd("export", str(job), "-f", fmt, "-o", str(out))
         assert r.returncode != 0 and "No space left on device" in r.stderr.splitlines()[-1], r.stderr
     assert {o: (fs / o).read_bytes() for o in before} == before
     assert sorted(p.name for p in fs.iterdir()) == names
@@ -267,5 +267,5 @@ def test_replacing_keeps_a_link_a_link_and_the_file_mode(tmp_path):
 
 
 def test_a_report_to_dev_stdout_is_written_in_place(small_rec):
-    r = ck("report", str(small_rec), "-f", "md", "-o", "/dev/stdout")
+    r = ckprof_cmd("report", str(small_rec), "-f", "md", "-o", "/dev/stdout")
     assert r.returncode == 0 and r.stdout.startswith("# ckprof report"), r.stderr

@@ -11,10 +11,9 @@ import signal
 import sys
 
 import pytest
+from support.command import ckprof_cmd
 
 from ckprof.collectors.base import read_text
-
-from .conftest import ck
 
 MiB = 2**20
 
@@ -37,11 +36,11 @@ def reports(rec, tmp_path) -> tuple[dict, str, str]:
     """The JSON, Markdown and (static) HTML reports of a recording, each through `ckprof report`."""
     out = {}
     for fmt in ("json", "md"):
-        r = ck("report", str(rec), "--format", fmt, timeout=120)
+        r = ckprof_cmd("report", str(rec), "--format", fmt, timeout=120)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         out[fmt] = r.stdout
     html = tmp_path / "report.html"
-    r = ck("report", str(rec), "--static", "-o", str(html), timeout=120)
+    r = ckprof_cmd("report", str(rec), "--static", "-o", str(html), timeout=120)
     assert r.returncode == 0, r.stderr
     return json.loads(out["json"]), out["md"], html.read_text()
 
@@ -87,7 +86,7 @@ def test_a_loop_device_detached_mid_recording_is_unknown_from_then_on(make_loop,
         "time.sleep(0.3)\n"
     )
     rec = tmp_path / "rec"
-    r = ck("record", "-q", "-o", str(rec), "--device", lp.name, "--", sys.executable, "-c", child, timeout=120)
+    r = ckprof_cmd("record", "-q", "-o", str(rec), "--device", lp.name, "--", sys.executable, "-c", child, timeout=120)
     if detached_here(lp):
         lp.close = lambda: None
     assert r.returncode == 0, r.stderr
@@ -151,7 +150,7 @@ def test_a_save_after_the_recorder_was_killed_has_unknown_device_figures(make_lo
     )
     rec = tmp_path / "rec"
     # capture_output waits for the command too: it holds the pipes after ckprof is killed
-    r = ck(
+    r = ckprof_cmd(
         "record",
         "-q",
         "--flush-interval",

@@ -16,36 +16,21 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
-from click.testing import CliRunner
+from support.command import CKPROF, ckprof_cmd, clean_env
 
 import ckprof
-from ckprof.cli import main
 from ckprof.errors import CkprofError, UsageError
 from ckprof.workloads import store
 from ckprof.workloads.options import ModelOptions
 
-CKPROF = [sys.executable, "-m", "ckprof"]
 MiB = 2**20
 SMALL = ["--total-size", "8MiB", "--ranks", "2", "--chunk-size", "1MiB"]
 STALL = "rank=1,after=1048576,action=stall"  # rank 1 stops for good after 1 MiB: a save that never ends
 RANK1_FILE = "zero_pp_rank_1_mp_rank_0_optim_states.pt"
-
-
-def _env(extra=None) -> dict:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("CKPROF_")}
-    for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        e.pop(v, None)  # not under a launcher: the workload spawns its own ranks
-    e.update(extra or {})
-    return e
-
-
-def ck(*args, env=None, timeout=90, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([*CKPROF, *args], capture_output=True, text=True, timeout=timeout, env=_env(env), **kw)
 
 
 def one_error_line(stderr: str) -> str:
@@ -94,7 +79,7 @@ def tmpfs(tmp_path):
 def good_checkpoint(tmp_path_factory):
     """One complete checkpoint of 2 ranks (4 files, 8 MiB), written once for the module."""
     base = tmp_path_factory.mktemp("ckpt")
-    r = ck("workload", *SMALL, "--target", str(base), "--no-record")
+    r = ckprof_cmd("workload", *SMALL, "--target", str(base), "--no-record")
     assert r.returncode == 0, r.stderr
     return base / "global_epoch1_step1"
 
@@ -122,7 +107,7 @@ def _start_stalled(argv, started) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env({"CKPROF_WORKLOAD_FAULT": STALL}),
+        env=clean_env({"CKPROF_WORKLOAD_FAULT": STALL}),
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -243,14 +228,14 @@ def test_failed_rank_publishes_nothing_and_the_report_shows_the_checkpoint_faile
     from ckprof.report.render import to_markdown
 
     target, rec = tmp_path / "t", tmp_path / "rec"
-    r = ck(
+    r = ckprof_cmd(
         "workload",
         *SMALL,
         "--target",
         str(target),
         "-o",
         str(rec),
-        env={"CKPROF_WORKLOAD_FAULT": f"rank={rank},after={2 * MiB},action={action}"},
+        env=clean_env({"CKPROF_WORKLOAD_FAULT": f"rank={rank},after={2 * MiB},action={action}"}),
     )
     assert r.returncode == 1
     line = one_error_line(r.stderr)
@@ -271,7 +256,7 @@ def test_exit_codes_pass_through_ckprof_record(tmp_path):
     """Must keep holding: under `ckprof record`, a failed workload is exit 1 and a SIGTERM to
     ckprof record (forwarded to the workload) 143, the workload's own statuses."""
     target, rec = tmp_path / "t", tmp_path / "rec"
-    r = ck(
+    r = ckprof_cmd(
         "record",
         "-q",
         "-o",
@@ -282,7 +267,7 @@ def test_exit_codes_pass_through_ckprof_record(tmp_path):
         *SMALL,
         "--target",
         str(target),
-        env={"CKPROF_WORKLOAD_FAULT": f"rank=1,after={2 * MiB},action=die"},
+        env=clean_env({"CKPROF_WORKLOAD_FAULT": f"rank=1,after={2 * MiB},action=die"}),
     )
     assert r.returncode == 1, r.stderr
     assert "rank 1 was killed by signal 9" in one_error_line(r.stderr)
@@ -308,7 +293,7 @@ def test_free_space_check_counts_what_retention_deletes(tmpfs, tmp_path):
     mnt = tmpfs("200m")
     target = mnt / "t"
     args = ["--total-size", "32MiB", "--ranks", "1", "--target", str(target), "--no-record"]
-    r = ck("workload", *args)
+    r = ckprof_cmd("workload", *args)
     assert r.returncode == 0, r.stderr
     size = store.read_manifest(str(target / "global_epoch1_step1"))["bytes"]
     assert size == 32 * MiB
@@ -318,13 +303,13 @@ def test_free_space_check_counts_what_retention_deletes(tmpfs, tmp_path):
     st = os.statvfs(mnt)
     assert st.f_bavail * st.f_frsize == 118 * MiB
     # without retention, two new checkpoints (64 MiB) and the 64 MiB margin do not fit: refused
-    r = ck("workload", *args, "--count", "2")
+    r = ckprof_cmd("workload", *args, "--count", "2")
     assert r.returncode == 2
     line = one_error_line(r.stderr)
     assert "118.00 MiB free; 2 checkpoint(s) of 32.00 MiB need 64.00 MiB plus a margin of 64.00 MiB" in line
     # --keep 2 keeps the old one and both new ones at once: 64 MiB more at the peak, refused too
-    assert ck("workload", *args, "--count", "2", "--keep", "2").returncode == 2
-    r = ck("workload", *args, "--count", "2", "--keep", "1")
+    assert ckprof_cmd("workload", *args, "--count", "2", "--keep", "2").returncode == 2
+    r = ckprof_cmd("workload", *args, "--count", "2", "--keep", "1")
     assert r.returncode == 0, r.stderr
     assert [os.path.basename(p) for _, p in store.complete_checkpoints(str(target))] == ["global_epoch1_step3"]
     assert entries(target) == ["global_epoch1_step3"]
@@ -384,7 +369,7 @@ def test_manifest_that_cannot_be_verified_is_refused_naming_the_entry(good_check
         (d / store.MANIFEST).write_text('{"format": "ckprof-workload-checkpoint", "files": [')
     else:
         _write_manifest(d, m)
-    r = CliRunner().invoke(main, ["workload", "load", str(d), "--no-record"])  # refused before any reader
+    r = ckprof_cmd("workload", "load", str(d), "--no-record", in_process=True)  # refused before any reader
     assert r.exit_code == 1, r.output
     line = one_error_line(r.output)
     assert says in line and str(d / store.MANIFEST) in line, line
@@ -407,7 +392,7 @@ def test_a_link_or_fifo_in_a_files_place_is_refused_not_followed(good_checkpoint
     else:
         os.mkfifo(d / name)
         says = f"{d / name}: not a regular file"
-    r = ck("workload", "load", str(d), "--no-record", timeout=60)
+    r = ckprof_cmd("workload", "load", str(d), "--no-record", timeout=60)
     assert r.returncode == 1, r.stdout + r.stderr
     line = one_error_line(r.stderr)
     assert line.startswith(f"ckprof: error: load of {d} failed: rank 1: ") and says in line, line
@@ -435,7 +420,7 @@ def test_a_link_or_fifo_in_a_files_place_is_refused_not_followed(good_checkpoint
 )
 def test_impossible_model_values_are_one_line_usage_errors(args, says, tmp_path):
     """F16: --scale inf and --params 1e400 were OverflowErrors, --tp 0 and --pp 0 ZeroDivisionErrors."""
-    r = CliRunner().invoke(main, ["workload", *args, "--dry-run"])
+    r = ckprof_cmd("workload", *args, "--dry-run", in_process=True)
     assert r.exit_code == 2, r.output
     assert r.output.count("\n") == 1 and r.output.startswith("ckprof: error: ") and says in r.output, r.output
 
@@ -456,7 +441,7 @@ def test_impossible_model_values_from_python_and_the_real_command(tmp_path):
         with pytest.raises(UsageError):
             ModelOptions(**kw).plan()
     target = tmp_path / "t"
-    r = ck("workload", "--scale", "inf", "--target", str(target), "--no-record")
+    r = ckprof_cmd("workload", "--scale", "inf", "--target", str(target), "--no-record")
     assert r.returncode == 2 and "--scale must be more than 0 and finite" in one_error_line(r.stderr)
     assert not target.exists()  # refused before anything was made
 
@@ -470,14 +455,14 @@ def test_file_system_filling_up_mid_save_fails_the_checkpoint(tmpfs, tmp_path):
     mnt = tmpfs("96m")  # room for 8 MiB and the 64 MiB margin: the preflight lets it start
     target, rec = mnt / "t", tmp_path / "rec"
     filler = mnt / "filler"
-    r = ck(
+    r = ckprof_cmd(
         "workload",
         *SMALL,
         "--target",
         str(target),
         "-o",
         str(rec),
-        env={"CKPROF_WORKLOAD_FAULT": f"rank=1,after={MiB},action=fill,path={filler}"},
+        env=clean_env({"CKPROF_WORKLOAD_FAULT": f"rank=1,after={MiB},action=fill,path={filler}"}),
     )
     assert r.returncode == 1, r.stderr
     line = one_error_line(r.stderr)
@@ -490,7 +475,7 @@ def test_file_system_filling_up_mid_save_fails_the_checkpoint(tmpfs, tmp_path):
 
 def test_read_only_target_is_refused_before_any_rank_starts(tmpfs):
     mnt = tmpfs("4m", ro=True)
-    r = ck("workload", *SMALL, "--target", str(mnt), "--no-record")
+    r = ckprof_cmd("workload", *SMALL, "--target", str(mnt), "--no-record")
     assert r.returncode == 2
     assert f"cannot write to --target {mnt}: Read-only file system" in one_error_line(r.stderr)
 
@@ -518,7 +503,7 @@ def test_target_without_write_permission_is_refused(tmp_path):
             ],
             capture_output=True,
             text=True,
-            env=_env(),
+            env=clean_env(),
             timeout=60,
         )
         assert r.returncode == 2, r.stderr
@@ -543,8 +528,17 @@ def test_target_without_write_permission_is_refused(tmp_path):
 )
 def test_bad_sizes_and_counts_are_refused_before_anything_is_written(tmp_path, args, says):
     target = tmp_path / "t"
-    r = CliRunner().invoke(
-        main, ["workload", "--total-size", "8MiB", "--ranks", "1", "--target", str(target), "--no-record", *args]
+    r = ckprof_cmd(
+        "workload",
+        "--total-size",
+        "8MiB",
+        "--ranks",
+        "1",
+        "--target",
+        str(target),
+        "--no-record",
+        *args,
+        in_process=True,
     )
     assert r.exit_code == 2, r.output
     assert says in r.output and "Traceback" not in r.output
@@ -569,12 +563,12 @@ def test_load_of_what_is_not_a_checkpoint_says_what_it_is(good_checkpoint, tmp_p
         (tmp_path / "missing", f"{tmp_path / 'missing'}: no such directory"),
     ]
     for path, says in cases:
-        r = CliRunner().invoke(main, ["workload", "load", str(path), "--no-record"])
+        r = ckprof_cmd("workload", "load", str(path), "--no-record", in_process=True)
         assert r.exit_code == 1, r.output
         assert says in one_error_line(r.output), (path, r.output)
-    r = ck("workload", "load", str(tmp_path / "afile"), "--no-record")  # the real command: one line, status 1
+    r = ckprof_cmd("workload", "load", str(tmp_path / "afile"), "--no-record")  # the real command: one line, status 1
     assert r.returncode == 1 and "not a directory" in one_error_line(r.stderr)
-    r = CliRunner().invoke(main, ["workload", "load", str(good_checkpoint), "--no-record", "--threads", "0"])
+    r = ckprof_cmd("workload", "load", str(good_checkpoint), "--no-record", "--threads", "0", in_process=True)
     assert r.exit_code == 2 and "--threads must be at least 1 (got 0)" in r.output  # was a false checksum mismatch
 
 
@@ -596,7 +590,7 @@ def test_damaged_shard_fails_the_load_naming_the_file(good_checkpoint, tmp_path,
         victim.unlink()
         says = f"{victim}: missing"
     rec = tmp_path / "rec"
-    r = ck("workload", "load", str(d), "-o", str(rec))
+    r = ckprof_cmd("workload", "load", str(d), "-o", str(rec))
     assert r.returncode == 1
     assert says in one_error_line(r.stderr)
     (end,) = end_events(rec)  # the load's window ends failed, with why

@@ -23,8 +23,7 @@ import warnings
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from savelog import SaveLog, files_under, merge, summary
+from savelog import SaveLog, end_ranks, files_under, run_ranks
 
 WORLD = 2
 
@@ -101,14 +100,7 @@ def worker(rank: int, a, world: int):
         log.add(t0, t1, path, rank_files(path, rank), prep_ns=prep_ns)
     queue.close()
     time.sleep(0.3)
-    log.write()
-    dist.barrier()
-    if rank == 0:
-        print(summary(merge(a.saves_json, [f"{a.saves_json}.rank{r}" for r in range(world)], log.script)))
-        for r in range(world):
-            os.unlink(f"{a.saves_json}.rank{r}")
-    dist.barrier()
-    dist.destroy_process_group()
+    end_ranks(log, a.saves_json, rank, world)
 
 
 def main():
@@ -121,13 +113,7 @@ def main():
     a = ap.parse_args()
     a.saves_json = os.path.abspath(a.saves_json)
     os.makedirs(a.dir, exist_ok=True)
-    if "RANK" in os.environ:  # under torchrun: the rendezvous is in the environment
-        dist.init_process_group("gloo")
-        worker(dist.get_rank(), a, dist.get_world_size())
-    else:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-        mp.start_processes(worker, args=(a, WORLD), nprocs=WORLD, join=True, start_method="spawn")
+    run_ranks(worker, a, WORLD)
 
 
 if __name__ == "__main__":

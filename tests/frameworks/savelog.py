@@ -166,3 +166,37 @@ def summary(log: SaveLog) -> str:
         f"{log.script}: {len(log.saves)} saves, {sum(log.files.values())} bytes in {len(log.files)} files, "
         f"{len(log.deleted)} deleted; save ms: " + " ".join(f"{x:.1f}" for x in d)
     )
+
+
+# -- ranks on gloo (dcp_ranks.py, megatron_save.py) ------------------------------------------------
+
+
+def run_ranks(worker, a, world: int) -> None:
+    """worker(rank, a, world) on every rank: under torchrun this process is one rank (the rendezvous
+    is in the environment); otherwise `world` ranks are spawned here, on 127.0.0.1. The worker
+    joins the gloo process group itself when it is not joined yet."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    if "RANK" in os.environ:
+        dist.init_process_group("gloo")
+        worker(dist.get_rank(), a, dist.get_world_size())
+    else:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        mp.start_processes(worker, args=(a, world), nprocs=world, join=True, start_method="spawn")
+
+
+def end_ranks(log: SaveLog, saves_json: str, rank: int, world: int) -> None:
+    """Every rank's log written; rank 0 merges them into saves_json and prints the summary; then the
+    process group is left."""
+    import torch.distributed as dist
+
+    log.write()
+    dist.barrier()
+    if rank == 0:
+        print(summary(merge(saves_json, [f"{saves_json}.rank{r}" for r in range(world)], log.script)))
+        for r in range(world):
+            os.unlink(f"{saves_json}.rank{r}")
+    dist.barrier()
+    dist.destroy_process_group()

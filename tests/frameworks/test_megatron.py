@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_frameworks import check_figures, need, record_script
+from support.frameworks import check_figures, need, record_script
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

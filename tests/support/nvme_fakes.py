@@ -8,7 +8,7 @@ nvme-cli's own error text, prints garbage.
 import os
 import stat
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "nvme")
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "nvme")
 QEMU = os.path.join(DATA, "qemu")
 
 MODES = {
