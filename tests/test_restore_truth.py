@@ -47,7 +47,8 @@ def test_warm_load_is_cache_served_and_cold_load_reads_the_device(loop_ext4, tmp
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     loads = json.loads(r.stdout.strip().splitlines()[-1])
-    rep = analyze(ckprof.load(str(out))).report
+    an = analyze(ckprof.load(str(out)))
+    rep = an.report
     rows = [c for c in rep["checkpoints"] if c["kind"] == "load"]
     assert [c["api"] for c in rows] == ["torch.load", "torch.load"]
     warm, cold = rows
@@ -60,8 +61,7 @@ def test_warm_load_is_cache_served_and_cold_load_reads_the_device(loop_ext4, tmp
         assert c["restore_bytes_app"] == size
     assert warm["cache_served_share"] >= 0.9 and warm["device_read_share"] < 0.1
     assert cold["cache_served_share"] <= 0.1 and cold["device_read_share"] >= 0.9
-    notes = [n for n in rep["notes"] if "NOT A STORAGE READ" in n]
-    assert len(notes) == 1 and notes[0].startswith(f"load {warm['id']}:") and "ckprof evict" in notes[0]
+    assert [n.subject for n in an.model.notes if n.code == "not_a_storage_read"] == [warm["id"]]
     from ckprof.report import render
 
     md = render.to_markdown(rep)
