@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from click.testing import CliRunner
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.analysis.jobs import JobAnalysis, analyze_job
-from ckprof.cli import main
 from ckprof.report import formats, job_render
 from ckprof.testing import WALL_NS, RecordingBuilder, job_dir
 
@@ -50,14 +49,13 @@ def test_a_recording_and_a_job_go_through_one_dispatch(tmp_path):
 
 def test_the_command_writes_what_the_dispatch_renders(tmp_path, monkeypatch):
     one, ja, job = _analysed(tmp_path)
-    runner = CliRunner()
     for path, analysed, extra in ((tmp_path / "one", one, []), (job, ja, ["--serial"])):
         for fmt in ("json", "md"):
-            r = runner.invoke(main, ["report", str(path), "--format", fmt, *extra], catch_exceptions=False)
+            r = ckprof_cmd("report", str(path), "--format", fmt, *extra, catch_exceptions=False, in_process=True)
             assert r.exit_code == 0, r.output
             assert r.stdout == formats.render(analysed, fmt)
     monkeypatch.chdir(tmp_path)  # HTML without -o: NAME.report.html here, for a recording and a job alike
     for path, extra in ((tmp_path / "one", ["--static"]), (job, ["--serial"])):
-        r = runner.invoke(main, ["report", f"{path}/", *extra], catch_exceptions=False)
+        r = ckprof_cmd("report", f"{path}/", *extra, catch_exceptions=False, in_process=True)
         assert r.exit_code == 0, r.output
         assert (tmp_path / f"{path.name}.report.html").read_text().startswith("<!DOCTYPE html>")

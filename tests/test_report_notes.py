@@ -1,11 +1,11 @@
 """Every note of a host report carries a code (analysis/findings.py): tests and programs match codes
-and figures, not English. On the golden recordings (tests/test_report_json_stable.py) each note's
+and figures, not English. On the golden recordings (tests/support/golden.py) each note's
 code, subject and place; the JSON keeps the notes' text alone, in the same order."""
 
 from __future__ import annotations
 
 import pytest
-from test_report_json_stable import CASES
+from support.golden import CASES
 
 import ckprof
 from ckprof.analysis import analyze
