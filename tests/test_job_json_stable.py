@@ -21,65 +21,27 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import ckprof
 from ckprof.analysis.jobs import analyze_job
 from ckprof.report import job_render
-from ckprof.testing import GPU_SCHEMA, WALL_NS, RecordingBuilder, job_dir
+from ckprof.testing import job_dir, job_host, on
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "job_golden"
 REGEN = os.environ.get("CKPROF_REGEN_JOB_GOLDEN") == "1"
 MiB = 2**20
 
 
-def _on(a, b, rate):
-    return lambda t: np.where((t > a) & (t <= b), rate, 0.0)
-
-
-def _host(wall_shift_s, windows, devices, gpu_w=200.0, job_id="77", synchronised=True):
-    """windows: (step, rank, start_s, end_s or None, bytes); devices: name → bytes/s function."""
-    rb = RecordingBuilder(
-        duration_s=10,
-        wall_ns=WALL_NS + int(wall_shift_s * 1e9),
-        meta={
-            "job": {
-                "id": job_id,
-                "clock_sync": {
-                    "kernel": {"synchronised": synchronised, "maxerror_us": 10 if synchronised else 16_000_000}
-                },
-            }
-        },
-    )
-    for dev, fn in devices.items():
-        rb.block(dev, fn)
-    rb.host()
-    if gpu_w:
-        rb.series(
-            "gpu",
-            GPU_SCHEMA,
-            gpu="0",
-            energy_mj=lambda t: t * gpu_w * 1e3,
-            power_w=gpu_w,
-            util_gpu_pct=50,
-            temp_c=50,
-            clocks_event_reasons=0,
-        )
-    for step, rank, a, b, n in windows:
-        rb.checkpoint(a, b, n, step=step, rank=rank)
-    return rb
-
-
 def two_nodes(path):
     """Node a: step 1 from 3 to 5 s on one device; node b 0.5 s later on the wall clock, two ranks,
     three devices (nvme1n1 the slowest carrying one, sda a trickle under 10 % of the bytes), a load
     of step 1 after, on b only; b's clock not known to be synchronised (a job problem)."""
-    a = _host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": _on(3, 5, 100 * MiB)})
-    b = _host(
+    a = job_host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})
+    b = job_host(
         0.5,
         [(1, 2, 3, 5.5, 150 * MiB), (1, 3, 3, 6, 150 * MiB)],
-        {"nvme0n1": _on(3, 6, 100 * MiB), "nvme1n1": _on(3, 6, 50 * MiB), "sda": lambda t: 0 * t + 1 * MiB},
+        {"nvme0n1": on(3, 6, 100 * MiB), "nvme1n1": on(3, 6, 50 * MiB), "sda": lambda t: 0 * t + 1 * MiB},
         synchronised=False,
     )
     b.checkpoint(7, 8, 100 * MiB, kind="load", step=1, rank=2)
@@ -89,9 +51,9 @@ def two_nodes(path):
 def overlapping_saves(path):
     """Host a: step 1 from 2 to 5 s, step 2 (async) from 4 to 6 s; host b: step 1 only, and a
     step 2 never ended (still saving at the end); host c: no device samples, no GPU."""
-    a = _host(0.0, [(1, 0, 2, 5, 100 * MiB), (2, 0, 4, 6, 100 * MiB)], {"nvme0n1": _on(2, 6, 100 * MiB)})
-    b = _host(0.0, [(1, 1, 3, 4, 100 * MiB), (2, 1, 8, None, 50 * MiB)], {"nvme0n1": _on(3, 4, 100 * MiB)})
-    c = _host(0.1, [(1, 2, 3, 4.5, 10 * MiB)], {}, gpu_w=0)
+    a = job_host(0.0, [(1, 0, 2, 5, 100 * MiB), (2, 0, 4, 6, 100 * MiB)], {"nvme0n1": on(2, 6, 100 * MiB)})
+    b = job_host(0.0, [(1, 1, 3, 4, 100 * MiB), (2, 1, 8, None, 50 * MiB)], {"nvme0n1": on(3, 4, 100 * MiB)})
+    c = job_host(0.1, [(1, 2, 3, 4.5, 10 * MiB)], {}, gpu_w=0)
     return job_dir(path, {"a": a, "b": b, "c": c})
 
 
@@ -99,7 +61,7 @@ def device_gone(path):
     """sda on host b goes away at 2 s, before its part of step 1: its device figures unknown."""
 
     def one(shift_s, gone_at_s):
-        rb = _host(shift_s, [(1, 0, 3, 5, 100 * MiB)], {})
+        rb = job_host(shift_s, [(1, 0, 3, 5, 100 * MiB)], {})
         until = gone_at_s if gone_at_s is not None else 99.0
         rb.block("sda", lambda t: ((t > 3) & (t <= 5) & (t <= until)) * 50.0 * MiB)
         if gone_at_s is not None:
@@ -112,9 +74,9 @@ def device_gone(path):
 def hosts_left_out_and_idle(path):
     """Unnumbered (inferred-style) windows matched by order; a host that died before its meta.json;
     a host recorded but never checkpointing."""
-    x = _host(0.0, [(None, 0, 2, 3, 50 * MiB), (None, 0, 6, 7, 50 * MiB)], {"vda": _on(2, 7, 60 * MiB)})
-    y = _host(0.3, [(None, 1, 2, 3.5, 50 * MiB), (None, 1, 6, 6.5, 50 * MiB)], {"vda": _on(2, 7, 60 * MiB)})
-    idle = _host(0.2, [], {"vda": lambda t: 0 * t})
+    x = job_host(0.0, [(None, 0, 2, 3, 50 * MiB), (None, 0, 6, 7, 50 * MiB)], {"vda": on(2, 7, 60 * MiB)})
+    y = job_host(0.3, [(None, 1, 2, 3.5, 50 * MiB), (None, 1, 6, 6.5, 50 * MiB)], {"vda": on(2, 7, 60 * MiB)})
+    idle = job_host(0.2, [], {"vda": lambda t: 0 * t})
     job = job_dir(path, {"x": x, "y": y, "idle": idle})
     (job / "host=dead" / "samples").mkdir(parents=True)
     return job
