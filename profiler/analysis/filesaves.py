@@ -47,6 +47,7 @@ call; a folder made empty before the call does not count (the call's preparation
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -74,7 +75,23 @@ def source_of(rec) -> dict | None:
     }
 
 
-def bursts_of(rec) -> tuple[list[dict], dict[int, dict]]:
+@dataclass(slots=True)
+class Burst:
+    """One file's burst of activity, as record/fileactivity.py writes it (an entry of a
+    `file_activity` event); `path` follows a directory renamed after it (_apply_dir_renames)."""
+
+    path: str
+    start_ns: float
+    end_ns: float
+    ops: list[str]
+    dir: bool
+    writers: list[int]
+    size_bytes: float | None
+    size_unknown: object
+    renamed_from: str | None
+
+
+def bursts_of(rec) -> tuple[list[Burst], dict[int, dict]]:
     """(the file_activity bursts, {pid: file_activity_process fields})."""
     ev = rec.events
     if ev.empty or "event" not in ev:
@@ -95,35 +112,33 @@ def bursts_of(rec) -> tuple[list[dict], dict[int, dict]]:
     for files in ev.loc[ev["event"] == "file_activity", "files"]:
         for f in files if isinstance(files, list) else ():
             out.append(
-                {
-                    "path": str(f["path"]),
-                    "start_ns": float(f["start_ns"]),
-                    "end_ns": float(f["end_ns"]),
-                    "ops": list(f.get("ops") or ()),
-                    "dir": bool(f.get("dir", False)),
-                    "writers": [int(p) for p in f.get("writers") or ()],
-                    "size_bytes": None if f.get("size_bytes") is None else float(f["size_bytes"]),
-                    "size_unknown": f.get("size_unknown"),
-                    "renamed_from": f.get("renamed_from"),
-                }
+                Burst(
+                    path=str(f["path"]),
+                    start_ns=float(f["start_ns"]),
+                    end_ns=float(f["end_ns"]),
+                    ops=list(f.get("ops") or ()),
+                    dir=bool(f.get("dir", False)),
+                    writers=[int(p) for p in f.get("writers") or ()],
+                    size_bytes=None if f.get("size_bytes") is None else float(f["size_bytes"]),
+                    size_unknown=f.get("size_unknown"),
+                    renamed_from=f.get("renamed_from"),
+                )
             )
     return out, procs
 
 
-def _apply_dir_renames(bursts: list[dict]) -> None:
+def _apply_dir_renames(bursts: list[Burst]) -> None:
     """Files written under a directory that was renamed later take their final path."""
-    renames = sorted(
-        (b for b in bursts if b["dir"] and b["renamed_from"] and "rename" in b["ops"]), key=lambda b: b["end_ns"]
-    )
+    renames = sorted((b for b in bursts if b.dir and b.renamed_from and "rename" in b.ops), key=lambda b: b.end_ns)
     for rn in renames:
-        old = rn["renamed_from"] + os.sep
+        old = rn.renamed_from + os.sep
         for b in bursts:
-            if b is rn or b["end_ns"] > rn["end_ns"]:
+            if b is rn or b.end_ns > rn.end_ns:
                 continue
-            if b["path"] == rn["renamed_from"]:
-                b["path"] = rn["path"]
-            elif b["path"].startswith(old):
-                b["path"] = rn["path"] + os.sep + b["path"][len(old) :]
+            if b.path == rn.renamed_from:
+                b.path = rn.path
+            elif b.path.startswith(old):
+                b.path = rn.path + os.sep + b.path[len(old) :]
 
 
 def _step_of(component: str) -> int | None:
@@ -158,25 +173,25 @@ def file_saves(rec) -> list[dict]:
     bursts, procs = bursts_of(rec)
     _apply_dir_renames(bursts)
     roots = [os.path.normpath(p) for p in src["paths"]]
-    groups: list[tuple[tuple, list[dict]]] = []
+    groups: list[tuple[tuple, list[Burst]]] = []
     open_by_key: dict = {}
-    for b in sorted(bursts, key=lambda b: b["start_ns"]):
-        if not _WRITES & set(b["ops"]):
+    for b in sorted(bursts, key=lambda b: b.start_ns):
+        if not _WRITES & set(b.ops):
             continue  # deletions alone are no save
-        if {"create", "delete"} <= set(b["ops"]) and not b["dir"]:
+        if {"create", "delete"} <= set(b.ops) and not b.dir:
             continue  # made and removed in one burst (a write test, a lock, a scratch file): left no file
-        key = _key(b["path"], roots, b["dir"])
+        key = _key(b.path, roots, b.dir)
         if key is None:
             continue
         g = open_by_key.get(key)
-        renamed_only = not {"create", "modify", "close_write"} & set(b["ops"])
+        renamed_only = not {"create", "modify", "close_write"} & set(b.ops)
         # opened for writing and closed, nothing created, written or renamed (a FIFO a shell echoed
         # into: pipe writes make no FAN_MODIFY; a file reopened to fsync it): part of an open save only
-        closed_only = not {"create", "modify", "rename"} & set(b["ops"])
+        closed_only = not {"create", "modify", "rename"} & set(b.ops)
         if g is not None and (
             renamed_only
-            or b["start_ns"] <= max(x["end_ns"] for x in groups[g][1]) + SAVE_GAP_S * 1e9
-            or (key[0] == "step" and all(x["path"] != b["path"] for x in groups[g][1]))
+            or b.start_ns <= max(x.end_ns for x in groups[g][1]) + SAVE_GAP_S * 1e9
+            or (key[0] == "step" and all(x.path != b.path for x in groups[g][1]))
         ):
             groups[g][1].append(b)  # a rename publishes what the save wrote, however long its fsyncs took
             continue
@@ -185,23 +200,23 @@ def file_saves(rec) -> list[dict]:
         open_by_key[key] = len(groups)
         groups.append((key, [b]))
     # directories made and nothing written in them (the run's output folder at start-up) are no save
-    groups = [(key, bs) for key, bs in groups if not all(b["dir"] for b in bs)]
+    groups = [(key, bs) for key, bs in groups if not all(b.dir for b in bs)]
     return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]
 
 
-def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
+def _save(n: int, key: tuple, bursts: list[Burst], procs: dict) -> dict:
     files: dict[str, dict] = {}  # the latest burst of each file: its size after the save
-    for b in sorted(bursts, key=lambda b: b["end_ns"]):
-        if b["dir"]:
+    for b in sorted(bursts, key=lambda b: b.end_ns):
+        if b.dir:
             continue
-        moved = files.pop(b["renamed_from"], None) if b["renamed_from"] else None
+        moved = files.pop(b.renamed_from, None) if b.renamed_from else None
         if moved is not None:  # written under a temporary name, then renamed: one file, its final name
-            files[b["path"]] = {**moved, "path": b["path"]}
-        f = files.setdefault(b["path"], {"path": b["path"], "writers": set(), "start_ns": b["start_ns"]})
-        f["writers"].update(b["writers"])
-        f["end_ns"] = b["end_ns"]
-        f["bytes"] = 0.0 if "delete" in b["ops"] else b["size_bytes"]
-        f["size_unknown"] = b["size_unknown"]
+            files[b.path] = {**moved, "path": b.path}
+        f = files.setdefault(b.path, {"path": b.path, "writers": set(), "start_ns": b.start_ns})
+        f["writers"].update(b.writers)
+        f["end_ns"] = b.end_ns
+        f["bytes"] = 0.0 if "delete" in b.ops else b.size_bytes
+        f["size_unknown"] = b.size_unknown
     sizes = [f["bytes"] for f in files.values()]
     writers: dict[int, dict] = {}
     shared = 0.0
@@ -216,10 +231,10 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
         if len(who) > 1 and f["bytes"] is not None:
             shared += f["bytes"]
     for b in bursts:  # a directory's creator is a writer of the save too
-        for pid in b["writers"]:
+        for pid in b.writers:
             writers.setdefault(pid, {**procs.get(pid, {"pid": pid, "comm": None}), "files": 0, "bytes": 0.0})
     if key[0] == "step":  # the step's folder, or its file; a step's several files: their folder
-        names = {os.path.join(key[1], os.path.relpath(b["path"], key[1]).split(os.sep)[0]) for b in bursts}
+        names = {os.path.join(key[1], os.path.relpath(b.path, key[1]).split(os.sep)[0]) for b in bursts}
         path = names.pop() if len(names) == 1 else key[1]
     else:
         path = key[1]
@@ -230,8 +245,8 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
         "id": f"files:{n}",
         "source": "files",
         "kind": "save",
-        "start_ns": min(b["start_ns"] for b in bursts),
-        "app_end_ns": max(b["end_ns"] for b in bursts),
+        "start_ns": min(b.start_ns for b in bursts),
+        "app_end_ns": max(b.end_ns for b in bursts),
         "bytes_app": None if (not sizes or any(s is None for s in sizes)) else float(sum(sizes)),
         "path": path,
         "step": key[2] if key[0] == "step" else step_in_path(path),
@@ -244,10 +259,10 @@ def _save(n: int, key: tuple, bursts: list[dict], procs: dict) -> dict:
         "files": sorted(files.values(), key=lambda f: f["path"]),
         "writers": [writers[p] for p in pids],
         "bytes_shared": shared,
-        "file_window": (min(b["start_ns"] for b in bursts), max(b["end_ns"] for b in bursts)),
+        "file_window": (min(b.start_ns for b in bursts), max(b.end_ns for b in bursts)),
         # a folder of its own (a step's, or one created in this save) is one save whatever calls
         # wrote it; else the files are a stream a program's calls may tell apart (join)
-        "own_folder": key[0] == "step" or (key[0] == "dir" and any(b["dir"] and b["path"] == key[1] for b in bursts)),
+        "own_folder": key[0] == "step" or (key[0] == "dir" and any(b.dir and b.path == key[1] for b in bursts)),
         "_split": (n, key, bursts, procs),
     }
 
@@ -258,10 +273,10 @@ def _split_stream(s: dict, ms: list[dict]) -> list[dict]:
     else the latest that started before it; one file save per call."""
     n, key, bursts, procs = s["_split"]
     slack = JOIN_SLACK_S * 1e9
-    by_call: dict[int, list[dict]] = {}
+    by_call: dict[int, list[Burst]] = {}
     for b in bursts:
-        started = [k for k, m in enumerate(ms) if m["start_ns"] - slack <= b["start_ns"]] or [0]
-        named = [k for k in started if _names(ms[k], b["path"])]
+        started = [k for k, m in enumerate(ms) if m["start_ns"] - slack <= b.start_ns] or [0]
+        named = [k for k in started if _names(ms[k], b.path)]
         by_call.setdefault(max(named or started, key=lambda k: ms[k]["start_ns"]), []).append(b)
     # each piece is its call's: it joins that call alone (a marked window holding the stream's
     # folder would otherwise take the next call's piece too, when the two are within JOIN_SLACK_S)
@@ -285,7 +300,7 @@ def _related(m: dict, s: dict) -> bool:
     m_end = m["app_end_ns"] if m["app_end_ns"] is not None else float("inf")
     if m["kind"] != "save" or m["start_ns"] > s["app_end_ns"] + slack or s["start_ns"] > m_end + slack:
         return False
-    if s["app_end_ns"] <= m["start_ns"] + slack and all(b["start_ns"] < m["start_ns"] - slack for b in s["_split"][2]):
+    if s["app_end_ns"] <= m["start_ns"] + slack and all(b.start_ns < m["start_ns"] - slack for b in s["_split"][2]):
         # every burst began before the call and the last ended by its start (a close is stamped up to
         # the reader's merge pause late): the program's own file, not the call's (a data file written
         # just before a save); a small file the call made itself begins after the call's start
