@@ -11,6 +11,8 @@ from ckprof.workloads.config import RunConfig
 from ckprof.workloads.options import ModelOptions, run
 
 _size = click_callback(parse_size)
+# The generator itself (ckprof.workloads.launch: numpy, the ranks, the recorder) is imported inside the
+# commands that run it: the `ckprof` group imports every command module at start.
 
 
 def model_options(f):
