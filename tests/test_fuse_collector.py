@@ -4,8 +4,9 @@ A real bindfs mount (Debian's bindfs, run in the foreground so its pid is known)
 on this machine's disk; the FUSE control file system at /sys/fs/fuse/connections (mounted here
 when it is not, and unmounted afterwards). The collector must read the mount's own connection (its
 number from the mount's device number, checked against stat(2)'s st_dev) and find bindfs as the
-daemon; under `ckprof record --path MOUNT`, 4 threads writing 64 MiB through the mount must show
-requests waiting, and the daemon's write_bytes must move by the bytes written.
+daemon; under `ckprof record --path MOUNT`, two saves (ckprof.checkpoint) of 4 threads writing
+32 MiB through the mount must show requests waiting, and the daemon's write_bytes must move by the
+bytes written, in each save's window (ckprof.analysis.fuse) too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from support.command import ckprof_cmd
 
 import ckprof
+from ckprof.analysis.fuse import fuse_intervals, fuse_window
 from ckprof.collectors.fuse import FuseCollector, FuseMount, connection_of
 from ckprof.collectors.topology import Topology
 from ckprof.record.sources import SourceOptions, build_sources
@@ -114,24 +116,28 @@ def test_a_daemon_that_cannot_be_found_is_null_not_zero(bindfs, tmp_path):
 
 
 WRITER = r"""
-import os, sys, threading
+import os, sys, threading, time
+import ckprof
 mnt, each = sys.argv[1], int(sys.argv[2])
 block = os.urandom(1 << 20)
-def write(i):
-    with open(os.path.join(mnt, f"shard-{i}.bin"), "wb") as f:
+def write(step, i):
+    with open(os.path.join(mnt, f"step{step}-shard{i}.bin"), "wb") as f:
         for _ in range(each >> 20):
             f.write(block)
         f.flush()
         os.fsync(f.fileno())
-ts = [threading.Thread(target=write, args=(i,)) for i in range(4)]
-[t.start() for t in ts]
-[t.join() for t in ts]
+for step in (1, 2):
+    with ckprof.checkpoint(step=step):
+        ts = [threading.Thread(target=write, args=(step, i)) for i in range(4)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+    time.sleep(0.3)
 """
 
 
 def test_writes_through_the_mount_under_ckprof_record(bindfs, tmp_path):
     mnt, src, pid = bindfs
-    each = 16 * MiB
+    each = 8 * MiB  # per thread per save: 32 MiB a save, two saves
     out = tmp_path / "rec"
     r = ckprof_cmd(
         "record", "-q", "--interval", "0.02", "-o", str(out), "--path", mnt, "--",
@@ -140,7 +146,7 @@ def test_writes_through_the_mount_under_ckprof_record(bindfs, tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     written = sum(os.path.getsize(os.path.join(src, f)) for f in os.listdir(src))
-    assert written == 4 * each
+    assert written == 2 * 4 * each
     rec = ckprof.load(str(out))
     assert "fuse" in rec.collectors, rec.meta.get("notes")
     s = rec.samples("fuse")
@@ -155,3 +161,39 @@ def test_writes_through_the_mount_under_ckprof_record(bindfs, tmp_path):
     print(f"written {written} B; daemon write_bytes moved {moved} B, wchar {wchar} B; max waiting {s['waiting'].max()}")
     assert abs(moved - written) <= 0.01 * written
     assert wchar >= written  # its pwrite(2)s to the backing files, and its replies to /dev/fuse
+
+    # per checkpoint window (analysis/fuse.py): each save's own 32 MiB, and its queue
+    ev = rec.events
+    starts = ev[ev["event"] == "checkpoint_start"].sort_values("t_ns")
+    ends = ev[ev["event"] == "checkpoint_end"].set_index("id")
+    assert len(starts) == 2
+    intervals = fuse_intervals(s)
+    for _, st in starts.iterrows():
+        fig = fuse_window(s, intervals, st["t_ns"], ends.loc[st["id"], "t_ns"])[mnt]
+        print(st["step"], fig)
+        assert fig["daemon_pid"] == pid and fig["max_waiting"] > 0 and 0 < fig["busy_fraction"] <= 1
+        assert abs(fig["daemon_write_bytes"] - 4 * each) <= 0.01 * 4 * each
+
+
+def test_a_window_over_a_daemon_restart_has_null_bytes_not_a_jump():
+    import pandas as pd
+
+    rows = [  # (t_ns, waiting, pid, write_bytes): the daemon restarted between 2 and 3 s
+        (1 * 10**9, 0, 100, 5_000),
+        (2 * 10**9, 2, 100, 9_000),
+        (3 * 10**9, 1, 200, 10),
+        (4 * 10**9, 0, 200, 4_010),
+    ]
+    s = pd.DataFrame(
+        [
+            {"t_ns": t, "mount": "/m", "connection": 40, "waiting": w, "daemon_pid": p, "daemon_rchar": b,
+             "daemon_wchar": b, "daemon_read_bytes": 0, "daemon_write_bytes": b}
+            for t, w, p, b in rows
+        ]
+    )  # fmt: skip
+    iv = fuse_intervals(s)
+    assert fuse_window(s, iv, 1.5e9, 2e9)["/m"]["daemon_write_bytes"] == 4_000
+    assert fuse_window(s, iv, 3.5e9, 4e9)["/m"]["daemon_write_bytes"] == 4_000
+    across = fuse_window(s, iv, 1.5e9, 4e9)["/m"]
+    assert across["daemon_write_bytes"] is None and across["daemon_pid"] is None
+    assert across["max_waiting"] == 2 and across["busy_fraction"] == 2 / 3

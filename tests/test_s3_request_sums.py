@@ -62,7 +62,8 @@ def drive(mod, n_lists: int, lat_ms):
             "PutObject",
         )
         t_end = t0 + 10**9 + i * 1000
-        req.done(Client, "botocore", "PutObject", {"Bucket": "b", "Key": "k"}, t_end - 10**6, t_end, 100, None, err)
+        params = {"Bucket": "b", "Key": "k"}
+        req.done(Client, "botocore", "PutObject", params, t_end - 10**6, t_end, 100, None, err, {"SlowDown": 5})
     req.flush()
     return events
 
@@ -96,6 +97,7 @@ def test_a_second_beyond_the_rate_is_one_sum_and_counts_the_same():
     assert fig["list_calls_by_caller"] == {"rank 3": 250}
     assert fig["retries"] == sum(1 for i in range(250) if i % 10 == 0) + 3 * 4
     assert fig["errors_by_code"] == {"SlowDown": 3} and fig["throttled"] == 3
+    assert fig["failed_attempts_by_code"] == {"SlowDown": 15} and fig["throttled_attempts"] == 15
     assert fig["bytes_sent"] == 0  # the failed puts' bodies are not counted
     assert fig["latency_from_buckets"] is True
     # the summed requests' latencies are their buckets' upper bounds (2**(1/4) apart): p50 within 19 %

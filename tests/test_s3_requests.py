@@ -278,8 +278,13 @@ def test_slowdown_retries_and_errors_are_counted(tmp_path, moto):
     assert always >= 2
     assert fig["retries"] == n + always - 1  # each retry/ put once; the always-503 put all but once
     assert fig["errors"] == 1 and fig["errors_by_code"] == {"SlowDown": 1} and fig["throttled"] == 1
+    # every 503 the proxy sent, the retried ones too, by its code
+    assert (
+        fig["failed_attempts_by_code"] == {"SlowDown": proxy.slowdowns} and fig["throttled_attempts"] == proxy.slowdowns
+    )
     assert fig["bytes_sent"] == out["bytes_put"] == n * 1000  # the failed put's bytes are not counted
     assert fig["objects_written"] == n
     r = rec.events[rec.events["event"] == "s3_request"]
     failed = r[r["error_code"].notna()].iloc[0]
     assert failed["status"] == 503 and failed["retries"] == always - 1 and failed["key"] == "always-503/obj"
+    assert failed["failed_attempts"] == {"SlowDown": always}

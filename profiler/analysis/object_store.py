@@ -12,7 +12,8 @@ returned without error) and the bytes their bodies carried (PutObject, UploadPar
 GetObject returned; multipart parts; latency p50 and p99 in ms, over all requests and per
 operation (the call's time, botocore's retries and back-off inside it); retries (botocore's
 RetryAttempts); errors (requests that failed after their retries) by code, the throttling ones
-apart; LIST calls per rank (per pid where no rank was set), so a LIST storm shows; endpoints.
+apart; every failed attempt by code, retried or not (a throttled request that succeeded on retry
+shows here, and only here); LIST calls per rank (per pid where no rank was set), so a LIST storm shows; endpoints.
 A figure no request could give is null, never 0, with the reason in `unknown`.
 """
 
@@ -143,6 +144,13 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
     for es in s["errors"] if not s.empty else []:
         for code, n in es.items():
             errors[code] = errors.get(code, 0) + int(n)
+    # every failed attempt, retried or not (botocore's needs-retry event): why the retries were made
+    attempts: dict[str, int] = {}
+    for fa in list(_col(r, "failed_attempts").dropna()) + (
+        list(s["failed_attempts"]) if "failed_attempts" in s else []
+    ):
+        for code, n in fa.items():
+            attempts[code] = attempts.get(code, 0) + int(n)
     lists: dict[str, int] = {}
     for _, row in r[r["op"].isin(LIST_OPS)].iterrows() if not r.empty else []:
         lists[_who(row)] = lists.get(_who(row), 0) + 1
@@ -169,6 +177,8 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
         "errors": sum(errors.values()),
         "errors_by_code": dict(sorted(errors.items())),
         "throttled": sum(n for c, n in errors.items() if c in THROTTLING_CODES),
+        "failed_attempts_by_code": dict(sorted(attempts.items())),
+        "throttled_attempts": sum(n for c, n in attempts.items() if c in THROTTLING_CODES),
         "list_calls_by_caller": dict(sorted(lists.items(), key=lambda kv: -kv[1])),
         "endpoints": endpoints,
         "unknown": unknown,

@@ -29,6 +29,7 @@ Nothing here may change what the program does: every look is inside try/except, 
 call returns or raises exactly what it would have. Self-contained (the standard library only).
 """
 
+import contextvars
 import os
 import re
 import threading
@@ -202,7 +203,43 @@ def latency_bucket_ms(latency_ms):
     return round(2 ** (i / _BUCKETS_PER_OCTAVE), 6)
 
 
-def request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc):
+# the failed attempts of the request running in this thread or task: {error code: attempts}
+_attempts = contextvars.ContextVar("ckprof_s3_failed_attempts", default=None)
+
+
+def _on_needs_retry(response=None, caught_exception=None, **kwargs):
+    """botocore's needs-retry event, emitted after every attempt (botocore/endpoint.py
+    _needs_retry; aiobotocore's the same): a failed attempt's error code, retried or not, is
+    counted for the request running. Returns None: the retry decision stays botocore's."""
+    try:
+        failed = _attempts.get()
+        if failed is None:
+            return None
+        if caught_exception is not None:
+            code = type(caught_exception).__name__
+        else:
+            http, parsed = response
+            status = getattr(http, "status_code", None)
+            if not isinstance(status, int) or status < 400:
+                return None
+            code = ((parsed or {}).get("Error") or {}).get("Code") or f"HTTP {status}"
+        failed[code] = failed.get(code, 0) + 1
+    except Exception:
+        pass
+    return None
+
+
+def watch_attempts(client):
+    """Register _on_needs_retry on this client's events, once."""
+    try:
+        if not client.__dict__.get("_ckprof_attempts"):
+            client.meta.events.register("needs-retry.s3", _on_needs_retry, unique_id="ckprof-s3-failed-attempts")
+            client.__dict__["_ckprof_attempts"] = True
+    except Exception:
+        pass
+
+
+def request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts=None):
     """An s3_request event's fields (docs/recording-format.md). botocore puts the HTTP status and
     the retries it made (RetryAttempts) in the reply's ResponseMetadata, and in a ClientError's
     `response` with the error's Code (botocore/retryhandler.py, botocore/retries/standard.py)."""
@@ -221,6 +258,8 @@ def request_fields(client, layer, op, params, t_start, t_end, nbytes, result, ex
         out["endpoint"] = client.meta.endpoint_url
     except Exception:
         pass
+    if failed_attempts:
+        out["failed_attempts"] = dict(failed_attempts)
     if exc is None:
         if op in SENDS_BODY:
             out["bytes"] = nbytes
@@ -251,8 +290,8 @@ class S3Requests:
 
         atexit.register(self.flush)
 
-    def done(self, client, layer, op, params, t_start, t_end, nbytes, result, exc):
-        fields = request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc)
+    def done(self, client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts=None):
+        fields = request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts)
         with _lock:
             sec = t_end // 1_000_000_000
             past = self._take() if sec != self.second else []
@@ -286,6 +325,7 @@ class S3Requests:
                 "retries": 0,
                 "retries_unknown": 0,
                 "errors": {},
+                "failed_attempts": {},
                 "status": {},
                 "t_last": t_end,
             }
@@ -309,6 +349,8 @@ class S3Requests:
             a["retries_unknown"] += 1
         if "error_code" in f:
             a["errors"][f["error_code"]] = a["errors"].get(f["error_code"], 0) + 1
+        for code, n in (f.get("failed_attempts") or {}).items():
+            a["failed_attempts"][code] = a["failed_attempts"].get(code, 0) + n
         s = str(f.get("status"))
         a["status"][s] = a["status"].get(s, 0) + 1
 
@@ -488,20 +530,27 @@ def patch_botocore(client, uploads, requests=None):
         if not _is_s3(self):
             return orig(self, operation_name, api_params)
         write = operation_name in S3_WRITES
+        watch_attempts(self)
+        failed_attempts = {}
+        token = _attempts.set(failed_attempts)
         t = time.monotonic_ns()
         nbytes = body_bytes(api_params) if operation_name in SENDS_BODY else None
         try:
             result = orig(self, operation_name, api_params)
         except BaseException as e:
             t_end = time.monotonic_ns()
+            _attempts.reset(token)
             if requests is not None:
-                _safely(requests.done, self, "botocore", operation_name, api_params, t, t_end, nbytes, None, e)
+                done = (self, "botocore", operation_name, api_params, t, t_end, nbytes, None, e, failed_attempts)
+                _safely(requests.done, *done)
             if write:
                 _safely(uploads.s3_call, operation_name, api_params, t, nbytes, f"{type(e).__name__}: {e}", None)
             raise
         t_end = time.monotonic_ns()
+        _attempts.reset(token)
         if requests is not None:
-            _safely(requests.done, self, "botocore", operation_name, api_params, t, t_end, nbytes, result, None)
+            done = (self, "botocore", operation_name, api_params, t, t_end, nbytes, result, None, failed_attempts)
+            _safely(requests.done, *done)
         if write:
             _safely(uploads.s3_call, operation_name, api_params, t, nbytes, None, result)
         return result
@@ -524,18 +573,23 @@ def patch_aiobotocore(client, requests):
     async def _make_api_call(self, operation_name, api_params):
         if not _is_s3(self):
             return await orig(self, operation_name, api_params)
+        watch_attempts(self)
+        failed_attempts = {}
+        token = _attempts.set(failed_attempts)
         t = time.monotonic_ns()
         nbytes = body_bytes(api_params) if operation_name in SENDS_BODY else None
         try:
             result = await orig(self, operation_name, api_params)
         except BaseException as e:
-            _safely(
-                requests.done, self, "aiobotocore", operation_name, api_params, t, time.monotonic_ns(), nbytes, None, e
-            )
+            t_end = time.monotonic_ns()
+            _attempts.reset(token)
+            done = (self, "aiobotocore", operation_name, api_params, t, t_end, nbytes, None, e, failed_attempts)
+            _safely(requests.done, *done)
             raise
-        _safely(
-            requests.done, self, "aiobotocore", operation_name, api_params, t, time.monotonic_ns(), nbytes, result, None
-        )
+        t_end = time.monotonic_ns()
+        _attempts.reset(token)
+        done = (self, "aiobotocore", operation_name, api_params, t, t_end, nbytes, result, None, failed_attempts)
+        _safely(requests.done, *done)
         return result
 
     _make_api_call.__name__, _make_api_call.__qualname__ = orig.__name__, orig.__qualname__
