@@ -18,6 +18,9 @@ SUMMARY_FILE = "summary.json"
 ROLLUP_PREFIX = "rollup."
 # the code a derived file comes from: its digest is in every stamp (a changed rule → stale files)
 _CODE_PACKAGES = ("analysis", "power", "recording")
+# base modules below every layer whose rules are in the derived files too (the NaN rule and the
+# JSON text, units)
+_CODE_MODULES = ("jsonsafe.py", "units.py")
 _code_digest: str | None = None
 
 
@@ -37,6 +40,9 @@ def code_digest() -> str:
                 if name.endswith(".py"):
                     with open(os.path.join(d, name), "rb") as f:
                         h.update(name.encode() + b"\0" + f.read())
+        for name in _CODE_MODULES:
+            with open(os.path.join(root, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
         _code_digest = h.hexdigest()[:16]
     return _code_digest
 
