@@ -164,18 +164,9 @@ def measure_context(inp: Input, windows: Windows) -> tuple[Context, list[Note]]:
     return ctx, notes
 
 
-NO_DURABILITY = {
-    "durable": None,
-    "durable_end_ns": None,
-    "durable_at_return": None,
-    "pending_bytes_at_return": None,
-    "durable_basis": ["a load: nothing to make durable"],
-}
-
-
 @dataclass(frozen=True)
 class Durability:
-    per_window: list[dict]  # durability.durable_end's verdict, one per window
+    per_window: list[D.Verdict]  # durability.durable_end's verdict, one per window
     evidence: D.FileEvidence
 
 
@@ -185,9 +176,9 @@ def judge_durability(inp: Input, windows: Windows) -> Durability:
 
     def one(w):
         if w["kind"] == "load":
-            return NO_DURABILITY
+            return D.Verdict(durable_basis=["a load: nothing to make durable"])
         if w["ok"] is False:
-            return dict(NO_DURABILITY, durable_basis=["a failed save: nothing to make durable"])
+            return D.Verdict(durable_basis=["a failed save: nothing to make durable"])
         hint = W.durable_end_hint(w, tl, windows.threshold_bps, tl.end_ns)
         return D.durable_end(w, fe, {**hint, "start_ns": tl.start_ns})
 
@@ -206,7 +197,7 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     tl, wins, durs = inp.timeline, windows.wins, dur.per_window
     # the devices' bytes of an interval that several windows share are split among them (counted once)
     spans = [
-        (w["start_ns"], d["durable_end_ns"] or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
+        (w["start_ns"], d.durable_end_ns or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
         for w, d in zip(wins, durs)
     ]
     # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
@@ -217,7 +208,7 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
     workload_note = add_workload_seconds(rows, inp.meta)
     for r, d in zip(rows, durs):  # what is behind its files: where it is durable (durability.py)
-        r["durable_where"], r["file_system"] = d.get("durable_where"), d.get("file_system")
+        r["durable_where"], r["file_system"] = d.durable_where, d.file_system
     return Rows([Checkpoint.from_jsonable(r) for r in rows], spans, sampling, workload_note)
 
 

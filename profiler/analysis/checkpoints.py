@@ -11,7 +11,7 @@ from ckprof.power.energy import total_basis, total_j, window_energy
 from ckprof.units import GIB
 
 from . import thermal as T
-from .durability import storage_of
+from .durability import Verdict, storage_of
 from .gpu_idle import window_idle
 from .model import UNKNOWN_DEVICE_ORDER
 from .timeline import in_window
@@ -431,7 +431,7 @@ def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
     return parts, returned_last(parts)
 
 
-def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None, unknown: dict | None = None) -> dict:
+def checkpoint_row(w: dict, dur: Verdict, tl, ctx, share: dict | None = None, unknown: dict | None = None) -> dict:
     """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals.
     `share`: the window's device bytes from attribute_device_bytes (else every touched interval's).
     `unknown`: device → unknown entry (window_device_unknown; the key None: the checkpoint as a
@@ -439,7 +439,7 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None, unkno
     checkpoint's device bytes and bandwidth, the reasons in `device_unknown`."""
     a = w["start_ns"]
     app_end = w["app_end_ns"]
-    end_used = dur["durable_end_ns"] or app_end or tl.end_ns
+    end_used = dur.durable_end_ns or app_end or tl.end_ns
     duration = None if app_end is None else (app_end - a) / 1e9
     io = "read" if w["kind"] == "load" else "write"
     unknown = unknown or {}
@@ -488,14 +488,14 @@ def checkpoint_row(w: dict, dur: dict, tl, ctx, share: dict | None = None, unkno
         "error": w.get("error"),
         "start_s": _s(tl, a),
         "app_end_s": _s(tl, app_end),
-        "durable_end_s": _s(tl, dur["durable_end_ns"]),
+        "durable_end_s": _s(tl, dur.durable_end_ns),
         "duration_s": duration,
         "blocking_s": w.get("blocking_s") if w.get("blocking_s") is not None else duration,
-        "durable_duration_s": None if dur["durable_end_ns"] is None else (dur["durable_end_ns"] - a) / 1e9,
-        "durable": dur["durable"],
-        "durable_at_return": dur["durable_at_return"],
-        "pending_bytes_at_return": _f(dur["pending_bytes_at_return"]),
-        "durable_basis": dur["durable_basis"],
+        "durable_duration_s": None if dur.durable_end_ns is None else (dur.durable_end_ns - a) / 1e9,
+        "durable": dur.durable,
+        "durable_at_return": dur.durable_at_return,
+        "pending_bytes_at_return": _f(dur.pending_bytes_at_return),
+        "durable_basis": dur.durable_basis,
         "bytes_app": _f(bytes_app),
         "bytes_device": _f(dev_bytes),
         "device_to_app_ratio": _f(dev_bytes / bytes_app) if (bytes_app and dev_bytes is not None) else None,

@@ -191,20 +191,21 @@ def _at_window_end(w: dict, fe: FileEvidence, ids, files: list[dict], end: dict,
     return None, None
 
 
-def _object_store(w: dict, fe: FileEvidence, ids, end: dict, out: dict) -> dict:
+def _object_store(w: dict, fe: FileEvidence, ids, end: dict, out: Verdict) -> Verdict:
     """Durable in the object store once the upload's completing call (the file's close, the
     multipart completion) returned without error: an event of the window says `uploaded: true`."""
     evs = [end, *(e for i in ids for e in fe.extends.get(i, ()))]
     done = [e for e in evs if e.get("uploaded") is True]
     if w["app_end_ns"] is None or not done:
-        out["durable_basis"].insert(
+        out.durable_basis.insert(
             0, "unknown: an object-store path, and no event says its upload completed (the completing call's return)"
         )
         return out
     t = max(float(e["t_ns"]) for e in done)
-    out.update(durable=True, durable_at_return=t <= w["app_end_ns"], durable_end_ns=max(t, float(w["app_end_ns"])))
-    out["durable_where"] = "object store"
-    out["durable_basis"].insert(0, "in the object store: the upload's completing call returned without error")
+    out.durable, out.durable_at_return = True, t <= w["app_end_ns"]
+    out.durable_end_ns = max(t, float(w["app_end_ns"]))
+    out.durable_where = "object store"
+    out.durable_basis.insert(0, "in the object store: the upload's completing call returned without error")
     return out
 
 
@@ -228,19 +229,24 @@ def _written_files(w: dict, fe: FileEvidence, known: set) -> list[dict]:
     return out
 
 
-def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
-    """{durable, durable_end_ns, durable_at_return, pending_bytes_at_return, durable_where,
-    file_system, durable_basis}: the one durability rule (module docstring)."""
-    out = {
-        "durable": None,
-        "durable_end_ns": None,
-        "durable_at_return": None,
-        "pending_bytes_at_return": None,
-        "durable_where": None,
-        "file_system": None,
-        "durable_basis": [],
-    }
-    basis = out["durable_basis"]
+@dataclass
+class Verdict:
+    """One window's durability (durable_end): filled as the rule goes, the reason first in
+    `durable_basis`; `durable_end_ns` monotonic ns, `pending_bytes_at_return` bytes."""
+
+    durable: bool | None = None
+    durable_end_ns: float | None = None
+    durable_at_return: bool | None = None
+    pending_bytes_at_return: float | None = None
+    durable_where: str | None = None
+    file_system: str | None = None
+    durable_basis: list[str] = field(default_factory=list)
+
+
+def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
+    """The one durability rule (module docstring)."""
+    out = Verdict()
+    basis = out.durable_basis
     app_end = w["app_end_ns"]  # the end of the window: after the app's own fsync/rename (windows.py)
     end = fe.ends.get(w["id"], {})
     at_ret, n_ret = end.get("pending_bytes_at_return"), end.get("files_at_return")
@@ -260,9 +266,9 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     )
     files += _written_files(w, fe, {f.get("path") for f in files})
     storage = storage_of(w, files)
-    out["file_system"] = storage.file_system
+    out.file_system = storage.file_system
 
-    def unknown(reason: str) -> dict:
+    def unknown(reason: str) -> Verdict:
         basis.insert(0, f"unknown: {reason}")
         _hint(out, hint)
         return out
@@ -284,7 +290,7 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
 
     if storage.kind == "memory":
         # tmpfs pages are never dirty in cachestat's sense: they are never written anywhere (mm/shmem.c)
-        out.update(durable=False, durable_at_return=False)
+        out.durable, out.durable_at_return = False, False
         basis.insert(
             0,
             f"not durable: no storage behind {storage.file_system} (its pages in memory are the only copy; "
@@ -294,7 +300,7 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
     at_end, pending = _at_window_end(w, fe, ids, files, end, basis)
     known_below = storage.kind in (None, "block", "network")
     if known_below:
-        out["durable_at_return"], out["pending_bytes_at_return"] = at_end, pending
+        out.durable_at_return, out.pending_bytes_at_return = at_end, pending
     where = WHERE.get(storage.kind, "device")  # None: today's rule, as a block device's
     on = f"on the {where}" if storage.kind != "object" else "in the object store"
 
@@ -304,8 +310,8 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
         deleted += gone
         gone = []
     if deleted:
-        out["durable"] = False
-        out["durable_at_return"] = False if known_below else None
+        out.durable = False
+        out.durable_at_return = False if known_below else None
         basis.insert(
             0,
             "deleted before durable: "
@@ -364,19 +370,19 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> dict:
             f"{on}: all {len(durable)} file(s) had no dirty or writeback page (cachestat); "
             "the last one's is the durable end",
         )
-    out["durable"] = True
-    out["durable_end_ns"] = t
-    out["durable_where"] = WHERE.get(storage.kind)
+    out.durable = True
+    out.durable_end_ns = t
+    out.durable_where = WHERE.get(storage.kind)
     _hint(out, hint)
     return out
 
 
-def _hint(out: dict, hint: dict | None) -> None:
+def _hint(out: Verdict, hint: dict | None) -> None:
     if not hint:
         return
     at = hint.get("durable_end_ns")
     what = "no durable end" if at is None else f"a durable end at {(at - hint['start_ns']) / 1e9:.2f} s"
-    out["durable_basis"].append(
+    out.durable_basis.append(
         f"hint only, not the verdict (device totals and host Dirty+Writeback are "
         f"machine-wide): they suggest {what} — " + "; ".join(hint["durable_basis"])
     )
