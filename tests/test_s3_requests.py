@@ -263,7 +263,12 @@ def test_slowdown_retries_and_errors_are_counted(tmp_path, moto):
         n = 6
         out_json = tmp_path / "retry.json"
         endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
-        rec = run_recorded(tmp_path, [sys.executable, str(SCRIPT), "retry", endpoint, BUCKET, str(out_json), str(n)])
+        argv = [sys.executable, str(SCRIPT), "retry", endpoint, BUCKET, str(out_json), str(n)]
+        # first without ckprof: the attempts botocore makes on its own
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CKPROF_")}
+        subprocess.run(argv, env=dict(env, **CREDS), check=True, timeout=120)
+        plain, proxy.seen, proxy.slowdowns = dict(proxy.seen), {}, 0
+        rec = run_recorded(tmp_path, argv)
     finally:
         proxy.shutdown()
         proxy.server_close()
@@ -271,6 +276,7 @@ def test_slowdown_retries_and_errors_are_counted(tmp_path, moto):
     fig = whole(rec)
     print(json.dumps(fig, indent=1), proxy.seen, proxy.slowdowns)
     assert len(out["errors"]) == 1 and "SlowDown" in out["errors"][0]
+    assert proxy.seen == plain  # the same attempts, retries and give-up as without ckprof
     attempts = sum(proxy.seen.values())
     assert fig["requests"] == n + 1
     assert fig["requests"] + fig["retries"] == attempts  # every attempt the proxy answered

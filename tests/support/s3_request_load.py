@@ -8,8 +8,9 @@ MODE:
   s3fs    a 12 MiB object written through s3fs (fsspec.open "wb", 5 MiB blocks) and read back
   list    N list_objects_v2 calls (one rank of a LIST storm: RANK is set by the test)
   retry   through a proxy that answers 503 SlowDown: N put_object calls with botocore's standard
-          retry mode (max 3 attempts): each that the proxy fails once is retried; a key starting
-          "always-503" fails every attempt (what it raised is in OUT_JSON's "errors")
+          retry mode and retries={"max_attempts": 3} (botocore's Config: 3 retries, 4 attempts;
+          total_max_attempts counts the first): each that the proxy fails once is retried; a key
+          starting "always-503" fails every attempt (what it raised is in OUT_JSON's "errors")
 
 Writes {"mode", "bytes_put", "bytes_got", "errors"} to OUT_JSON. Nothing here imports ckprof.
 """
