@@ -141,3 +141,32 @@ def test_a_window_without_requests_is_none_and_unknown_retries_are_null():
     fig = object_store_window(reqs, 0, 25)
     assert fig["retries"] is None and "retries" in fig["unknown"]
     assert fig["bytes_sent"] == 5 and fig["errors_by_code"] == {"EndpointConnectionError": 1} and fig["throttled"] == 0
+
+
+def test_a_forked_child_does_not_write_its_parents_sums_again():
+    import json
+    import os
+    import tempfile
+
+    mod = uploads_module()
+    with tempfile.TemporaryFile() as out:
+
+        def emit(event, t_ns=None, **fields):
+            os.write(out.fileno(), (json.dumps({"event": event, "pid": os.getpid(), **fields}) + "\n").encode())
+
+        req = mod.S3Requests(emit)
+        t0 = 70 * 10**9
+        reply = {"ResponseMetadata": {"HTTPStatusCode": 200, "RetryAttempts": 0}}
+        for i in range(mod.PER_SECOND_EACH + 5):  # 5 summed, not written yet
+            req.done(
+                Client, "botocore", "HeadObject", {"Bucket": "b", "Key": "k"}, t0 + i, t0 + i + 1, None, reply, None
+            )
+        pid = os.fork()
+        if pid == 0:
+            req.flush()  # what the child's exit would write
+            os._exit(0)
+        os.waitpid(pid, 0)
+        req.flush()
+        out.seek(0)
+        sums = [json.loads(line) for line in out.read().decode().splitlines() if '"s3_requests"' in line]
+    assert [(s["pid"], s["requests"]) for s in sums] == [(os.getpid(), 5)]

@@ -289,6 +289,11 @@ class S3Requests:
         import atexit
 
         atexit.register(self.flush)
+        # a forked child starts with none of its parent's sums (both would write them at exit)
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self):
+        self.second, self.counts, self.sums = None, {}, {}
 
     def done(self, client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts=None):
         fields = request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts)
