@@ -31,6 +31,7 @@ nor anything else names the pid.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -182,7 +183,10 @@ class FuseCollector(RawCollector):
     name = "fuse"
     schema = FUSE_SCHEMA
 
-    RELOOK_S = 1.0  # a daemon not found, or gone, is looked for again at most this often
+    # A daemon not found, or gone, is looked for again after RELOOK_S, then twice as long after
+    # each look that finds none, up to RELOOK_MAX_S: a look lists every process's descriptors.
+    RELOOK_S = 1.0
+    RELOOK_MAX_S = 60.0
 
     def __init__(
         self, mounts: list[FuseMount], period_s: float = 0.1, sys_root: str = "/sys", proc_root: str = "/proc"
@@ -194,8 +198,8 @@ class FuseCollector(RawCollector):
         self._waiting = {m.mount_point: self._waiting_path(m) for m in mounts}
         self._daemons: dict[str, tuple[list[int], str]] = {}
         self._io: dict[str, list[FileReader]] = {}
-        self._relook_every = max(1, round(self.RELOOK_S / max(period_s, 1e-3)))
-        self._reads = 0
+        self._relook_after: dict[str, float] = {}  # mount → seconds to the next look
+        self._next_look: dict[str, float] = {}  # mount → time.monotonic() of the next look
         for m in mounts:
             self._look(m)
 
@@ -207,6 +211,13 @@ class FuseCollector(RawCollector):
             r.close()
         pids, how = find_daemon(m, self.proc_root)
         self._daemons[m.mount_point] = (pids, how)
+        wait = (
+            self.RELOOK_S
+            if pids
+            else min(self._relook_after.get(m.mount_point, self.RELOOK_S / 2) * 2, self.RELOOK_MAX_S)
+        )
+        self._relook_after[m.mount_point] = wait
+        self._next_look[m.mount_point] = time.monotonic() + wait
         self._io[m.mount_point] = [FileReader(os.path.join(self.proc_root, str(p), "io"), 512) for p in pids]
 
     def probe(self) -> Probe:
@@ -254,8 +265,7 @@ class FuseCollector(RawCollector):
 
     def read_raw(self) -> tuple:
         """Per mount: (waiting's bytes or None, the daemon pids, each pid's io bytes or None)."""
-        self._reads += 1
-        relook = self._reads % self._relook_every == 0
+        now = time.monotonic()
         out = []
         for m in self.mounts:
             waiting = _read_unseekable(self._waiting[m.mount_point])  # None: gone (unmounted)
@@ -265,7 +275,7 @@ class FuseCollector(RawCollector):
                     ios.append(r.read())
                 except OSError:
                     ios.append(None)
-            if relook and (not ios or None in ios) and waiting is not None:
+            if (not ios or None in ios) and waiting is not None and now >= self._next_look[m.mount_point]:
                 self._look(m)
             out.append((waiting, tuple(self._daemons[m.mount_point][0]), tuple(ios)))
         return tuple(out)

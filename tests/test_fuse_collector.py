@@ -197,3 +197,31 @@ def test_a_window_over_a_daemon_restart_has_null_bytes_not_a_jump():
     across = fuse_window(s, iv, 1.5e9, 4e9)["/m"]
     assert across["daemon_write_bytes"] is None and across["daemon_pid"] is None
     assert across["max_waiting"] == 2 and across["busy_fraction"] == 2 / 3
+
+
+def test_a_daemon_that_appears_later_is_found_and_looks_back_off_meanwhile(bindfs, tmp_path, monkeypatch):
+    mnt, _, pid = bindfs
+    monkeypatch.setattr(FuseCollector, "RELOOK_S", 0.05)
+    monkeypatch.setattr(FuseCollector, "RELOOK_MAX_S", 0.4)
+    m = Topology().mount_of(mnt)
+    proc = tmp_path / "proc"  # a /proc where the daemon shows up only later
+    proc.mkdir()
+    c = FuseCollector([FuseMount(m.mount_point, m.major_minor, m.fstype, m.source)], proc_root=str(proc))
+    waits = []
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        c.read(time.monotonic_ns())
+        waits.append(c._relook_after[mnt])
+        time.sleep(0.01)
+    assert c.describe()["mounts"][mnt]["daemon_pids"] is None
+    assert sorted(set(waits)) == [0.05, 0.1, 0.2, 0.4]  # doubled after each look that found none, up to the cap
+    os.symlink(f"/proc/{pid}", proc / str(pid))
+    deadline = time.monotonic() + 2
+    while c.describe()["mounts"][mnt]["daemon_pids"] is None and time.monotonic() < deadline:
+        c.read(time.monotonic_ns())
+        time.sleep(0.02)
+    c.read(time.monotonic_ns())
+    rows = c.take().to_pylist()
+    assert rows[0]["daemon_pid"] is None and rows[0]["daemon_wchar"] is None
+    assert rows[-1]["daemon_pid"] == pid and rows[-1]["daemon_wchar"] > 0
+    c.close()
