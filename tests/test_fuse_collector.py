@@ -225,3 +225,13 @@ def test_a_daemon_that_appears_later_is_found_and_looks_back_off_meanwhile(bindf
     assert rows[0]["daemon_pid"] is None and rows[0]["daemon_wchar"] is None
     assert rows[-1]["daemon_pid"] == pid and rows[-1]["daemon_wchar"] > 0
     c.close()
+
+
+def test_without_the_control_file_system_it_is_skipped_with_the_mount_command(tmp_path):
+    sys_root = tmp_path / "sys"  # a /sys where fusectl is not mounted: the directory is empty
+    (sys_root / "fs" / "fuse" / "connections").mkdir(parents=True)
+    c = FuseCollector([FuseMount("/mnt/x", "0:52", "fuse.sshfs", "host:/d")], sys_root=str(sys_root))
+    p = c.probe()
+    assert not p.ok and "not mounted" in p.detail and "(connection 52)" in p.detail
+    assert p.hint == f"mount -t fusectl none {sys_root}/fs/fuse/connections"
+    assert connection_of("0:52") == 52 and connection_of("0:300") == 300 and connection_of("8:17") == (8 << 20) | 17
