@@ -170,3 +170,31 @@ def test_a_forked_child_does_not_write_its_parents_sums_again():
         out.seek(0)
         sums = [json.loads(line) for line in out.read().decode().splitlines() if '"s3_requests"' in line]
     assert [(s["pid"], s["requests"]) for s in sums] == [(os.getpid(), 5)]
+
+
+def test_a_length_no_request_said_makes_the_bytes_null_with_the_reason():
+    df = pd.DataFrame(
+        [
+            {
+                "event": "s3_request",
+                "t_ns": 10,
+                "pid": 1,
+                "op": "UploadPart",
+                "latency_s": 0.1,
+                "bytes": None,
+                "retries": 0,
+            },
+            {
+                "event": "s3_request",
+                "t_ns": 11,
+                "pid": 1,
+                "op": "GetObject",
+                "latency_s": 0.1,
+                "bytes": 7,
+                "retries": 0,
+            },
+        ]
+    )
+    fig = object_store_window(ObjectStoreRequests(df, pd.DataFrame()), 0, 20)
+    assert fig["bytes_sent"] is None and "PutObject/UploadPart" in fig["unknown"]["bytes_sent"]
+    assert fig["bytes_received"] == 7 and "bytes_received" not in fig["unknown"]

@@ -102,19 +102,17 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
     for _, a in s.iterrows():
         by_op[a["op"]] = by_op.get(a["op"], 0) + int(a["requests"])
 
-    # bytes: a body's length the call could not tell (a stream without a length) makes the sum unknown
-    def body_bytes(ops) -> float | None:
+    # bytes: a length a request could not tell (a body stream without one, a GET reply without a
+    # ContentLength) makes the sum unknown, with the reason
+    def summed_bytes(ops, figure: str) -> float | None:
         rows = ok[ok["op"].isin(ops)] if not ok.empty else ok
         b = _col(rows, "bytes")
-        if b.isna().any():
-            unknown["bytes"] = f"{int(b.isna().sum())} {'/'.join(ops)} request(s) with a body of unknown length"
-            return None
-        total = float(b.sum()) if len(b) else 0.0
         agg = s[s["op"].isin(ops)] if not s.empty else s
-        if len(agg) and (agg["bytes_unknown"] > 0).any():
-            unknown["bytes"] = "a per-second sum holds requests with a body of unknown length"
+        n_unknown = int(b.isna().sum()) + (int(agg["bytes_unknown"].sum()) if len(agg) else 0)
+        if n_unknown:
+            unknown[figure] = f"{n_unknown} {'/'.join(ops)} request(s) that did not say their length"
             return None
-        return total + (float(agg["bytes"].sum()) if len(agg) else 0.0)
+        return (float(b.sum()) if len(b) else 0.0) + (float(agg["bytes"].sum()) if len(agg) else 0.0)
 
     objects = int(ok["op"].isin(OBJECT_MADE).sum()) if not ok.empty else 0
     objects += int(s[s["op"].isin(OBJECT_MADE)]["requests"].sum() - _agg_errors(s, OBJECT_MADE)) if not s.empty else 0
@@ -156,18 +154,14 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
         lists[_who(row)] = lists.get(_who(row), 0) + 1
     for _, a in s[s["op"].isin(LIST_OPS)].iterrows() if not s.empty else []:
         lists[_who(a)] = lists.get(_who(a), 0) + int(a["requests"])
-    got = ok[ok["op"] == "GetObject"] if not ok.empty else ok
     endpoints = sorted({str(e) for e in pd.concat([_col(r, "endpoint"), _col(s, "endpoint")]).dropna()})
     return {
         "requests": sum(by_op.values()),
         "requests_by_op": dict(sorted(by_op.items())),
         "aggregated_requests": int(s["requests"].sum()) if not s.empty else 0,
         "objects_written": objects,
-        "bytes_sent": body_bytes(BODY_SENT),
-        "bytes_received": None
-        if _col(got, "bytes").isna().any()
-        else float(_col(got, "bytes").sum())
-        + (float(s[s["op"] == "GetObject"]["bytes"].sum()) if not s.empty else 0.0),
+        "bytes_sent": summed_bytes(BODY_SENT, "bytes_sent"),
+        "bytes_received": summed_bytes(("GetObject",), "bytes_received"),
         "multipart_parts": parts,
         "latency_p50_ms": _pct(lat_ms, 50),
         "latency_p99_ms": _pct(lat_ms, 99),
