@@ -5,12 +5,12 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pandas as pd
 import pytest
 from support.command import ckprof_cmd
+from support.golden import gpu_and_nvme
 
-from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, bursts, job_dir
+from ckprof.testing import RecordingBuilder, bursts, job_dir
 
 MiB = 2**20
 EVIL = "<script>alert('x')</script>"
@@ -22,26 +22,7 @@ def builder(rate=100 * MiB, evil=False, gpu=True):
     rb.block("nvme0n1" if not evil else f"dev{EVIL}", bursts(spans, rate), queue=lambda t: bursts(spans, 8.0)(t))
     rb.host()
     if gpu:
-        rb.series(
-            "gpu",
-            GPU_SCHEMA,
-            gpu="0",
-            energy_mj=lambda t: t * 2e5,
-            power_w=200,
-            util_gpu_pct=lambda t: np.where(bursts(spans, 1)(t) > 0, 0, 90),
-            temp_c=lambda t: 50 + t,
-            clocks_event_reasons=0,
-        )
-        rb.series(
-            "nvme",
-            NVME_SCHEMA,
-            device="nvme0",
-            temp_c=lambda t: 40 + t,
-            critical_warning=0,
-            thm_temp1_trans_count=0,
-            thm_temp1_total_time=0,
-            power_w=6,
-        )
+        gpu_and_nvme(rb, spans)
     for i, (a, b) in enumerate(spans):
         rb.checkpoint(a, b, int(rate * (b - a)), step=i, path=f"/ckpt/{EVIL if evil else i}")
     return rb

@@ -11,7 +11,8 @@ from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, POWER_SCHEMA, RAPL_SCHEMA, S
 MiB = 2**20
 
 
-def _gpu_nvme(rb, spans):
+def gpu_and_nvme(rb, spans):
+    """A GPU at 200 W, idle while `spans` write, and one NVMe drive warming 1 °C a second at 6 W."""
     rb.series(
         "gpu",
         GPU_SCHEMA,
@@ -52,7 +53,7 @@ def case_markers(path):
     )
     rb.block("nvme0n1", bursts(spans, 100 * MiB), queue=lambda t: bursts(spans, 8.0)(t))
     rb.host()
-    _gpu_nvme(rb, spans)
+    gpu_and_nvme(rb, spans)
     for i, (a, b) in enumerate(spans):
         rb.checkpoint(a, b, int(100 * MiB * (b - a)), step=i, path=f"/ckpt/{i}", source="workload")
     rb.checkpoint(10.5, 11.5, 200 * MiB, kind="load", step=1, path="/ckpt/1")
