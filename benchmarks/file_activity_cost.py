@@ -17,7 +17,8 @@ The generators say the rate they reached (a loaded machine may not reach the one
 The recorder's CPU is meta.json's `recorder_cpu_s.process` (time.process_time() of the ckprof
 process at the recording's end: all its threads, not the command's); the extra CPU is on − off,
 per second of recording, in % of one core. The source's own thread (meta.json
-`file_activity.cpu_s`) is printed too, with how many kernel events it read (after the kernel's
+`file_activity.cpu_s`) is printed too, per second of the command's run (the load; also per second
+of the recording, whose start and end are idle for it), with how many kernel events it read (after the kernel's
 merging) and how many were the recorded tree's: it is the precise figure, the process's on − off is
 within what start-up varies by (±1.5 % of a core at 10 s here). The two readers are compared as a
 ratio (Python ÷ C) of the source thread's CPU. Needs root (fanotify, CAP_SYS_ADMIN).
@@ -28,12 +29,19 @@ written once under the Python reader, whose buffers are kept; then the same buff
 reader in turn (ckprof.record.fanreplay), --rounds times, each reader's thread CPU a file printed,
 and the ratio Python ÷ C.
 
+With --reader-only, the source alone runs in this process (FileActivity, a real group, the real
+proc connector, the C reader and the Python reader alternately, --rounds each) while GEN writes new
+small files for --seconds: its thread's CPU per second of the command and the files a second it
+saw, without the rest of the recorder competing for the two cores (under `ckprof record` the
+generator often falls short of the rate asked on this VM, and per-file figures at different rates
+do not compare).
+
 With --baseline-python PY (an interpreter whose `ckprof` is another version, e.g. another
 checkout's virtual env), each round also records with the source on under PY, in alternating
 order: the code before a change and after it, measured in the same run.
 
     sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
-        [--baseline-python OTHER/.venv/bin/python] [--replay 6000]
+        [--baseline-python OTHER/.venv/bin/python] [--replay 6000] [--reader-only]
 """
 
 from __future__ import annotations
@@ -150,6 +158,40 @@ def replay(tmp: str, files: int, rate: float, rounds: int) -> None:
     print(f"== replay: Python reader {py_m:.2f} µs a file, C reader {c_m:.2f} µs; Python ÷ C {py_m / c_m:.2f}×")
 
 
+def reader_only(tmp: str, gen: str, rate: float, seconds: float, rounds: int) -> None:
+    """The source's thread alone, with each reader, on the same generator (module doc)."""
+    from ckprof.record import fanreader
+    from ckprof.record.clock import MonotonicClock
+    from ckprof.record.fanreplay import EncodingWriter
+    from ckprof.record.fileactivity import FileActivity
+
+    cpu: dict[str, list[float]] = {"c": [], "python": []}
+    for k in range(rounds):
+        for reader in ("c", "python") if k % 2 == 0 else ("python", "c"):
+            root = os.path.join(tmp, "reader_only")
+            os.makedirs(root)
+            if reader == "python":
+                os.environ[fanreader.ENV] = "python"
+            try:
+                fa = FileActivity(EncodingWriter(), MonotonicClock(), [root]).start()
+            finally:
+                os.environ.pop(fanreader.ENV, None)
+            p = subprocess.Popen(
+                [sys.executable, gen, root, str(rate), str(seconds)], stdout=subprocess.PIPE, text=True
+            )
+            fa.set_root(p.pid)
+            said = p.communicate()[0].strip()
+            meta = fa.stop()
+            shutil.rmtree(root)
+            cpu[reader].append(100 * meta["cpu_s"] / seconds)
+            print(
+                f"reader-only round {k + 1} {meta['reader']!r}: {cpu[reader][-1]:.3f} % of a core, "
+                f"{meta['files'] / seconds:.0f} files/s (generator offered {said} events/s)"
+            )
+    c_m, py_m = statistics.median(cpu["c"]), statistics.median(cpu["python"])
+    print(f"== reader-only: C reader {c_m:.3f} % of a core, Python reader {py_m:.3f} %; Python ÷ C {py_m / c_m:.2f}×")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -158,6 +200,7 @@ def main() -> None:
     ap.add_argument("--baseline-python", help="also record with the source on under this interpreter's ckprof")
     ap.add_argument("--cases", nargs="+", default=["idle", "files", "writes"], choices=["idle", "files", "writes"])
     ap.add_argument("--replay", type=int, metavar="FILES", help="time the two readers on the same captured events")
+    ap.add_argument("--reader-only", action="store_true", help="time the source alone in this process, each reader")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root: fanotify needs CAP_SYS_ADMIN")
@@ -165,6 +208,12 @@ def main() -> None:
     try:
         if a.replay:
             replay(tmp, a.replay, a.rate, a.rounds)
+            return
+        if a.reader_only:
+            gen = os.path.join(tmp, "gen.py")
+            with open(gen, "w") as f:
+                f.write(GEN)
+            reader_only(tmp, gen, a.rate, a.seconds, a.rounds)
             return
         gen, writes = os.path.join(tmp, "gen.py"), os.path.join(tmp, "writes.py")
         for path, text in ((gen, GEN), (writes, WRITES)):
@@ -196,12 +245,16 @@ def main() -> None:
                     fa = meta.get("file_activity") or {}
                     extra = f", generator offered {said} events/s" if said else ""
                     if on:
-                        thread[on].append(100 * fa.get("cpu_s", 0) / span)
-                        files[on].append((fa.get("files") or 0) / span)
+                        # the load is the command's a.seconds, not the recorder's start and end: the
+                        # thread's CPU per second of the command (and per second of recording, printed)
+                        thread[on].append(100 * fa.get("cpu_s", 0) / a.seconds)
+                        files[on].append((fa.get("files") or 0) / a.seconds)
                         label = {True: "on, C reader", "python": "on, Python reader"}.get(on, "baseline on")
                         print(
                             f"{case} round {k + 1} {label}: process {100 * cpu[on][-1]:.3f} % of a core; "
-                            f"source thread {100 * fa.get('cpu_s', 0) / span:.3f} %; read {fa.get('events_read')} "
+                            f"source thread {thread[on][-1]:.3f} % over the command's {a.seconds:g} s "
+                            f"({100 * fa.get('cpu_s', 0) / span:.3f} % over the recording's {span:.1f} s), "
+                            f"{files[on][-1]:.0f} files/s; read {fa.get('events_read')} "
                             f"kernel events ({fa.get('events_in_c', 0)} taken in C), {fa.get('events_in_tree')} the "
                             f"tree's, {fa.get('files')} file bursts; reader {fa.get('reader')!r}{extra}"
                         )

@@ -158,6 +158,7 @@ class FileActivity:
         self._c: fanreader.Reader | None = None
         self.reader = "python"
         self._c_counts: dict | None = None
+        self._in_c = 0  # events the C reader had taken at the last count
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)
         # (directory handle, name) → its open burst, the longest quiet first (moved to the end on each event)
@@ -473,14 +474,14 @@ class FileActivity:
     def _take_c(self, nbytes: int, t_ns: int) -> int:
         """The C reader takes the buffer's usual events; the others are judged here, in order."""
         self._offset_ns = None
-        c, fast0, n = self._c, self._c.counts()["events_in_c"], 0
+        c, n = self._c, 0
         for raw in c.take(nbytes, t_ns, self._realtime_offset_ns(), _LEAD_NS):
             for mask, pid, recs in F.parse(raw):
                 n += 1
                 self._event(mask, pid, recs, t_ns)
         counts = c.counts()
-        n += counts["events_in_c"] - fast0
-        self.events_kept = counts["events_kept"]
+        n += counts["events_in_c"] - self._in_c
+        self._in_c, self.events_kept = counts["events_in_c"], counts["events_kept"]
         self.events_read += n
         return n
 

@@ -23,6 +23,7 @@ alive; `basis` says which rule is in use and why.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 
@@ -142,6 +143,9 @@ class ProcTree:
         """Take the fork events queued now (call before judging the pids of file events read after).
         With two sockets the execs are taken first and handled after the forks: every fork before
         an exec taken is queued by then (the kernel reports a fork before the child runs)."""
+        socks = [x for x in (self.exec_sock, self.sock) if x is not None]
+        if not socks or not select.select(socks, [], [], 0)[0]:
+            return  # one poll for both, called several times a read: no exception raised for nothing queued
         execs = []
         while self.exec_sock is not None:
             try:
