@@ -44,8 +44,8 @@ say which ran (`reader`), and tests/test_fanreader.py holds the two to the same 
 
 Cost (benchmarks/file_activity_cost.py, this thread's CPU, a loaded 2-core VM, docs/architecture.md
 has the runs): idle 0.02-0.04 % of a core; 10,000 write(2) a second into 8 files ~1.0-1.2 %; new
-small files 1.3-2.4 % at 3,000-3,300 a second (one merged kernel event each), against ~5 % with the
-Python reader. The same captured events replayed: 2-3 µs a file in C, 13-16 µs in Python; what is
+small files 1.3-2.4 % at 3,000-3,300 a second (one merged kernel event each), against 5-9 % with
+the Python reader: over the 2 % asked in some runs, the cost of ~50 read cycles a second. The same captured events replayed: 2-3 µs a file in C, 13-16 µs in Python; what is
 left at that rate is the ~50 wake-ups a second (MERGE_S), ~0.2-0.3 ms of CPU each on this VM.
 
 Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
