@@ -2,8 +2,8 @@
 
 The C side reads the group's events, takes the usual one — a file's create, modify, close_write or
 delete, by a pid this side has said is the recorded tree's, in a directory it has said is wholly
-under the recorded paths — keeps each file's burst, and hands back finished bursts as records
-(`Reader.finished`), already JSON. Every other event is handed back to be judged in Python
+under the recorded paths — keeps each file's burst, and hands back the finished bursts' entries
+already encoded as JSON (`Reader.finished`). Every other event is handed back to be judged in Python
 (ckprof.record.fileactivity), which calls `note` / `rename` for the burst table, kept only in C.
 
 Where the library is not built (no C compiler at install), or was built from another
