@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis import phases as P
@@ -87,17 +88,16 @@ def test_cpu_async_save_steps_from_the_optimizer_hook_match_the_program_s_own(tm
     post-hook) give the same overlapping steps and medians as the program's own step log."""
     pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
     import os
-    import subprocess
     import sys
 
     example = Path(__file__).resolve().parents[1] / "examples" / "train_async_checkpoint.py"
     ckpt, rec_dir, log = tmp_path / "ckpt", tmp_path / "rec", tmp_path / "truth.jsonl"
     ckpt.mkdir()
     # a large state (≈100 MB with AdamW's moments) and a tiny batch: the background write spans steps
-    cmd = [sys.executable, "-m", "ckprof", "record", "--interval", "0.1", "--path", str(ckpt), "-o", str(rec_dir)]
+    cmd = ["record", "--interval", "0.1", "--path", str(ckpt), "-o", str(rec_dir)]
     cmd += ["--", sys.executable, "-W", "ignore", str(example), "--dir", str(ckpt), "--mode", "async"]
     cmd += ["--device", "cpu", "--width", "2048", "--batch", "1", "--steps", "60", "--every", "20", "--truth", str(log)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    r = ckprof_cmd(*cmd, timeout=600, env=dict(os.environ))
     assert r.returncode == 0, r.stderr[-2000:]
     rec = ckprof.load(str(rec_dir))
     origin = timeline.build(rec).start_ns

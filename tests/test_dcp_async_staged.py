@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.command import ckprof_cmd
 
 import ckprof
 from ckprof.analysis.analyze import analyze
@@ -31,10 +31,10 @@ def test_staged_async_save_blocks_only_for_the_call(tmp_path):
         pytest.skip("this torch has no DefaultStager")
     ckpt, rec_dir, truth = tmp_path / "ckpt", tmp_path / "rec", tmp_path / "truth.jsonl"
     ckpt.mkdir()
-    cmd = [sys.executable, "-m", "ckprof", "record", "--interval", "0.1", "--path", str(ckpt), "-o", str(rec_dir), "--"]
+    cmd = ["record", "--interval", "0.1", "--path", str(ckpt), "-o", str(rec_dir), "--"]
     cmd += [sys.executable, "-W", "ignore", str(EXAMPLE), "--dir", str(ckpt), "--mode", "async-staged"]
     cmd += ["--device", "cpu", "--width", "768", "--steps", "30", "--every", "10", "--truth", str(truth)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    r = ckprof_cmd(*cmd, timeout=300, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     assert r.returncode == 0, r.stderr[-2000:]
     facts = [json.loads(line) for line in truth.read_text().splitlines()]
     calls = {f["step"]: f for f in facts if f["ev"] == "save_call"}

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.checks import checker
 from support.command import ckprof_cmd
 
 import ckprof
@@ -125,11 +126,7 @@ def check_saves(rec, rep: dict, saves: list[dict], client) -> list[str]:
     anchor = int(rec.meta["start"]["monotonic_ns"])
     cps = [c for c in rep["checkpoints"] if c["kind"] == "save"]
     failed: list[str] = []
-
-    def check(name: str, ok: bool, detail: str):
-        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
-        if not ok:
-            failed.append(f"{name}: {detail}")
+    check = checker(failed)
 
     for c in cps:
         print(

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.command import ckprof_cmd
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_async_checkpoint.py"
 
 
 def record(tmp_path, *argv, path=None):
     rec = tmp_path / "rec"
-    cmd = [sys.executable, "-m", "ckprof", "record", "--interval", "0.2", "-o", str(rec)]
+    cmd = ["record", "--interval", "0.2", "-o", str(rec)]
     cmd += ["--path", str(path)] if path else []
-    r = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    r = ckprof_cmd(*cmd, "--", *argv, timeout=300, env=dict(os.environ))
     assert r.returncode == 0, r.stderr[-2000:]
     return [json.loads(line) for line in (rec / "events.jsonl").read_text().splitlines()]
 
@@ -56,6 +56,6 @@ def test_no_patch_records_no_steps(tmp_path):
         "for _ in range(3):\n    w.sum().backward()\n    opt.step()\n"
     )
     rec = tmp_path / "rec"
-    cmd = [sys.executable, "-m", "ckprof", "record", "--no-patch", "-o", str(rec), "--", sys.executable, str(script)]
-    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    cmd = ["record", "--no-patch", "-o", str(rec), "--", sys.executable, str(script)]
+    assert ckprof_cmd(*cmd, timeout=300).returncode == 0
     assert "train_step" not in (rec / "events.jsonl").read_text()

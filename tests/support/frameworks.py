@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import ckprof
+from support.checks import checker
 from support.command import ckprof_cmd
 
 HERE = Path(__file__).resolve().parents[1] / "frameworks"  # the scripts
@@ -99,11 +100,7 @@ def check_figures(
         (anchor + c["start_s"] * 1e9, anchor + (c["app_end_s"] if c["app_end_s"] is not None else 0) * 1e9) for c in cps
     ]
     failed: list[str] = []
-
-    def check(name: str, ok: bool, detail: str):
-        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
-        if not ok:
-            failed.append(f"{name}: {detail}")
+    check = checker(failed)
 
     print(f"== {run.saves['script']}: {len(saves)} timed saves, run.wall_s {rep['run']['wall_s']:.1f} s")
     for n, c in enumerate(cps):
@@ -206,11 +203,7 @@ def check_restores(run: Run) -> list[str]:
     restores = [(min(x["start_ns"] for x in v), max(x["end_ns"] for x in v), p) for p, v in by_path.items()]
     cps = [c for c in run.rep["checkpoints"] if c["kind"] == "load" and c["ok"] is not False]
     failed: list[str] = []
-
-    def check(name: str, ok: bool, detail: str):
-        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
-        if not ok:
-            failed.append(f"{name}: {detail}")
+    check = checker(failed)
 
     for c in cps:
         print(
