@@ -1,7 +1,7 @@
 """Synthetic recordings with known answers, for every test that needs one.
 
-Written through the project's own RecordingWriter, with column declarations made by the
-collectors' `col` helper, so what lands on disk is the real format (meta.json, events.jsonl,
+Written through the project's own RecordingWriter, with column declarations made by
+`col` (recording/schema.py), so what lands on disk is the real format (meta.json, events.jsonl,
 samples/<collector>/part-*.parquet). One host:
 
     rb = RecordingBuilder(tmp_path / "rec", duration_s=10)      # a 0.1 s grid from 0 to 10 s
@@ -14,6 +14,7 @@ samples/<collector>/part-*.parquet). One host:
 A job of many hosts, each a recording in JOB/host=<name>/ as `ckprof record --job-dir` lays it out:
 
     job_dir(tmp_path / "job", {"a": RecordingBuilder(), "b": RecordingBuilder(wall_ns=WALL_NS + S // 2)})
+    job_dir(tmp_path / "job", {"a": job_host(0.0, [(1, 0, 3, 5, 200 * MiB)], {"nvme0n1": on(3, 5, 100 * MiB)})})
 
 A large recording (the benchmarks': a day at 10 Hz) is given as columns, a chunk at a time, each
 chunk one Parquet part; write_parts() puts the chunks given so far on disk, so memory holds one:
