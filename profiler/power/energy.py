@@ -22,6 +22,7 @@ inside or around a package: answered when asked for, never added to a total).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,9 @@ from ckprof.errors import UsageError
 
 from .readings import EnergySource, worst
 from .sources import energy_sources
+
+if TYPE_CHECKING:
+    from ckprof.recording.reader import Recording
 
 # Answered when asked for, never added to a total: RAPL's core and uncore are inside its package,
 # psys holds the whole platform (Documentation/power/powercap/powercap.rst).
@@ -50,13 +54,13 @@ class Energy:
     joules: float  # J over the covered part of the window, whole (NaN: nothing covers it)
     provenance: str
     method: str
-    sources: tuple  # the sources' names
+    sources: tuple[str, ...]  # the sources' names
     coverage: float  # the fraction of the window the readings span (the least of the sources)
     above_idle_j: float | None  # J above each source's idle power over its covered part; None: no baseline
     baseline_w: float = 0.0  # the idle power subtracted (W, sum over sources)
     update_period_s: float | None = None  # the slowest source's real update period
     # a window shorter than two update periods: (min J, max J) — the point value is an interpolation
-    interval_j: tuple | None = None
+    interval_j: tuple[float, float] | None = None
 
     @property
     def seconds(self) -> float:
@@ -134,11 +138,13 @@ def combine(
     )
 
 
-def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float], gib: float | None) -> dict:
+def window_energy(
+    sources: list[EnergySource], a: float, b: float, idle_w: dict[str, float], gib: float | None
+) -> dict[str, dict[str, Any]]:
     """The report's per-component energy of a window (docs/report-format.md `energy`):
     {component: {energy_j, above_idle_j, j_per_gib, above_idle_j_per_gib, provenance, method,
     sources, coverage}}."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for comp in sorted({s.component for s in sources}):
         e = combine(comp, [s for s in sources if s.component == comp], a, b, idle_w)
         if e is None:
@@ -165,11 +171,11 @@ def window_energy(sources: list[EnergySource], a: float, b: float, idle_w: dict[
 INSIDE_NODE = ("gpu", "cpu", "dram", "ssd", "other")
 
 
-def _known(e: dict) -> bool:
+def _known(e: dict[str, Any]) -> bool:
     return e.get("energy_j") is not None and np.isfinite(e["energy_j"])
 
 
-def total_parts(energy: dict) -> tuple[list[str], list[str], list[str]]:
+def total_parts(energy: dict[str, dict[str, Any]]) -> tuple[list[str], list[str], list[str]]:
     """(components a total adds, components left out because the node's meter holds them,
     components without a figure in the window that nothing stands for: the total is unknown).
     An imported trace (external:<name>) is added: what it measured is the user's to say, and it
@@ -184,7 +190,7 @@ def total_parts(energy: dict) -> tuple[list[str], list[str], list[str]]:
     return [c for c in rest if _known(energy[c])], inside, [c for c in rest if not _known(energy[c])]
 
 
-def total_j(energy: dict) -> float | None:
+def total_j(energy: dict[str, dict[str, Any]]) -> float | None:
     """The total over a window (window_energy's dict): the sum of the components, the node's
     meter standing for the parts inside it; None when a part without a figure is not stood for
     (a total without it would look whole), or when there is none."""
@@ -192,7 +198,7 @@ def total_j(energy: dict) -> float | None:
     return float(sum(energy[c]["energy_j"] for c in added)) if added and not unknown else None
 
 
-def total_basis(energy: dict) -> str | None:
+def total_basis(energy: dict[str, dict[str, Any]]) -> str | None:
     """What total_j added, in words: 'cpu + gpu', "node (the node's meter holds cpu, gpu: not
     added again)", or 'unknown: no gpu figure in the window'."""
     added, inside, unknown = total_parts(energy)
@@ -254,13 +260,13 @@ def _select(sources: list[EnergySource], what: str) -> list[EnergySource]:
     return by_comp or [s for s in sources if s.device == what or s.component == f"external:{what}"]
 
 
-def components(rec) -> list[str]:
+def components(rec: Recording) -> list[str]:
     """The components energy_j can answer for in this recording (it also takes a device's name:
     gpu0, nvme0, intel-rapl:0)."""
     return sorted({s.component for s in energy_sources(rec)})
 
 
-def energy_j(rec, component: str, start_ns: int, end_ns: int, baseline_w: float | None = None) -> Energy:
+def energy_j(rec: Recording, component: str, start_ns: int, end_ns: int, baseline_w: float | None = None) -> Energy:
     """Joules `component` (or one device: 'gpu0', 'nvme0') used over [start_ns, end_ns]
     (monotonic ns), with provenance. Above idle uses `baseline_w` (W, for the whole component)
     when given, else nothing (above_idle_j None)."""

@@ -12,12 +12,18 @@ extrapolates past the first or last reading.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import pandas as pd
 
 from ckprof.recording.counters import counter_delta
 
+# Readings as the callers hold them: numpy arrays, a DataFrame's columns, or plain lists.
+Samples = np.ndarray | pd.Series | Sequence[float]
 
-def span(t_ns, start_ns: float, end_ns: float) -> tuple[float, float] | None:
+
+def span(t_ns: Samples, start_ns: float, end_ns: float) -> tuple[float, float] | None:
     """The part [lo, hi] of the window that readings at t_ns (in time order) reach; None if none."""
     if len(t_ns) < 2 or end_ns <= start_ns:
         return None
@@ -25,13 +31,13 @@ def span(t_ns, start_ns: float, end_ns: float) -> tuple[float, float] | None:
     return (lo, hi) if hi > lo else None
 
 
-def coverage(t_ns, start_ns: float, end_ns: float) -> float:
+def coverage(t_ns: Samples, start_ns: float, end_ns: float) -> float:
     """Fraction of [start, end] that the readings span (1.0: all of it)."""
     s = span(t_ns, start_ns, end_ns)
     return 0.0 if s is None else (s[1] - s[0]) / (end_ns - start_ns)
 
 
-def unwrap_counter(raw, width: int | None = None) -> np.ndarray:
+def unwrap_counter(raw: Samples, width: int | None = None) -> np.ndarray:
     """A cumulative counter made monotonic: the running sum of wrap-safe deltas, from 0."""
     r = np.asarray(raw, dtype=float)
     if len(r) < 2:
@@ -39,13 +45,13 @@ def unwrap_counter(raw, width: int | None = None) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(counter_delta(r[:-1], r[1:], width=width))])
 
 
-def power_j(t_ns, watts, start_ns: float, end_ns: float) -> float:
+def power_j(t_ns: Samples, watts: Samples, start_ns: float, end_ns: float) -> float:
     """∫ P dt over the covered part of [start, end] in joules (power_j_windows for one window)."""
     joules, _ = power_j_windows(t_ns, watts, [start_ns], [end_ns])
     return float(joules[0])
 
 
-def power_j_windows(t_ns, watts, lo_ns, hi_ns) -> tuple[np.ndarray, np.ndarray]:
+def power_j_windows(t_ns: Samples, watts: Samples, lo_ns: Samples, hi_ns: Samples) -> tuple[np.ndarray, np.ndarray]:
     """∫ P dt over many windows [lo_ns[i], hi_ns[i]] at once, by the trapezoid rule: (J, coverage)
     arrays (J NaN where no two readings reach into a window). Readings are joined by straight
     lines and each window is cut at its edges by interpolation, to the readings' span (coverage
@@ -100,7 +106,7 @@ def power_j_windows(t_ns, watts, lo_ns, hi_ns) -> tuple[np.ndarray, np.ndarray]:
     return joules, cover
 
 
-def cumulative_j(t_ns, joules, start_ns: float, end_ns: float) -> float:
+def cumulative_j(t_ns: Samples, joules: Samples, start_ns: float, end_ns: float) -> float:
     """The rise of a running sum of joules (an unwrapped counter) over the covered part of the
     window, read at its edges by linear interpolation. NaN when the readings do not reach it."""
     t = np.asarray(t_ns, dtype=float)

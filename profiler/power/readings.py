@@ -7,6 +7,7 @@ Provenance of a result, the weakest of its parts (design.md, "Energy"): measured
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -17,7 +18,7 @@ from . import integrate as I
 RANK = {"measured": 0, "derived": 1, "estimated": 2}
 
 
-def worst(provs) -> str:
+def worst(provs: Iterable[str]) -> str:
     """The weakest provenance of several (measured < derived < estimated)."""
     provs = list(provs) or ["measured"]
     return max(provs, key=lambda p: RANK.get(p, 3))

@@ -9,6 +9,8 @@ recording is reduced as it is read; without one every reading is used.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -16,6 +18,9 @@ from ckprof.recording import columns as S
 
 from .readings import EnergySource, integrated, worst
 from .ssd import ssd_power
+
+if TYPE_CHECKING:
+    from ckprof.recording.reader import Recording
 
 # Power gauges, best first, when a collector has several (NVML's instant reading over its 1 s
 # average; IPMI's reading over its min/max/avg of the BMC's period).
@@ -38,7 +43,7 @@ def _power_columns(cols: list[S.Column]) -> list[S.Column]:
     return best + plain + [c for c in cols if c not in best and c not in plain]
 
 
-def _rapl_zones(rec, collector: str) -> dict[str, tuple[str, int | None]] | None:
+def _rapl_zones(rec: Recording, collector: str) -> dict[str, tuple[str, int | None]] | None:
     """RAPL zones: {zone: (domain, wrap width)}, or None if the collector is not RAPL-shaped.
 
     A (socket, domain) that both the MSR (intel-rapl) and MMIO (intel-rapl-mmio) interfaces
@@ -75,7 +80,9 @@ def _device(col: S.Column, entity: str) -> str:
     return entity or col.collector
 
 
-def ssd_sources(rec, busy: pd.DataFrame | None = None, notes: list[str] | None = None) -> list[EnergySource] | None:
+def ssd_sources(
+    rec: Recording, busy: pd.DataFrame | None = None, notes: list[str] | None = None
+) -> list[EnergySource] | None:
     """SSD power per NVMe controller from ckprof.power.ssd (an imported trace, the drive's own
     measurement, else its power-state table × utilisation): None without the NVMe collector.
     Each interval's power holds over it, so the energy is a running sum. `busy`: the block
@@ -123,7 +130,7 @@ def ssd_sources(rec, busy: pd.DataFrame | None = None, notes: list[str] | None =
 
 
 def energy_sources(
-    rec, grid=None, busy: pd.DataFrame | None = None, notes: list[str] | None = None
+    rec: Recording, grid: S.Grid | None = None, busy: pd.DataFrame | None = None, notes: list[str] | None = None
 ) -> list[EnergySource]:
     """Every energy source of a recording (one host). `grid` (any object with start_ns and
     bin_ns, e.g. the analysis timeline) reduces series to that resolution as they are read."""

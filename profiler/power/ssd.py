@@ -27,12 +27,17 @@ interval; its provenance is that of the power it comes from.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pandas as pd
 
 from ckprof.recording.counters import counter_delta
 
 from .integrate import power_j_windows
+
+if TYPE_CHECKING:
+    from ckprof.recording.reader import Recording
 
 EXTERNAL_MIN_COVERAGE = 0.9  # an imported trace stands for an interval it spans at least this much of
 
@@ -79,7 +84,7 @@ def _float(df: pd.DataFrame, name: str, n: int) -> np.ndarray:
     return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
-def _util_at(by_device: dict, devices: list[str], t_ns: np.ndarray) -> np.ndarray:
+def _util_at(by_device: dict[str, tuple[np.ndarray, np.ndarray]], devices: list[str], t_ns: np.ndarray) -> np.ndarray:
     """%util of the busiest of `devices` over each interval t_ns[i-1]..t_ns[i] (NaN for the first).
     The busy-time counter is interpolated linearly at the SMART poll times (the block collector
     polls on its own clock), its deltas are wrap-safe (ckprof.recording.counters)."""
@@ -98,7 +103,7 @@ def _util_at(by_device: dict, devices: list[str], t_ns: np.ndarray) -> np.ndarra
     return out
 
 
-def _block_by_device(block: pd.DataFrame) -> dict:
+def _block_by_device(block: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """device → (t_ns, io_ticks_ms) as float arrays in time order, split once for all controllers."""
     if block.empty:
         return {}
@@ -128,10 +133,10 @@ def _pm_intervals(g: pd.DataFrame, n: int) -> tuple[np.ndarray, np.ndarray, np.n
     return ok, w, est
 
 
-def _table_arrays(table: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _table_arrays(table: list[dict[str, Any] | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Max, Idle and Active Power (W, NaN where the descriptor has none) by power state."""
 
-    def col(key):
+    def col(key: str) -> np.ndarray:
         return np.array(
             [np.nan if not psd or psd.get(key) is None else float(psd[key]) for psd in table] + [np.nan]
         )  # one past the end: the slot for states the table does not have
@@ -139,7 +144,13 @@ def _table_arrays(table: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return col("max_power_w"), col("idle_power_w"), col("active_power_w")
 
 
-def _controller(ctrl: str, g: pd.DataFrame, info: dict, by_device: dict, ext: pd.DataFrame) -> pd.DataFrame:
+def _controller(
+    ctrl: str,
+    g: pd.DataFrame,
+    info: dict[str, Any],
+    by_device: dict[str, tuple[np.ndarray, np.ndarray]],
+    ext: pd.DataFrame,
+) -> pd.DataFrame:
     """The intervals of one controller's answered polls (time order, at least 2)."""
     n = len(g)
     t = g["t_ns"].to_numpy(dtype=np.int64)
@@ -212,7 +223,7 @@ def _controller(ctrl: str, g: pd.DataFrame, info: dict, by_device: dict, ext: pd
     )
 
 
-def ssd_power(rec, block: pd.DataFrame | None = None) -> pd.DataFrame:
+def ssd_power(rec: Recording, block: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per interval between NVMe samples per controller: power_w with its provenance and
     source, power_upper_w, util_pct, energy_j. Column units in `.attrs["columns"]`. `block`: the
     block devices' busy time (t_ns, device, io_ticks_ms) when the caller has read it already
@@ -247,7 +258,7 @@ def ssd_power(rec, block: pd.DataFrame | None = None) -> pd.DataFrame:
     return out
 
 
-def power_state_changes(rec) -> pd.DataFrame:
+def power_state_changes(rec: Recording) -> pd.DataFrame:
     """Each change of an NVMe controller's power state seen by the 1 Hz polls: t_ns, ctrl, from, to."""
     cols = ["t_ns", "ctrl", "from_state", "to_state"]
     nv = rec.samples("nvme", columns=["ctrl", "power_state"])

@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
 
 from .binning import bin_reduce, split_codes
+
+if TYPE_CHECKING:
+    from .reader import Recording
+
+
+class Grid(Protocol):
+    """A time grid to read series at (the analysis timeline): its first bin and bin width, ns."""
+
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def bin_ns(self) -> int: ...
+
 
 # Energy counter units → joules.
 ENERGY_UNITS = {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6, "kJ": 1e3, "Wh": 3600.0}
@@ -157,7 +171,7 @@ def throttle_columns(cols: list[Column]) -> dict[str, list[Column]]:
     return {"smart_counters": thm, "critical_warning": warn, "gpu_reasons": reasons, "levels": levels}
 
 
-def load_column(rec, col: Column, grid, agg: str) -> dict[str, pd.DataFrame]:
+def load_column(rec: Recording, col: Column, grid: Grid | None, agg: str) -> dict[str, pd.DataFrame]:
     """{entity: DataFrame(t_ns, value)} for one column; entity is the label value or ''.
 
     With a `grid` (start_ns, bin_ns: the analysis timeline), reduced to that resolution with
