@@ -158,8 +158,10 @@ def load_json_or_text(text: str) -> dict:
     if text.startswith("{"):
         try:
             obj = json.loads(text)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise ParseError(f"unreadable JSON ({e.msg} at line {e.lineno})") from None
+        except ValueError as e:  # well-formed, yet unreadable: an integer over CPython's 4300-digit limit
+            raise ParseError(f"unreadable JSON ({e})") from None
         if not isinstance(obj, dict):
             raise ParseError("JSON is not an object")
         return obj
