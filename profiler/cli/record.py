@@ -17,10 +17,14 @@ def write_job_host_files(out_dir: str) -> None:
     from ckprof.analysis import host_summary
     from ckprof.record.session import warn
     from ckprof.recording import rollup
-    from ckprof.recording.load import load
+    from ckprof.recording.reader import Recording, read_meta
 
     for what, write, fallback in (
-        ("1 s roll-up", lambda: rollup.write(load(out_dir)), "block(1.0) reads this host's samples"),
+        (
+            "1 s roll-up",
+            lambda: rollup.write(Recording(out_dir, read_meta(out_dir))),
+            "block(1.0) reads this host's samples",
+        ),
         ("host summary", lambda: host_summary.write(out_dir), "the job report analyses this host from its samples"),
     ):
         try:

@@ -14,12 +14,19 @@ wrap cannot occur in practice (2**63 sectors is 4 EiB), so the 32-bit wraps are 
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
+import numpy.typing as npt
 
 WIDTHS = (2**32, 2**64)
 
 
-def counter_delta(prev, cur, width: int | None = None):
+@overload
+def counter_delta(prev: float, cur: float, width: int | None = None) -> float: ...
+@overload
+def counter_delta(prev: npt.ArrayLike, cur: npt.ArrayLike, width: int | None = None) -> np.ndarray: ...
+def counter_delta(prev: npt.ArrayLike, cur: npt.ArrayLike, width: int | None = None) -> np.ndarray | float:
     """Delta of one counter from `prev` to `cur` (scalars or numpy arrays of the same shape).
 
     `width`, when known (e.g. RAPL's max_energy_range_uj + 1), fixes the wrap point; otherwise the

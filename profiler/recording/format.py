@@ -52,7 +52,7 @@ def parse_stream_name(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def event_problem(ev) -> str | None:
+def event_problem(ev: object) -> str | None:
     """Why a parsed events.jsonl line is not an event (docs/recording-format.md), or None: an
     event is a JSON object with an integer `t_ns` (CLOCK_MONOTONIC) and an `event` name."""
     if not isinstance(ev, dict):

@@ -9,7 +9,7 @@ from .job import Job, is_job_dir
 from .reader import Recording, read_meta
 
 
-def load(path: str):
+def load(path: str) -> Recording | Job:
     """A Recording, or a Job when `path` is a job directory of host=<name>/ recordings."""
     path = os.path.abspath(path)
     if is_job_dir(path):

@@ -12,24 +12,41 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Protocol
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .rates import block_rates
 from .stamp import ROLLUP_PREFIX, stale, stamp
+from .timebase import Timebase
+
+
+class HostRecording(Protocol):
+    """What the roll-up reads of a recording (ckprof.recording.reader.Recording, which reads the
+    roll-up back: a protocol, so this module does not import it)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def timebase(self) -> Timebase: ...
+    def samples(self, collector: str, columns: list[str] | None = None) -> pd.DataFrame: ...
+
 
 RESOLUTION_S = 1.0
 BLOCK_FILE = f"{ROLLUP_PREFIX}block_1s.parquet"
 _STAMP_KEY = b"ckprof.stamp"
 
 
-def block_1s(rec):
+def block_1s(rec: HostRecording) -> pd.DataFrame:
     """The block rates at 1 s from the samples: what the roll-up holds."""
     return block_rates(rec.samples("block"), resample_s=RESOLUTION_S, t0_ns=rec.start_ns)
 
 
-def write(rec) -> str | None:
+def write(rec: HostRecording) -> str | None:
     """Write the closed recording's block roll-up (atomically); its path, or None with no block samples."""
     doc = stamp(rec.path)  # before: making the roll-up only reads
     df = block_1s(rec)
@@ -46,7 +63,7 @@ def write(rec) -> str | None:
     return out
 
 
-def read_block(rec):
+def read_block(rec: HostRecording) -> pd.DataFrame | None:
     """The roll-up's frame when it is there and current, else None (then the caller uses the samples)."""
     p = os.path.join(rec.path, BLOCK_FILE)
     if not os.path.exists(p):
@@ -55,6 +72,7 @@ def read_block(rec):
         doc = json.loads((pq.read_schema(p).metadata or {}).get(_STAMP_KEY, b"{}"))
         if stale(rec.path, doc):
             return None
-        return pq.read_table(p).to_pandas().drop(columns=["t_wall_ns"], errors="ignore")  # a Job adds its own
+        frame: pd.DataFrame = pq.read_table(p).to_pandas()  # pyarrow is untyped (Any)
+        return frame.drop(columns=["t_wall_ns"], errors="ignore")  # a Job adds its own
     except (OSError, ValueError, pa.ArrowException):
         return None  # a damaged roll-up: the samples say the same

@@ -33,9 +33,9 @@ def label_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if f.name != "t_ns" and f.metadata and f.metadata.get(b"kind") == b"label"]
 
 
-def schema_units(schema: pa.Schema) -> dict:
+def schema_units(schema: pa.Schema) -> dict[str, dict[str, str]]:
     """{column: {unit, kind, provenance, doc}} for meta.json and docs."""
-    out = {}
+    out: dict[str, dict[str, str]] = {}
     for f in schema:
         md = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
         out[f.name] = md

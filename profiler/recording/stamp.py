@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Any
 
 from ckprof.version import VERSION
 
@@ -68,11 +69,11 @@ def fingerprint(path: str) -> str:
     return h.hexdigest()[:32]
 
 
-def stamp(path: str) -> dict:
+def stamp(path: str) -> dict[str, str]:
     return {"code": code_digest(), "recording_fingerprint": fingerprint(path)}
 
 
-def stale(path: str, doc: dict) -> str | None:
+def stale(path: str, doc: dict[str, Any]) -> str | None:
     """Why a derived file with stamp fields `doc` no longer describes the recording at `path`."""
     if doc.get("code") != code_digest():
         return "written by another ckprof"

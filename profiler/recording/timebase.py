@@ -12,11 +12,18 @@ linearly over the recording (a clock drifting at a constant rate), with one, it 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
 
 from ckprof.errors import RecordingError
 
+# A time or times: a number (an int reads as float: drift makes it one), a numpy array, a Series.
+Times = TypeVar("Times", float, np.ndarray, pd.Series)
 
-def clock_correction(meta: dict) -> tuple[int, float, str | None]:
+
+def clock_correction(meta: dict[str, Any]) -> tuple[int, float, str | None]:
     """(offset ns at the start anchor, drift ns per monotonic ns, why not) from `job.clock_offset`."""
     co = (meta.get("job") or {}).get("clock_offset") if isinstance(meta.get("job"), dict) else None
     if not isinstance(co, dict) or co.get("role") != "measured":
@@ -42,7 +49,7 @@ class Timebase:
     drift: float = 0.0  # the clock offset's change per monotonic ns (from job.clock_offset start and end)
 
     @classmethod
-    def from_meta(cls, meta: dict, where: str = "meta.json") -> "Timebase":
+    def from_meta(cls, meta: dict[str, Any], where: str = "meta.json") -> "Timebase":
         try:
             start = meta["start"]
             mono, wall = int(start["monotonic_ns"]), int(start["wall_ns"])
@@ -59,14 +66,14 @@ class Timebase:
         """What to add to a monotonic time to put it on the wall clock."""
         return self.wall_ns - self.monotonic_ns
 
-    def to_wall_ns(self, t_ns):
+    def to_wall_ns(self, t_ns: Times) -> Times:
         """Monotonic ns (a number, numpy array or pandas Series) → Unix ns on this host's clock
         (the job's reference clock where its offset was measured)."""
         if self.drift:
             return t_ns + self.offset_ns + (t_ns - self.monotonic_ns) * self.drift
         return t_ns + self.offset_ns
 
-    def to_monotonic_ns(self, wall_ns):
+    def to_monotonic_ns(self, wall_ns: Times) -> Times:
         if self.drift:
             return (wall_ns - self.offset_ns + self.monotonic_ns * self.drift) / (1 + self.drift)
         return wall_ns - self.offset_ns
