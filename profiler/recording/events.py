@@ -26,15 +26,18 @@ import errno
 import fcntl
 import json
 import os
+from typing import Any
 
 ENV_EVENTS = "CKPROF_EVENTS"
 ENV_EVENTS_FD = "CKPROF_EVENTS_FD"
 
-_open = {}  # (pid, path) → (fd, st_dev, st_ino): a forked child looks again
-_said = set()  # pids that said a mark was lost
+_open: dict[
+    tuple[int, str], tuple[int, int, int]
+] = {}  # (pid, path) → (fd, st_dev, st_ino): a forked child looks again
+_said: set[int] = set()  # pids that said a mark was lost
 
 
-def pass_on(path):
+def pass_on(path: str) -> tuple[int, str]:
     """Open `path` for the command: (fd, CKPROF_EVENTS_FD's value). The caller lets the command
     inherit fd and closes it afterwards."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
@@ -42,22 +45,22 @@ def pass_on(path):
     return fd, f"{fd}:{st.st_dev}:{st.st_ino}:{path}"
 
 
-def _identity(fd):
+def _identity(fd: int) -> tuple[int, int]:
     st = os.fstat(fd)
     return st.st_dev, st.st_ino
 
 
-def _appendable(fd):
+def _appendable(fd: int) -> bool:
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     return bool(flags & os.O_APPEND) and flags & os.O_ACCMODE != os.O_RDONLY
 
 
-def _inherited(path):
+def _inherited(path: str) -> tuple[int, int, int] | None:
     """The descriptor ckprof passed on for `path`, when this process still has it; else None."""
     value = os.environ.get(ENV_EVENTS_FD, "")
     try:
-        fd, dev, ino, for_path = value.split(":", 3)
-        fd, want = int(fd), (int(dev), int(ino))
+        fd_text, dev, ino, for_path = value.split(":", 3)
+        fd, want = int(fd_text), (int(dev), int(ino))
         if for_path == path and _identity(fd) == want and _appendable(fd):
             return fd, *want
     except (ValueError, OSError):
@@ -65,7 +68,7 @@ def _inherited(path):
     return None
 
 
-def _descriptor(path):
+def _descriptor(path: str) -> int:
     key = (os.getpid(), path)
     got = _open.get(key)
     if got is not None:
@@ -83,12 +86,12 @@ def _descriptor(path):
     return got[0]
 
 
-def append(path, line):
+def append(path: str, line: bytes) -> None:
     """Append one whole line (bytes, ending in a newline) with one write(2). Raises OSError."""
     os.write(_descriptor(path), line)
 
 
-def append_or_say(path, line):
+def append_or_say(path: str, line: bytes) -> bool:
     """append(), and when it fails, say so once per process on stderr instead of raising: a mark
     must never stop the run. True when written."""
     try:
@@ -99,7 +102,7 @@ def append_or_say(path, line):
         return False
 
 
-def _say_once(e):
+def _say_once(e: OSError) -> None:
     pid = os.getpid()
     if pid in _said:
         return
@@ -118,12 +121,12 @@ def _say_once(e):
         pass
 
 
-def line(event):
+def line(event: dict[str, Any]) -> bytes:
     """An event as its line: one JSON object, compact, newline-ended."""
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-def append_event(path, event):
+def append_event(path: str, event: dict[str, Any]) -> None:
     """Append one event as one line with one write(2) (O_APPEND: atomic position, no interleaving).
     Raises OSError: the recorder's writer decides what a failed write means for the recording."""
     append(path, line(event))

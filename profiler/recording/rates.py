@@ -13,6 +13,7 @@ moved in the bin over its length; the in-flight gauges keep their mean and peak 
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from .counters import counter_delta
@@ -38,10 +39,10 @@ BLOCK_COUNTERS = (
 BLOCK_GAUGES = ("in_flight", "inflight_read", "inflight_write")
 
 
-def _safe_div(num, den):
-    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+def _safe_div(num: npt.ArrayLike, den: npt.ArrayLike) -> np.ndarray:
+    n, d = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), 0.0)
+        return np.where(d > 0, n / np.where(d > 0, d, 1), 0.0)
 
 
 def _bin_last(g: pd.DataFrame, resample_ns: int, t0_ns: int) -> pd.DataFrame:
@@ -53,7 +54,8 @@ def _bin_last(g: pd.DataFrame, resample_ns: int, t0_ns: int) -> pd.DataFrame:
         if c in g:
             out[c] = grouped[c].mean()
             out[f"{c}_max"] = grouped[c].max()
-    return out.reset_index(drop=True)
+    last: pd.DataFrame = out.reset_index(drop=True)
+    return last
 
 
 def block_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
@@ -65,7 +67,7 @@ def block_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: i
     if samples.empty:
         return pd.DataFrame()
     t0 = int(samples["t_ns"].min()) if t0_ns is None else t0_ns
-    frames = []
+    frames: list[pd.DataFrame] = []
     for dev, g in samples.groupby("device", sort=True):
         g = g.sort_values("t_ns").reset_index(drop=True)
         if resample_s:
@@ -112,7 +114,7 @@ def counter_rates(samples: pd.DataFrame, counters: list[str], key: str | None = 
     if samples.empty:
         return pd.DataFrame()
     groups = samples.groupby(key, sort=True) if key else [(None, samples)]
-    frames = []
+    frames: list[pd.DataFrame] = []
     for k, g in groups:
         g = g.sort_values("t_ns").reset_index(drop=True)
         if len(g) < 2:

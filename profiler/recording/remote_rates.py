@@ -26,7 +26,11 @@ counters' movement in the bin over its length.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from .counters import counter_delta
@@ -65,14 +69,16 @@ NET_COUNTERS = (
 )
 
 
-def _per(num, den):
+def _per(num: npt.ArrayLike, den: npt.ArrayLike) -> np.ndarray:
     """num / den where den > 0, else NaN (no op in the interval: the mean is unknown, not 0)."""
-    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    n, d = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+        return np.where(d > 0, n / np.where(d > 0, d, 1), np.nan)
 
 
-def _deltas(samples: pd.DataFrame, keys: list[str], counters, resample_s: float | None, t0_ns: int | None):
+def _deltas(
+    samples: pd.DataFrame, keys: list[str], counters: Sequence[str], resample_s: float | None, t0_ns: int | None
+) -> Iterator[tuple[tuple[Any, ...], np.ndarray, np.ndarray, dict[str, np.ndarray]]]:
     """Per entity (`keys`), each interval's counter deltas: yields (key values, t_ns, dt_s, {c: Δc})."""
     if samples.empty:
         return
@@ -86,7 +92,7 @@ def _deltas(samples: pd.DataFrame, keys: list[str], counters, resample_s: float 
         if len(g) < 2:
             continue
         t = g["t_ns"].to_numpy()
-        d = {}
+        d: dict[str, np.ndarray] = {}
         for c in present:
             v = g[c].to_numpy(dtype=float)  # a null counter (unreadable) stays NaN through the delta
             d[c] = counter_delta(v[:-1], v[1:])
@@ -95,7 +101,7 @@ def _deltas(samples: pd.DataFrame, keys: list[str], counters, resample_s: float 
 
 def nfs_op_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
     """nfsiostat's per-op figures for each (mount, op) interval of the `nfs` collector's samples."""
-    frames = []
+    frames: list[pd.DataFrame] = []
     for (mount, export, op), t, dt, d in _deltas(
         samples, ["mount", "export", "op"], NFS_OP_COUNTERS, resample_s, t0_ns
     ):
@@ -124,7 +130,7 @@ def nfs_op_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: 
 def nfs_mount_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
     """Per mount interval of the `nfs_mount` collector: application and server bytes per second,
     RPC sends per second (nfsiostat's mount ops/s), mean backlog and outstanding requests at a send."""
-    frames = []
+    frames: list[pd.DataFrame] = []
     for (mount, export), t, dt, d in _deltas(samples, ["mount", "export"], NFS_MOUNT_COUNTERS, resample_s, t0_ns):
         out = pd.DataFrame({"t_ns": t, "mount": mount, "export": export, "dt_s": dt})
         for c in NFS_MOUNT_BYTES:
@@ -141,7 +147,7 @@ def nfs_mount_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_n
 
 def interface_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
     """Per interface interval of the `net` collector: each counter's delta and `<counter>_per_s`."""
-    frames = []
+    frames: list[pd.DataFrame] = []
     for (iface,), t, dt, d in _deltas(samples, ["interface"], NET_COUNTERS, resample_s, t0_ns):
         out = pd.DataFrame({"t_ns": t, "interface": iface, "dt_s": dt})
         for c in NET_COUNTERS:
