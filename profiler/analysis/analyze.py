@@ -7,6 +7,8 @@ Input and of the steps before it, in this order —
     measure_context   energy sources, idle baselines, temperatures, throttle signals, GPU idle
     judge_durability  each window's durable end (durability.py's one rule)
     measure_rows      each checkpoint's figures (checkpoints.py), the devices' bytes split once
+    measure_phases    an async save's phases and the training steps beside it (phases.py)
+    measure_remote    what each checkpoint sent to NFS, network interfaces, S3 and FUSE (remote.py)
     run_figures       the run's figures over the checkpoints
     collect_notes     every note, with its code (findings.py), in the report's order
 
@@ -28,12 +30,14 @@ from ckprof.version import VERSION
 from . import durability as D
 from . import findings as F
 from . import gpu_idle, scale, timeline
+from . import phases as P
+from . import remote as R
 from . import thermal as T
 from . import windows as W
 from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row, device_sampling, window_device_unknown
 from .fields import FIELDS
-from .model import Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Report, Run, Scale
-from .model_base import Note
+from .model import Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Remote, Report, Run, Scale
+from .model_base import ABSENT, Note
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -212,6 +216,38 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     return Rows([Checkpoint.from_jsonable(r) for r in rows], spans, sampling, workload_note)
 
 
+def measure_phases(inp: Input, rows: Rows) -> P.AsyncPhases:
+    """Phases of each save with a background part; steps from train_step events (absent: none)."""
+    return P.measure(inp.rec, rows.rows, inp.timeline.start_ns)
+
+
+def measure_remote(inp: Input, rows: Rows) -> list[Remote | None]:
+    """Per checkpoint, over its span (start → durable end, else return): NFS mounts, interfaces,
+    S3 requests, FUSE mounts; None where the recording has none of them in that span."""
+    if not set(inp.rec.collectors) & {"nfs", "net", "fuse"} and not _has_s3(inp.events):
+        return [None] * len(rows.rows)
+    off = R.OffHost.of(inp.rec)
+    return [off.window(a, b) for (a, b, _, _) in rows.spans]
+
+
+def _has_s3(events: pd.DataFrame) -> bool:
+    return not events.empty and "event" in events and bool(events["event"].isin(("s3_request", "s3_requests")).any())
+
+
+def with_phases_and_remote(rows: Rows, ph: P.AsyncPhases, remote: list[Remote | None]) -> Rows:
+    """The rows with their phases, step effect and remote figures set (ABSENT where none)."""
+    out = [
+        replace(
+            r,
+            phases=ph.phases.get(r.id, ABSENT),
+            step_effect=ph.step_effects.get(r.id, ABSENT),
+            remote=ABSENT if rm is None else rm,
+        )
+        for r, rm in zip(rows.rows, remote)
+    ]
+    return replace(rows, rows=out)
+
+
 def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[Checkpoint]) -> Run:
     saves = [r for r in rows if r.kind == "save" and r.ok is not False]  # a failed save is no sample
     loads = [r for r in rows if r.kind == "load"]
@@ -289,7 +325,11 @@ def analyze(
     ctx, context_notes = measure_context(inp, windows)
     dur = judge_durability(inp, windows)
     rows = measure_rows(inp, windows, ctx, dur)
+    ph = measure_phases(inp, rows)
+    rows = with_phases_and_remote(rows, ph, measure_remote(inp, rows))
     run = run_figures(inp, windows, ctx, rows.rows)
+    if ph.run is not None:
+        run = replace(run, async_effect=ph.run)
     notes = collect_notes(inp, windows, context_notes, dur, rows)
 
     from .throttle import throttling

@@ -151,6 +151,150 @@ class Writer(Model):
     )
 
 
+# -- an async save's phases and the steps beside it (analysis/phases.py) ---------------------------
+
+
+@dataclass(frozen=True)
+class Phase(Model):
+    """One phase of a save with a background part: blocked, staging, persist or durable; its
+    `provenance` says how its ends are known (measured or derived)."""
+
+    name: str = plain("blocked, staging, persist or durable")
+    start_s: float | None = figure(SINCE_START, PER_ENTRY)
+    end_s: float | None = figure(SINCE_START, PER_ENTRY)
+    duration_s: float | None = figure("s", PER_ENTRY)
+    bytes: float | None = figure("B (the save's application bytes, for staging and persist)", PER_ENTRY)
+    gib_per_s: float | None = figure(GIBPS, DERIVED, "bytes / duration")
+    provenance: str = plain("measured or derived (how start and end are known)")
+    basis: str = plain("what the phase's ends stand on")
+
+
+@dataclass(frozen=True)
+class StepEffect(Model):
+    """The training steps (train_step events) that overlapped a save's persist phase against the
+    steps that overlapped no checkpoint window (analysis/phases.py states the rule)."""
+
+    steps_overlapping: int = figure("steps (≥ half their time in this save's persist phase)", DERIVED)
+    steps_other: int = figure("steps (overlapping no checkpoint window)", DERIVED)
+    median_step_overlapping_s: float | None = figure("s", DERIVED)
+    median_step_other_s: float | None = figure("s", DERIVED)
+    inflation_pct: float | None = figure("% (median overlapping / median other − 1)", DERIVED)
+    slower_steps_s: float | None = figure("s (Σ overlapping step − median other step)", DERIVED)
+
+
+@dataclass(frozen=True)
+class AsyncEffect(Model):
+    """The run's async saves: the stall they avoided (estimated: had they blocked for their whole
+    window) against the seconds of slower steps while they persisted."""
+
+    async_saves: int = figure("count (saves with a background phase)", DERIVED)
+    blocked_s: float | None = figure("s (Σ of their blocked phases)", MEASURED)
+    sync_equivalent_s: float | None = figure("s (Σ of their windows: the stall had they been synchronous)", ESTIMATED)
+    stall_avoided_s: float | None = figure("s (sync equivalent − blocked)", ESTIMATED)
+    slower_steps_s: float | None = figure("s (Σ of the saves' slower_steps_s)", DERIVED)
+    net_s: float | None = figure("s (stall avoided − slower steps)", ESTIMATED)
+
+
+# -- where a checkpoint's bytes went off the machine (analysis/remote.py, object_store.py, fuse.py) --
+
+
+@dataclass(frozen=True)
+class NfsMount(Model):
+    """One NFS mount over a checkpoint: every sampling interval the window touches (/proc/self/mountstats)."""
+
+    export: str = plain()
+    span_s: float | None = figure("s (the sampling intervals the window touches)", DERIVED)
+    bytes_sent: float | None = figure("B (RPC payload and headers, all operations)", MEASURED)
+    bytes_received: float | None = figure("B (RPC payload and headers, all operations)", MEASURED)
+    ops: float | None = figure("requests", MEASURED)
+    ops_by_op: dict[str, float] = figure("requests", MEASURED, default=None)
+    write_ops: float | None = figure("requests", MEASURED)
+    mean_rtt_ms: float | None = figure("ms (Σ RTT / Σ requests)", DERIVED)
+    max_interval_mean_rtt_ms: float | None = figure("ms (the highest interval's mean: no per-request max)", DERIVED)
+    retransmits: float | None = figure("count", MEASURED)
+    major_timeouts: float | None = figure("count", MEASURED)
+    gib_per_s_to_server: float | None = figure(GIBPS, DERIVED)
+    normal_write_bytes: float | None = figure("B (written by applications, buffered)", DERIVED)
+    direct_write_bytes: float | None = figure("B (written by applications, O_DIRECT)", DERIVED)
+    server_write_bytes: float | None = figure("B (WRITE payload that reached the server)", DERIVED)
+    server_read_bytes: float | None = figure("B", DERIVED)
+
+
+@dataclass(frozen=True)
+class InterfaceFigures(Model):
+    """One network interface over a checkpoint (/sys/class/net/*/statistics)."""
+
+    span_s: float | None = figure("s (the sampling intervals the window touches)", DERIVED)
+    rx_bytes: float | None = figure("B", MEASURED)
+    tx_bytes: float | None = figure("B", MEASURED)
+    rx_packets: float | None = figure("packets", MEASURED)
+    tx_packets: float | None = figure("packets", MEASURED)
+    rx_errors: float | None = figure("count", MEASURED)
+    tx_errors: float | None = figure("count", MEASURED)
+    rx_dropped: float | None = figure("packets", MEASURED)
+    tx_dropped: float | None = figure("packets", MEASURED)
+    tx_gib_per_s: float | None = figure(GIBPS, DERIVED)
+
+
+@dataclass(frozen=True)
+class OpLatency(Model):
+    p50_ms: float | None = figure("ms", DERIVED)
+    p99_ms: float | None = figure("ms", DERIVED)
+    max_ms: float | None = figure("ms", MEASURED)
+
+
+@dataclass(frozen=True)
+class ObjectStoreFigures(Model):
+    """The S3 requests whose replies came back in a checkpoint's window (s3_request events)."""
+
+    requests: int = figure("requests", MEASURED)
+    requests_by_op: dict[str, int] = figure("requests", MEASURED, default=None)
+    aggregated_requests: int = figure("requests (counted in per-second sums)", MEASURED)
+    objects_written: int = figure("objects", MEASURED)
+    bytes_sent: float | None = figure("B (PutObject and UploadPart bodies)", MEASURED)
+    bytes_received: float | None = figure("B (GetObject bodies)", MEASURED)
+    multipart_parts: int = figure("parts", MEASURED)
+    latency_p50_ms: float | None = figure("ms (the call's time, retries inside it)", DERIVED)
+    latency_p99_ms: float | None = figure("ms (the call's time, retries inside it)", DERIVED)
+    latency_from_buckets: bool = plain("some latencies from per-second sums' buckets")
+    latency_by_op: dict[str, OpLatency] = plain(factory=dict)
+    retries: int | None = figure("count (botocore's RetryAttempts)", MEASURED)
+    errors: int = figure("requests (failed after their retries)", MEASURED)
+    errors_by_code: dict[str, int] = figure("requests", MEASURED, default=None)
+    throttled: int = figure("requests", MEASURED)
+    failed_attempts_by_code: dict[str, int] = figure("attempts", MEASURED, default=None)
+    throttled_attempts: int = figure("attempts", MEASURED)
+    list_calls_by_caller: dict[str, int] = figure("requests", MEASURED, default=None)
+    endpoints: list[str] = plain(factory=list)
+    unknown: dict[str, str] = plain(factory=dict)
+
+
+@dataclass(frozen=True)
+class FuseMount(Model):
+    """One FUSE mount over a checkpoint: its queue (readings inside the window) and its daemon's I/O."""
+
+    connection: int = plain()
+    readings: int = figure("count", MEASURED)
+    max_waiting: float | None = figure("requests", MEASURED)
+    mean_waiting: float | None = figure("requests", DERIVED)
+    busy_fraction: float | None = figure("fraction of readings with a request waiting", DERIVED)
+    daemon_rchar: float | None = figure("B", MEASURED)
+    daemon_wchar: float | None = figure("B", MEASURED)
+    daemon_read_bytes: float | None = figure("B", MEASURED)
+    daemon_write_bytes: float | None = figure("B", MEASURED)
+    daemon_pid: int | None = plain()
+
+
+@dataclass(frozen=True)
+class Remote(Model):
+    """Where a checkpoint's bytes went off the machine; a kind the recording has none of is absent."""
+
+    nfs: dict[str, NfsMount] = plain(absent=True)
+    interfaces: dict[str, InterfaceFigures] = plain(absent=True)
+    object_store: ObjectStoreFigures = plain(absent=True)
+    fuse: dict[str, FuseMount] = plain(absent=True)
+
+
 @dataclass(frozen=True)
 class Checkpoint(Model):
     """One checkpoint window: a save or a load (checkpoints.checkpoint_row and the steps after it)."""
@@ -233,6 +377,9 @@ class Checkpoint(Model):
     prediction_error: float | None = figure(
         "fraction: (predicted − measured) / measured, a cold load", DERIVED, absent=True
     )
+    phases: list[Phase] = plain("a save with a background phase (analysis/phases.py)", absent=True)
+    step_effect: StepEffect = plain("where training steps were recorded", absent=True)
+    remote: Remote = plain("where NFS, network, S3 or FUSE figures were recorded", absent=True)
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -300,6 +447,7 @@ class Run(Model):
     idle_power_w_by_component: dict[str, float | None] = figure(
         "W (sum of the component's sources)", DERIVED, default=None
     )
+    async_effect: AsyncEffect = plain("where a save had a background phase", absent=True)
 
 
 @dataclass(frozen=True)
@@ -393,15 +541,19 @@ class Report(Model):
 __all__ = [
     "ABSENT",
     "Advice",
+    "AsyncEffect",
     "Checkpoint",
     "DeviceFigures",
     "DeviceUnknown",
     "EnergyFigures",
     "Part",
+    "Phase",
+    "Remote",
     "Report",
     "Run",
     "Scale",
     "SsdEfficiency",
+    "StepEffect",
     "Throttling",
     "Writer",
 ]

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model_base import DERIVED, ESTIMATED, MEASURED, PER_ENTRY, Model, figure, plain
+from .model import AsyncEffect, Checkpoint, Phase, StepEffect
+from .model_base import ABSENT, DERIVED, MEASURED
 
 OVERLAP_SHARE = 0.5  # a step overlaps a background phase when this share of it lies inside
 
@@ -46,38 +47,6 @@ class SaveSpan:
     bytes_app: float | None = None
     staged_s: float | None = None  # a checkpoint_phase 'staging' event's time, if any
     durable_end_s: float | None = None
-
-
-@dataclass(frozen=True)
-class Phase(Model):
-    name: str = plain("blocked, staging, persist or durable")
-    start_s: float | None = figure("s", PER_ENTRY, "from the recording's start")
-    end_s: float | None = figure("s", PER_ENTRY)
-    duration_s: float | None = figure("s", PER_ENTRY)
-    bytes: float | None = figure("B", PER_ENTRY, "the save's application bytes, for staging and persist")
-    gib_per_s: float | None = figure("GiB/s", DERIVED, "bytes / duration")
-    provenance: str = plain("measured or derived (how start and end are known)")
-    basis: str = plain("what the phase's ends stand on")
-
-
-@dataclass(frozen=True)
-class StepEffect(Model):
-    steps_overlapping: int = plain("steps with ≥ half their time in this save's persist phase")
-    steps_other: int = plain("steps that overlap no checkpoint window")
-    median_step_overlapping_s: float | None = figure("s", DERIVED)
-    median_step_other_s: float | None = figure("s", DERIVED)
-    inflation_pct: float | None = figure("%", DERIVED, "median overlapping / median other − 1")
-    slower_steps_s: float | None = figure("s", DERIVED, "Σ (overlapping step − median other step)")
-
-
-@dataclass(frozen=True)
-class AsyncEffect(Model):
-    async_saves: int = plain("saves with a background phase")
-    blocked_s: float | None = figure("s", MEASURED, "Σ of their blocked phases")
-    sync_equivalent_s: float | None = figure("s", ESTIMATED, "Σ of their windows: the stall had they been synchronous")
-    stall_avoided_s: float | None = figure("s", ESTIMATED, "sync equivalent − blocked")
-    slower_steps_s: float | None = figure("s", DERIVED, "Σ of the saves' slower_steps_s")
-    net_s: float | None = figure("s", ESTIMATED, "stall avoided − slower steps")
 
 
 def _phase(name, a, b, nbytes, provenance, basis) -> Phase:
@@ -165,40 +134,84 @@ def async_effect(saves: list[SaveSpan], effects: dict[str, StepEffect | None]) -
     return AsyncEffect(len(bg), blocked, sync_eq, avoided, slower, None if slower is None else avoided - slower)
 
 
-def from_recording(rec, checkpoints: list[dict], origin_ns: float) -> tuple[list[SaveSpan], dict]:
-    """SaveSpans of a report's saves (rows with id, kind, start_s, duration_s, blocking_s, bytes_app,
-    durable_end_s) and the step ends per process, in seconds from `origin_ns`."""
+def _known(v):
+    return None if v is ABSENT else v
+
+
+def step_ends(rec, origin_ns: float) -> dict:
+    """Each process's step ends (train_step events), in seconds from `origin_ns`: ckprof.step()'s
+    where the program called it, else the first optimizer's post-hook (one step, one tick)."""
+    ev = rec.events
+    steps: dict = {}
+    if not len(ev) or "event" not in ev:
+        return steps
+    st = ev[ev["event"] == "train_step"]
+    if len(st):
+        api = st[st["via"] == "api"] if "via" in st else st
+        use = api if len(api) else st[st.get("optimizer", 0) == 0]
+        for (host, pid), g in use.groupby([use.get("host", ""), "pid"]):
+            steps[(host, pid)] = ((g["t_ns"].astype(float) - origin_ns) / 1e9).tolist()
+    return steps
+
+
+def staged_at(rec, origin_ns: float) -> dict:
+    """Save id → when its staging finished (a checkpoint_phase 'staging' event), s from `origin_ns`."""
     ev = rec.events
     staged: dict = {}
-    steps: dict = {}
-    if len(ev) and "event" in ev:
-        ph = ev[ev["event"] == "checkpoint_phase"]
-        if len(ph) and "phase" in ph:
-            for _, r in ph[(ph["phase"] == "staging") & (ph.get("ok", True) != False)].iterrows():  # noqa: E712
-                staged[r["id"]] = (float(r["t_ns"]) - origin_ns) / 1e9
-        st = ev[ev["event"] == "train_step"]
-        if len(st):
-            api = st[st["via"] == "api"] if "via" in st else st
-            use = api if len(api) else st[st.get("optimizer", 0) == 0]
-            for (host, pid), g in use.groupby([use.get("host", ""), "pid"]):
-                steps[(host, pid)] = ((g["t_ns"].astype(float) - origin_ns) / 1e9).tolist()
+    if not len(ev) or "event" not in ev:
+        return staged
+    ph = ev[ev["event"] == "checkpoint_phase"]
+    if len(ph) and "phase" in ph:
+        for _, r in ph[(ph["phase"] == "staging") & (ph.get("ok", True) != False)].iterrows():  # noqa: E712
+            staged[r["id"]] = (float(r["t_ns"]) - origin_ns) / 1e9
+    return staged
+
+
+def save_spans(rows: list, staged: dict) -> list[SaveSpan]:
+    """SaveSpans of a report's saves that finished (rows: Checkpoint models, or their JSON form)."""
     spans = []
-    for c in checkpoints:
-        if c.get("kind") != "save" or c.get("ok") is False or c.get("start_s") is None or c.get("duration_s") is None:
+    for c in rows:
+        c = Checkpoint.from_jsonable(c) if isinstance(c, dict) else c
+        if c.kind != "save" or c.ok is False or c.start_s is None or c.duration_s is None:
             continue
-        cid = c.get("id")
-        parts = [p.get("id") for p in c.get("parts") or []] + [cid]
-        st_s = next((staged[p] for p in parts if p in staged), None)
-        durable_end = c.get("durable_end_s")
+        parts = [p.id for p in c.parts or []] + [c.id]
+        durable_end = _known(c.durable_end_s)
         spans.append(
             SaveSpan(
-                id=str(cid),
-                start_s=float(c["start_s"]),
-                end_s=float(c["start_s"]) + float(c["duration_s"]),
-                blocking_s=None if c.get("blocking_s") is None else float(c["blocking_s"]),
-                bytes_app=c.get("bytes_app"),
-                staged_s=st_s,
+                id=str(c.id),
+                start_s=float(c.start_s),
+                end_s=float(c.start_s) + float(c.duration_s),
+                blocking_s=None if c.blocking_s is None else float(c.blocking_s),
+                bytes_app=c.bytes_app,
+                staged_s=next((staged[p] for p in parts if p in staged), None),
                 durable_end_s=None if durable_end is None else float(durable_end),
             )
         )
-    return spans, steps
+    return spans
+
+
+def from_recording(rec, checkpoints: list, origin_ns: float) -> tuple[list[SaveSpan], dict]:
+    """SaveSpans of a report's saves (Checkpoint models or their JSON form) and the step ends per
+    process, in seconds from `origin_ns`."""
+    return save_spans(checkpoints, staged_at(rec, origin_ns)), step_ends(rec, origin_ns)
+
+
+@dataclass(frozen=True)
+class AsyncPhases:
+    """analyze()'s `measure_phases` step: per save id with a background phase (or a stager's
+    event), its phases and, where steps were recorded, its StepEffect; the run's AsyncEffect."""
+
+    phases: dict[str, list[Phase]]
+    step_effects: dict[str, StepEffect]
+    run: AsyncEffect | None
+
+
+def measure(rec, rows: list, origin_ns: float) -> AsyncPhases:
+    spans, steps = from_recording(rec, rows, origin_ns)
+    with_bg = [s for s in spans if background_s(s) is not None or s.staged_s is not None]
+    effects = step_effects(spans, steps) if steps else {}
+    return AsyncPhases(
+        {s.id: phases(s) for s in with_bg},
+        {k: e for k, e in effects.items() if e is not None},
+        async_effect(spans, effects),
+    )

@@ -22,6 +22,9 @@ import pandas as pd
 
 from ckprof.recording.remote_rates import interface_rates, nfs_mount_rates, nfs_op_rates
 
+from .fuse import fuse_intervals, fuse_window
+from .model import FuseMount, InterfaceFigures, NfsMount, ObjectStoreFigures, Remote
+from .object_store import ObjectStoreRequests, object_store_window
 from .timeline import in_window
 
 GIB = 2**30
@@ -117,3 +120,38 @@ def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str
         fig["tx_gib_per_s"] = None if fig["tx_bytes"] is None else fig["tx_bytes"] / fig["span_s"] / GIB
         out[str(iface)] = fig
     return out
+
+
+@dataclass(frozen=True)
+class OffHost:
+    """Every off-machine source of a recording, read once: NFS and interface rates, S3 requests,
+    FUSE readings; `window` gives one checkpoint's Remote (analyze()'s `measure_remote` step)."""
+
+    series: RemoteSeries
+    s3: ObjectStoreRequests
+    fuse_samples: pd.DataFrame
+    fuse_intervals: pd.DataFrame
+
+    @classmethod
+    def of(cls, rec) -> OffHost:
+        fs = rec.samples("fuse") if "fuse" in rec.collectors else pd.DataFrame()
+        return cls(RemoteSeries.of(rec), ObjectStoreRequests.of(rec), fs, fuse_intervals(fs))
+
+    def window(self, a_ns: float, b_ns: float) -> Remote | None:
+        """The window [a, b] (ns)'s figures; a kind with none in it is left out, None when all are."""
+        nfs = nfs_window(self.series, a_ns, b_ns)
+        ifaces = interface_window(self.series, a_ns, b_ns)
+        s3 = object_store_window(self.s3, a_ns, b_ns) if not self.s3.empty else None
+        fuse = fuse_window(self.fuse_samples, self.fuse_intervals, a_ns, b_ns)
+        if not (nfs or ifaces or s3 or fuse):
+            return None
+        kw: dict = {}
+        if nfs:
+            kw["nfs"] = {m: NfsMount.from_jsonable(f) for m, f in nfs.items()}
+        if ifaces:
+            kw["interfaces"] = {i: InterfaceFigures.from_jsonable(f) for i, f in ifaces.items()}
+        if s3:
+            kw["object_store"] = ObjectStoreFigures.from_jsonable(s3)
+        if fuse:
+            kw["fuse"] = {m: FuseMount.from_jsonable(f) for m, f in fuse.items()}
+        return Remote(**kw)
