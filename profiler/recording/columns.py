@@ -11,8 +11,9 @@ later collector that declares its columns the same way (recording/schema.py `col
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ TEMP_UNITS = {"C", "°C", "degC", "celsius"}
 RAPL_DOMAIN_COMPONENT = {"package": "cpu", "dram": "dram", "core": "core", "uncore": "uncore", "psys": "psys"}
 
 
-def component_of(collector: str, info: dict | None = None, domain: str | None = None) -> str:
+def component_of(collector: str, info: dict[str, Any] | None = None, domain: str | None = None) -> str:
     """The component a collector's readings belong to: its own `component` in meta.json, else
     from its name (gpu*, rapl*/cpu* by RAPL domain, nvme*, ipmi*, power_<name> from import-power:
     an NVMe controller's name is that SSD, any other name is external:<name>)."""
@@ -73,9 +74,9 @@ class Column:
     kind: str
     provenance: str
     label: str | None  # the collector's first label column (device, gpu, zone, ctrl), if it has one
-    info: dict
-    labels: tuple = ()  # all its label columns but `error`: an entity may need more than the first
-    collector_info: dict = field(default_factory=dict, compare=False)  # meta.json's entry for the collector
+    info: dict[str, Any]
+    labels: tuple[str, ...] = ()  # all its label columns but `error`: an entity may need more than the first
+    collector_info: dict[str, Any] = field(default_factory=dict, compare=False)  # meta.json's entry for the collector
 
     @property
     def component(self) -> str:
@@ -86,13 +87,13 @@ class Column:
         return f"{self.collector}.{self.name}"
 
 
-def is_label(name: str, info: dict) -> bool:
+def is_label(name: str, info: dict[str, Any]) -> bool:
     """A column that names an entity (device, gpu, zone, ctrl). A timestamp is not one, even where
     an older import-power declared its `wall_ns` a label: every reading would be its own entity."""
     return info.get("kind") == "label" and name not in ("t_ns", "error") and info.get("unit") != "ns"
 
 
-def columns(rec) -> list[Column]:
+def columns(rec: Recording) -> list[Column]:
     """Every sample column the recording's meta.json declares, for collectors that have samples."""
     out = []
     present = set(rec.collectors)
@@ -188,10 +189,10 @@ def load_column(rec: Recording, col: Column, grid: Grid | None, agg: str) -> dic
     if key is not None:
         lab = key.astype("category")
         names = [str(c) for c in lab.cat.categories]
-        groups = zip(names, split_codes(lab.cat.codes.to_numpy(), len(names)))
+        groups: Iterable[tuple[str, np.ndarray]] = zip(names, split_codes(lab.cat.codes.to_numpy(), len(names)))
     else:
         groups = [("", np.arange(len(df)))]
-    out = {}
+    out: dict[str, pd.DataFrame] = {}
     for ent, idx in groups:
         tt, vv = t[idx], v[idx]
         ok = ~np.isnan(vv)
@@ -204,7 +205,7 @@ def load_column(rec: Recording, col: Column, grid: Grid | None, agg: str) -> dic
     return out
 
 
-def _in_order(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, dict]:
+def _in_order(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     order = np.argsort(t, kind="stable")
     return t[order], {"value": v[order]}
 

@@ -25,6 +25,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,9 +33,10 @@ import pyarrow as pa
 from ckprof.errors import CkprofError, UsageError
 from ckprof.recording.schema import T_NS, col, schema_units
 
+from .format import SAMPLES
 from .reader import Recording, read_meta
 from .timebase import Timebase
-from .writer import SAMPLES, RecordingWriter
+from .writer import RecordingWriter
 
 POWER_SCHEMA = pa.schema(
     [
@@ -144,24 +146,29 @@ class Trace:
 
     wall_ns: np.ndarray
     watts: np.ndarray
-    time_unit: dict  # {"unit": "s"|"ms"|"us"|"ns"|"ISO 8601", "from": "header 'time_ms'" | ...}
-    power_unit: dict  # {"unit": "W"|"mW"|"uW"|"kW", "from": ...}
+    time_unit: dict[str, str]  # {"unit": "s"|"ms"|"us"|"ns"|"ISO 8601", "from": "header 'time_ms'" | ...}
+    power_unit: dict[str, str]  # {"unit": "W"|"mW"|"uW"|"kW", "from": ...}
 
 
-def _header_columns(path: str, line: int, names: list[str]) -> tuple[int, int, tuple | None, tuple | None]:
+def _header_columns(
+    path: str, line: int, names: list[str]
+) -> tuple[int, int, tuple[tuple[str, int], str] | None, tuple[tuple[str, float], str | None]]:
     """(time column, power column, time unit, power unit) named by a header line."""
     where = f"{path}:{line}"
-    t_col = t_unit = None
+    t_col: int | None = None
+    t_unit: tuple[str, int] | None = None
     for k, name in enumerate(names):
         base, unit = split_unit(name)
         if _TIME_NAMES.match(base) and (unit is None or unit.lower() in TIME_UNITS):
             t_col, t_unit = k, TIME_UNITS.get((unit or "").lower())
             break
-    w_col = w_unit = None
+    w_col: int | None = None
+    w_unit: tuple[tuple[str, float], str | None] | None = None
     for k, name in enumerate(names):  # a column with a power unit first: 'Power [mW]', 'dut_mW'
         base, unit = split_unit(name)
-        if k != t_col and unit is not None and _power_unit(unit, f"{where}: column {name!r}"):
-            w_col, w_unit = k, (_power_unit(unit, where), name)
+        power = _power_unit(unit, f"{where}: column {name!r}") if k != t_col and unit is not None else None
+        if power:
+            w_col, w_unit = k, (power, name)
             break
     if w_col is None:  # then a power-like name with no unit: 'power', 'watts', 'W', 'mW'
         for k, name in enumerate(names):
@@ -172,7 +179,7 @@ def _header_columns(path: str, line: int, names: list[str]) -> tuple[int, int, t
             if named_unit or _WATT_NAMES.match(base):
                 w_col, w_unit = k, (named_unit or ("W", 1.0), None if not named_unit else name)
                 break
-    if t_col is None or w_col is None:
+    if t_col is None or w_col is None or w_unit is None:
         raise UsageError(
             f"{where}: header {', '.join(names)!s} names no {'time' if t_col is None else 'watts'} column",
             hint="name the columns e.g. 'timestamp,power_W' (W, mW, uW, kW; time in s/ms/us/ns or ISO 8601), "
@@ -198,7 +205,9 @@ def read_trace(path: str) -> Trace:
         for i, cells in zip((i for i, _ in lines), csv.reader((ln for _, ln in lines), delimiter=delim))
     ]
     t_col, w_col = 0, 1
-    t_unit = None  # ((name, ns per unit), header name) from a header, else inferred from the first number
+    t_unit: tuple[tuple[str, int], str] | None = (
+        None  # ((name, ns per unit), header name) from a header, else inferred from the first number
+    )
     w_unit, w_from = ("W", 1.0), "assumed: no header"
     first_line, first = rows[0]
     if len(first) >= 2 and not (_is_num(first[1], delim) and _looks_like_time(first[0], delim)):
@@ -255,7 +264,7 @@ def read_trace(path: str) -> Trace:
         ws.append(raw * w_unit[1])
     if not ts:
         raise UsageError(f"{path}: a header but no readings")
-    if t_name is None:
+    if t_name is None or t_from is None:  # set together: by a header, or by the first number's magnitude
         t_name, t_from = "ISO 8601", "the timestamps' form"
     elif saw_iso:
         t_from += "; ISO 8601 times too"
@@ -276,7 +285,7 @@ def _looks_like_time(s: str, delim: str = ",") -> bool:
         return False
 
 
-def recording_range_ns(path: str, meta: dict) -> tuple[int, int]:
+def recording_range_ns(path: str, meta: dict[str, Any]) -> tuple[int, int]:
     """The recording's monotonic start and end (the last event if it was never finished)."""
     start = int(meta["start"]["monotonic_ns"])
     if meta.get("end"):
@@ -285,7 +294,9 @@ def recording_range_ns(path: str, meta: dict) -> tuple[int, int]:
     return start, int(ev["t_ns"].max()) if not ev.empty else start
 
 
-def import_power(recording: str, trace: str, device: str, clock_offset_s: float = 0.0, replace: bool = False) -> dict:
+def import_power(
+    recording: str, trace: str, device: str, clock_offset_s: float = 0.0, replace: bool = False
+) -> dict[str, Any]:
     """Add `trace` to `recording` as samples/power_<device>; returns a summary dict."""
     if not _DEVICE_RE.match(device):
         raise UsageError(f"--device {device!r}: use letters, digits, '_', '-' or '.' (e.g. nvme0)")
