@@ -8,6 +8,7 @@ import shutil
 
 import click
 
+from ckprof.cli.doctor_targets import default_python, is_url, path_lines, url_lines
 from ckprof.collectors.nvme_cli import INSTALL_HINT
 from ckprof.collectors.topology import Topology
 from ckprof.errors import UsageError
@@ -72,10 +73,11 @@ def identity_line(topo: Topology, disk: str) -> str | None:
     return f"{disk}: " + ", ".join(parts) if parts else None
 
 
-def diagnose(paths: list[str]) -> str:
-    paths = paths or [os.getcwd()]
-    lines = ["Collectors:"]
-    sources = build_sources(SourceOptions(paths=paths, devices=[]))
+def diagnose(paths: list[str], python: str | None = None, probe: bool = False) -> str:
+    urls = [p for p in paths if is_url(p)]
+    paths = [p for p in paths if not is_url(p)] or ([] if urls else [os.getcwd()])
+    lines = ["Collectors" + ("" if paths else " (for the working directory: the targets are not local paths)") + ":"]
+    sources = build_sources(SourceOptions(paths=paths or [os.getcwd()], devices=[]))
     for name, p in sources.probes.items():
         mark = "ok  " if p["ok"] else "no  "
         lines.append(f"  {mark}{name:<8} {p['detail']}")
@@ -91,6 +93,10 @@ def diagnose(paths: list[str]) -> str:
     lines.append("Devices behind the checkpoint path (mount → partition/dm → disk → controller):")
     topo = Topology()
     disks: list[str] = []
+    targets: list[str] = []  # what is recorded on a target with no local disk (doctor_targets)
+    for u in urls:
+        lines.append(f"  {u}: not a local path: no device")
+        targets += url_lines(u, python or default_python(), probe)
     for p in paths:
         try:
             res = topo.resolve(p)
@@ -99,10 +105,15 @@ def diagnose(paths: list[str]) -> str:
             continue
         lines += ["  " + ln for ln in res.describe()]
         disks += [d for d in res.devices if d not in disks]
+        targets += path_lines(p, topo)
     idents = [ln for d in disks if (ln := identity_line(topo, d))]
     if idents:
         lines.append("Identity (udev database, else sysfs):")
         lines += ["  " + ln for ln in idents]
+    if targets:
+        lines.append("")
+        lines.append("Targets with no local disk (what ckprof record records there, and what not):")
+        lines += ["  " + ln for ln in targets]
     lines.append("")
     lines.append("Disks here: " + (", ".join(topo.disks()) or "none"))
     # each line made visible (ckprof.escape): a path's newline or terminal escape stays in its line
@@ -111,8 +122,24 @@ def diagnose(paths: list[str]) -> str:
 
 @click.command()
 @click.option(
-    "--path", "paths", multiple=True, metavar="PATH", help="Show the devices behind PATH [default: working directory]."
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="PATH",
+    help="Show the devices behind PATH, or what is recorded on an NFS, FUSE or tmpfs PATH or an s3:// URL "
+    "[default: working directory].",
 )
-def doctor(paths):
+@click.option(
+    "--python",
+    metavar="PYTHON",
+    help="For an s3:// PATH: the Python that will run the program, checked for boto3/botocore/s3fs "
+    "[default: python3 on PATH].",
+)
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="For an s3:// PATH: send one LIST to the bucket (5 s timeout) to say whether credentials work.",
+)
+def doctor(paths, python, probe):
     """Say which collectors can run here, why not, and how to fix it; show the device topology."""
-    click.echo(diagnose(list(paths)))
+    click.echo(diagnose(list(paths), python=python, probe=probe))
