@@ -33,6 +33,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -63,7 +65,7 @@ HELD_BYTES_MAX = 256 * 2**20  # rows kept in memory while no descriptor can be h
 FINISH_RETRY_S = 2.0  # at the end, how long to wait for descriptors to come back before giving up
 
 
-def write_json_atomic(path: str, obj) -> None:
+def write_json_atomic(path: str, obj: Any) -> None:
     """Write `obj` as JSON whole or not at all (ckprof.atomic: a temporary name, fsync, rename(2));
     on failure nothing is left behind and `path` keeps its previous content."""
     with replacing(path) as f:
@@ -123,12 +125,14 @@ class RecordingWriter:
     Out of descriptors, rows and events wait and are written when descriptors come back.
     """
 
-    def __init__(self, path: str, merge_parts: int = 16, warn=None):
+    def __init__(self, path: str, merge_parts: int = 16, warn: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.merge_parts = merge_parts
         self._schemas: dict[str, pa.Schema] = {}
-        self._buffers: dict[str, list[dict]] = {}
-        self._takes: dict = {}  # collector → its take(): readings kept raw, converted at flush
+        self._buffers: dict[str, list[dict[str, Any]]] = {}
+        self._takes: dict[
+            str, Callable[[], pa.Table | None]
+        ] = {}  # collector → its take(): readings kept raw, converted at flush
         self._next_part: dict[str, int] = {}
         self._streams: dict[str, _Stream] = {}  # collector → its open stream of flushes
         self._new_parts: set[str] = set()  # collectors with a Parquet part since the last merge
@@ -136,11 +140,11 @@ class RecordingWriter:
         self._flush_lock = threading.Lock()
         self.failed: str | None = None
         self._warn = warn or (lambda msg: say(f"ckprof: {msg}"))
-        self.meta: dict = {}
+        self.meta: dict[str, Any] = {}
         self._held: dict[str, list[pa.Table]] = {}  # collector → flushes not yet written, oldest first
-        self._held_events: list[dict | bytes] = []
+        self._held_events: list[dict[str, Any] | bytes] = []
         self._events_lock = threading.Lock()
-        self._stall: dict | None = None  # since when and why nothing could be written
+        self._stall: dict[str, Any] | None = None  # since when and why nothing could be written
         self._said_stall = False
 
     # -- layout -----------------------------------------------------------------------------
@@ -151,7 +155,7 @@ class RecordingWriter:
     def collector_dir(self, name: str) -> str:
         return os.path.join(self.path, SAMPLES, name)
 
-    def create(self, meta: dict) -> None:
+    def create(self, meta: dict[str, Any]) -> None:
         """Start the recording; OSError (no space, no permission) before anything is written
         but what it removes again."""
         os.makedirs(os.path.join(self.path, SAMPLES), exist_ok=True)
@@ -168,7 +172,7 @@ class RecordingWriter:
                     os.unlink(leftover)
             raise
 
-    def write_meta(self, **updates) -> None:
+    def write_meta(self, **updates: Any) -> None:
         """Rewrite meta.json; on a full disk the space held back at the start is given up for it."""
         self.meta.update(updates)
         path = os.path.join(self.path, META)
@@ -185,7 +189,7 @@ class RecordingWriter:
                     e = e2
             self._fail(e, META)
 
-    def add_collector(self, name: str, schema: pa.Schema, take=None) -> None:
+    def add_collector(self, name: str, schema: pa.Schema, take: Callable[[], pa.Table | None] | None = None) -> None:
         """`take`, when given, returns the collector's readings since its last call as one table
         of `schema` (or None): the writer pulls it at each flush instead of rows being appended."""
         os.makedirs(self.collector_dir(name), exist_ok=True)
@@ -200,13 +204,13 @@ class RecordingWriter:
             self._next_part[name] = max(ends or [0])
 
     # -- samples and events -----------------------------------------------------------------
-    def append(self, name: str, rows: list[dict]) -> None:
+    def append(self, name: str, rows: list[dict[str, Any]]) -> None:
         if not rows or self.failed:
             return
         with self._lock:
             self._buffers[name].extend(rows)
 
-    def event(self, event: dict) -> None:
+    def event(self, event: dict[str, Any]) -> None:
         with self._events_lock:
             self._held_events.append(event)
             self._write_held_events()
@@ -336,7 +340,7 @@ class RecordingWriter:
                 except OSError as e:
                     self._fail(e, os.path.join(SAMPLES, name))
 
-    def _table(self, name: str, rows: list[dict], taken: pa.Table | None) -> pa.Table:
+    def _table(self, name: str, rows: list[dict[str, Any]], taken: pa.Table | None) -> pa.Table:
         """One flush's rows (appended, and taken from a collector) as one table."""
         table = pa.Table.from_pylist(rows, schema=self._schemas[name]) if rows else None
         if taken is not None:
@@ -423,7 +427,7 @@ class RecordingWriter:
             if len(parts) < 2:
                 return
             level = self._level(*parts[-1][:2])
-            tail = []
+            tail: list[tuple[int, int, str]] = []
             for p in reversed(parts):
                 if self._level(p[0], p[1]) != level:
                     break
@@ -444,7 +448,7 @@ class RecordingWriter:
             if final:
                 return
 
-    def finish(self, **meta_updates) -> None:
+    def finish(self, **meta_updates: Any) -> None:
         """Flush, merge, and write the final status: 'complete', or 'truncated' with the reason
         when samples stopped being written (a full disk) — every exit path of a recording ends here.
         Rows still waiting for a descriptor are given FINISH_RETRY_S to be written; past that the
