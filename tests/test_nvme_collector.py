@@ -5,8 +5,8 @@ import os
 
 import psutil
 import pytest
-from support.nvme_fakes import fake_nvme, sysfs_nvme_tree
 from support.nvme_data import ocp_c0_bytes
+from support.nvme_fakes import fake_nvme, sysfs_nvme_tree
 
 import ckprof
 from ckprof.collectors.nvme import NvmeSmartCollector, controllers_behind
