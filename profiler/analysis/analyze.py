@@ -25,6 +25,7 @@ import pandas as pd
 from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
+from ckprof.recording.reader import Recording
 from ckprof.version import VERSION
 
 from . import durability as D
@@ -95,7 +96,7 @@ class Input:
     devices' timeline on the analysis grid (timeline.build: the one read of the block samples).
     `rec` stays for the modules that read a collector's series (energy, temperature, GPU idle)."""
 
-    rec: object
+    rec: Recording
     meta: dict
     events: pd.DataFrame
     timeline: timeline.Timeline
