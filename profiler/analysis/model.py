@@ -530,8 +530,8 @@ class Report(Model):
         return out
 
     @classmethod
-    def from_jsonable(cls, d: dict) -> Report:
-        if isinstance(d, cls):
+    def from_jsonable(cls, d: Report | dict) -> Report:  # a Report is passed through
+        if isinstance(d, Report):
             return d
         if d.get("scale") == {}:
             d = {**d, "scale": None}
