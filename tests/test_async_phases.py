@@ -36,9 +36,10 @@ def test_steps_in_the_background_write_are_measured_against_the_others():
     assert staging.provenance == "derived" and staging.end_s == 10.5  # staged inside the call
     assert (persist.start_s, persist.end_s, persist.gib_per_s) == (10.5, 14.0, pytest.approx(2 / 3.5))
     e = P.step_effects([s], {7: ends})["a"]
-    # steps 10-11.5 holds the blocked phase: the stall, in neither set; 11.5-13 and 13-14.5 (half
-    # inside) overlap; the others are the 1 s steps that touch no window
-    assert (e.steps_overlapping, e.median_step_overlapping_s, e.median_step_other_s) == (2, 1.5, 1.0)
+    # step 10-11.5 holds the blocked phase: that 0.5 s is the stall, taken out, leaving its own 1 s
+    # (10.5-11.5, inside the persist); 11.5-13 and 13-14.5 (half inside) overlap too; the others
+    # are the 1 s steps that touch no window
+    assert (e.steps_overlapping, e.median_step_overlapping_s, e.median_step_other_s) == (3, 1.5, 1.0)
     assert e.inflation_pct == pytest.approx(50.0) and e.slower_steps_s == pytest.approx(1.0)
     run = P.async_effect([s], {"a": e})
     assert (run.blocked_s, run.sync_equivalent_s, run.stall_avoided_s) == (0.5, 4.0, 3.5)

@@ -15,6 +15,8 @@ MIB = 2**20
 DEVICE_BOUND_SHARE = 0.3  # async advice only when the devices were busy for this share of the blocked time
 HOT_SLOWDOWN = 0.9  # throttle advice when the hottest checkpoint ran below this share of the coolest's bandwidth
 SLOW_PART_FACTOR = 1.5  # a part this many times the median part held the checkpoint up
+ASYNC_STEP_INFLATION_PCT = 10.0  # async advice when the steps beside the background write were this much slower
+ASYNC_STILL_BLOCKS_SHARE = 0.5  # ... or when the blocked phase is this share of blocked + persist
 
 
 def _saves(rep: Report) -> list[Checkpoint]:
@@ -163,7 +165,52 @@ def slow_part(rep: Report) -> Advice | None:
     )
 
 
-RULES = (own_fsync, async_save, throttled, cached_restores, not_durable, deleted_early, no_storage, slow_part)
+def _phase_s(c: Checkpoint, name: str) -> float | None:
+    return next((p.duration_s for p in c.phases if p.name == name), None) if c.phases is not ABSENT else None
+
+
+def async_cost(rep: Report) -> Advice | None:
+    """An async save whose background write slowed the steps beside it, or whose staging still
+    blocked for much of it: the phases (checkpoints[].phases) and step effect say how much."""
+    saves = [c for c in _saves(rep) if _phase_s(c, "persist") is not None and _phase_s(c, "blocked") is not None]
+    if not saves:
+        return None
+    blocked = statistics.fmean(_phase_s(c, "blocked") for c in saves)
+    persist = statistics.fmean(_phase_s(c, "persist") for c in saves)
+    effects = [c.step_effect for c in saves if c.step_effect is not ABSENT and c.step_effect.inflation_pct is not None]
+    inflation = statistics.fmean(e.inflation_pct for e in effects) if effects else None
+    lost = statistics.fmean(e.slower_steps_s or 0.0 for e in effects) if effects else None
+    slow = inflation is not None and inflation >= ASYNC_STEP_INFLATION_PCT
+    still_blocks = blocked >= ASYNC_STILL_BLOCKS_SHARE * (blocked + persist)
+    if not (slow or still_blocks):
+        return None
+    text = f"staging blocked {blocked:.2f} s per save while persist took {persist:.2f} s in the background"
+    if inflation is not None:
+        text += f"; steps overlapping it were {inflation:.0f} % slower ({lost:.2f} s a save)"
+    if slow:
+        text += (
+            ": the background write competes with training (CPU, memory bandwidth, PCIe); fewer writer "
+            "threads, a lower I/O priority or a longer interval between saves would cut that"
+        )
+    else:
+        text += ": staging is most of the save; a pinned-memory stager (DCP's DefaultStager) moves it off the call"
+    figures = {"blocked_s_per_save": blocked, "persist_s_per_save": persist, "saves": len(saves)}
+    if inflation is not None:
+        figures |= {"inflation_pct": inflation, "slower_steps_s_per_save": lost, "saves_with_steps": len(effects)}
+    return Advice("async_cost", text, figures)
+
+
+RULES = (
+    own_fsync,
+    async_save,
+    async_cost,
+    throttled,
+    cached_restores,
+    not_durable,
+    deleted_early,
+    no_storage,
+    slow_part,
+)
 
 
 def advise(rep: Report) -> list[Advice]:

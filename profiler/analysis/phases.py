@@ -11,12 +11,13 @@ Phases of one save (seconds from the recording's start, like every window):
 - durable: from the window's end to the durable end (analysis/durability.py), when known.
 
 Training steps (`train_step` events: torch.optim's post-hook or ckprof.step()): step k lasts from
-the end of step k−1 to its own end, per process. A step *overlaps* a save's background when at
-least half of it falls inside that save's persist phase; a step containing any save's blocked phase
-is left out of both sets (its time is the stall, counted already); the *other* steps are those that
-overlap no checkpoint window. Per save: the median of each set, the inflation
-(median overlapping / median other − 1, in %) and the seconds lost (Σ over overlapping steps of
-their time − the other steps' median): derived.
+the end of step k−1 to its own end, per process. A save's blocked phase inside a step is the stall,
+counted already: it is taken out of that step's time (a loop that saves between steps starts its
+next step when the call returns, so that step's own time is what is left). A step *overlaps* a
+save's background when at least half of its time (the stall taken out) falls inside that save's
+persist phase; the *other* steps are those that overlap no checkpoint window. Per save: the median
+of each set, the inflation (median overlapping / median other − 1, in %) and the seconds lost
+(Σ over overlapping steps of their time − the other steps' median): derived.
 
 Per run (async saves only): the stall async avoided is estimated as Σ (window − blocking): what the
 same saves would have blocked had they been synchronous, assuming the write takes as long when the
@@ -99,12 +100,13 @@ def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffe
     if not len(steps):
         return {s.id: None for s in saves}
     length = steps[:, 1] - steps[:, 0]
-    stalled = np.zeros(len(steps), bool)
+    stalled_s = np.zeros(len(steps))  # the blocked phases inside each step: the stall, not the step's work
     in_any = np.zeros(len(steps), bool)
     for s in saves:
         block_end = s.end_s if s.blocking_s is None else s.start_s + s.blocking_s
-        stalled |= _overlap(steps, s.start_s, block_end) > 0
+        stalled_s += _overlap(steps, s.start_s, block_end)
         in_any |= _overlap(steps, s.start_s, s.end_s) > 0
+    own = length - stalled_s  # each step's own time
     other = length[~in_any]
     med_other = float(np.median(other)) if len(other) else None
     out: dict[str, StepEffect | None] = {}
@@ -113,8 +115,8 @@ def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffe
         if bg is None:
             out[s.id] = None
             continue
-        over = ~stalled & (_overlap(steps, *bg) >= OVERLAP_SHARE * length)
-        d = length[over]
+        over = (own > 1e-9) & (_overlap(steps, *bg) >= OVERLAP_SHARE * own)
+        d = own[over]
         med = float(np.median(d)) if len(d) else None
         infl = (med / med_other - 1) * 100 if med is not None and med_other else None
         lost = float(np.sum(d - med_other)) if len(d) and med_other is not None else None
@@ -148,9 +150,11 @@ def step_ends(rec, origin_ns: float) -> dict:
     st = ev[ev["event"] == "train_step"]
     if len(st):
         api = st[st["via"] == "api"] if "via" in st else st
-        use = api if len(api) else st[st.get("optimizer", 0) == 0]
-        for (host, pid), g in use.groupby([use.get("host", ""), "pid"]):
-            steps[(host, pid)] = ((g["t_ns"].astype(float) - origin_ns) / 1e9).tolist()
+        use = api if len(api) else st[st["optimizer"] == 0] if "optimizer" in st else st
+        # a job's events say their host; one host's do not (the host is the recording's)
+        keys = ["host", "pid"] if "host" in use else ["pid"]
+        for key, g in use.groupby(keys):
+            steps[key] = ((g["t_ns"].astype(float) - origin_ns) / 1e9).tolist()
     return steps
 
 

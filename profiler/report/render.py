@@ -61,6 +61,14 @@ def to_markdown(rep: Report | dict) -> str:
         sr = T.ssd_rows(rep)
         if sr:
             L += ["", "### SSD efficiency (per checkpoint and SSD)", ""] + md_table(T.SSD_HEADERS, sr)
+        ar, line = T.async_rows(rep), T.async_line(rep)
+        if ar:
+            L += ["", "### Async phases (saves with a background write)", ""] + md_table(T.ASYNC_HEADERS, ar)
+        if line:
+            L += ["", f"- {_md_cell(line)}"]
+        rr = T.remote_rows(rep)
+        if rr:
+            L += ["", "### Remote targets (NFS, S3, FUSE, network interfaces)", ""] + md_table(T.REMOTE_HEADERS, rr)
         dr, cut = _device_rows(rep)
         if dr:
             L += ["", "### Per device", ""] + md_table(T.DEVICE_HEADERS, dr) + (["", f"({cut})"] if cut else [])
@@ -172,6 +180,14 @@ def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None 
         sr = T.ssd_rows(rep)
         if sr:
             parts += ["<h3>SSD efficiency (per checkpoint and SSD)</h3>", _html_table(T.SSD_HEADERS, sr)]
+        ar, line = T.async_rows(rep), T.async_line(rep)
+        if ar:
+            parts += ["<h3>Async phases (saves with a background write)</h3>", _html_table(T.ASYNC_HEADERS, ar)]
+        if line:
+            parts.append(f"<p id='async-effect'>{_h(line)}</p>")
+        rr = T.remote_rows(rep)
+        if rr:
+            parts += ["<h3>Remote targets (NFS, S3, FUSE, network interfaces)</h3>", _html_table(T.REMOTE_HEADERS, rr)]
         if "checkpoints" in plots:
             parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
         dr, cut = _device_rows(rep)

@@ -403,3 +403,137 @@ def throttle_lines(rep: Report | dict) -> list[str]:
             + " (measured)."
         )
     return lines
+
+
+# -- an async save's phases and the steps beside it (checkpoints[].phases, .step_effect; run.async_effect)
+
+ASYNC_HEADERS = [
+    "#",
+    "blocked [s] [m]",
+    "staging [s]",
+    "persist [s] [m]",
+    "persist [GiB/s] [d]",
+    "durable after [s] [d]",
+    "steps overlapping [d]",
+    "median step overlapping / other [s] [d]",
+    "step inflation [%] [d]",
+    "seconds lost to slower steps [s] [d]",
+]
+
+
+def async_rows(rep: Report | dict) -> list[list[str]]:
+    """One row per save with a background phase; staging's cell says its own provenance."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    out = []
+    for i, r in enumerate(rep.checkpoints, 1):
+        phases = known(r.phases)
+        if not phases:
+            continue
+        ph = {p.name: p for p in phases}
+        st = ph.get("staging")
+        staging = "—" if st is None else f"{num(st.duration_s, '{:.3f}')} [{TAG.get(st.provenance, '?')}]"
+        e = known(r.step_effect)
+        medians = (
+            "—"
+            if e is None
+            else f"{num(e.median_step_overlapping_s, '{:.3f}')} / {num(e.median_step_other_s, '{:.3f}')}"
+        )
+        out.append(
+            [
+                str(i),
+                num(ph["blocked"].duration_s, "{:.3f}") if "blocked" in ph else "—",
+                staging,
+                num(ph["persist"].duration_s, "{:.3f}") if "persist" in ph else "—",
+                num(ph["persist"].gib_per_s, "{:.3f}") if "persist" in ph else "—",
+                num(ph["durable"].duration_s, "{:.3f}") if "durable" in ph else "—",
+                "no steps recorded" if e is None else str(e.steps_overlapping),
+                medians,
+                "—" if e is None else num(e.inflation_pct, "{:+.1f} %"),
+                "—" if e is None else num(e.slower_steps_s, "{:.2f}"),
+            ]
+        )
+    return out
+
+
+def async_line(rep: Report | dict) -> str | None:
+    """The run's async effect in a line, each figure with its provenance; None without async saves."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    a = known(rep.run.async_effect)
+    if a is None:
+        return None
+    cost = (
+        "its cost in slower steps is unknown (no training steps recorded: torch.optim's hook or ckprof.step())"
+        if a.slower_steps_s is None
+        else f"cost {a.slower_steps_s:.2f} s of slower steps (derived); net {a.net_s:+.2f} s (estimated)"
+    )
+    return (
+        f"async avoided {num(a.stall_avoided_s)} s of stall (estimated: {a.async_saves} save(s) blocked "
+        f"{num(a.blocked_s)} s of their {num(a.sync_equivalent_s)} s) and {cost}"
+    )
+
+
+# -- where a checkpoint's bytes went off the machine (checkpoints[].remote) ----------------------
+
+REMOTE_HEADERS = [
+    "#",
+    "target",
+    "kind",
+    "bytes sent [m]",
+    "bytes received [m]",
+    "to it [GiB/s] [d]",
+    "RTT mean / max interval [ms] [d]",
+    "requests [m]",
+    "latency p50 / p99 [ms] [d]",
+    "retries / errors [m]",
+    "queue max / mean [requests] [m/d]",
+]
+
+
+def remote_rows(rep: Report | dict) -> list[list[str]]:
+    """One row per checkpoint and NFS mount, interface, object store or FUSE mount it sent to."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    out = []
+    for i, r in enumerate(rep.checkpoints, 1):
+        rm = known(r.remote)
+        if rm is None:
+            continue
+        for mount, n in sorted((known(rm.nfs) or {}).items()):
+            out.append(
+                [
+                    str(i), f"{mount} ({n.export})", "NFS", b(n.bytes_sent), b(n.bytes_received),
+                    num(n.gib_per_s_to_server, "{:.3f}"),
+                    f"{num(n.mean_rtt_ms, '{:.2f}')} / {num(n.max_interval_mean_rtt_ms, '{:.2f}')}",
+                    num(n.ops, "{:.0f}"), "—",
+                    f"{num(n.retransmits, '{:.0f}')} retransmits / {num(n.major_timeouts, '{:.0f}')} timeouts",
+                    "—",
+                ]
+            )  # fmt: skip
+        s3 = known(rm.object_store)
+        if s3 is not None:
+            out.append(
+                [
+                    str(i), ", ".join(s3.endpoints) or "S3", "S3", b(s3.bytes_sent), b(s3.bytes_received), "—", "—",
+                    str(s3.requests),
+                    f"{num(s3.latency_p50_ms, '{:.1f}')} / {num(s3.latency_p99_ms, '{:.1f}')}",
+                    f"{num(s3.retries, '{}')} / {s3.errors} ({s3.throttled} throttled)",
+                    "—",
+                ]
+            )  # fmt: skip
+        for mount, f in sorted((known(rm.fuse) or {}).items()):
+            out.append(
+                [
+                    str(i), mount, "FUSE (its daemon's I/O)", b(f.daemon_write_bytes), b(f.daemon_read_bytes),
+                    "—", "—", "—", "—", "—",
+                    f"{num(f.max_waiting, '{:.0f}')} / {num(f.mean_waiting, '{:.2f}')}",
+                ]
+            )  # fmt: skip
+        for iface, n in sorted((known(rm.interfaces) or {}).items()):
+            errs = None if n.tx_errors is None or n.rx_errors is None else n.tx_errors + n.rx_errors
+            drops = None if n.tx_dropped is None or n.rx_dropped is None else n.tx_dropped + n.rx_dropped
+            out.append(
+                [
+                    str(i), iface, "interface", b(n.tx_bytes), b(n.rx_bytes), num(n.tx_gib_per_s, "{:.3f}"), "—",
+                    "—", "—", f"— / {num(errs, '{:.0f}')} errors, {num(drops, '{:.0f}')} dropped", "—",
+                ]
+            )  # fmt: skip
+    return out
