@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc  # noqa: F401  (pa.ipc: open streams)
@@ -92,7 +95,7 @@ class Recording:
     and a `t_wall_ns` column added; code that takes either iterates `.hosts`.
     """
 
-    def __init__(self, path: str, meta: dict):
+    def __init__(self, path: str, meta: dict[str, Any]) -> None:
         self.path = path
         self.meta = meta
         self.problems: list[str] = []
@@ -138,7 +141,7 @@ class Recording:
         end = self.meta.get("end")
         return int(end["monotonic_ns"]) if end else None
 
-    def to_wall(self, t_ns) -> pd.Series:
+    def to_wall(self, t_ns: Sequence[int] | np.ndarray | pd.Series) -> pd.Series:
         """Monotonic ns → UTC timestamps through the wall-clock anchor in meta.json."""
         return pd.to_datetime(self.timebase.to_wall_ns(pd.Series(t_ns)), unit="ns", utc=True)
 
@@ -148,8 +151,9 @@ class Recording:
         d = os.path.join(self.path, SAMPLES)
         return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
-    def units(self, collector: str) -> dict:
-        return self.meta.get("collectors", {}).get(collector, {}).get("columns", {})
+    def units(self, collector: str) -> dict[str, Any]:
+        columns: dict[str, Any] = self.meta.get("collectors", {}).get(collector, {}).get("columns", {})
+        return columns
 
     @cached_property
     def events(self) -> pd.DataFrame:
@@ -204,7 +208,7 @@ class Recording:
                 self.problems.append(f"{p}: unreadable part skipped ({e})")
         if not tables:
             return pd.DataFrame()
-        df = pa.concat_tables(tables, promote_options="default").to_pandas()
+        df: pd.DataFrame = pa.concat_tables(tables, promote_options="default").to_pandas()  # pyarrow: Any
         df = df.sort_values("t_ns", kind="stable").reset_index(drop=True)
         df["t_s"] = (df["t_ns"] - self.start_ns) / 1e9
         return df
@@ -291,7 +295,7 @@ class Recording:
         return df
 
 
-def read_meta(path: str) -> dict:
+def read_meta(path: str) -> dict[str, Any]:
     meta_path = os.path.join(path, META)
     if not os.path.isdir(path):
         raise RecordingError(f"{path}: not a directory; a recording is a directory with {META}")
