@@ -12,6 +12,7 @@ import pytest
 
 import ckprof
 from ckprof.analysis.analyze import analyze
+from ckprof.analysis.model import Report
 from ckprof.analysis.model_docs import report_schema
 from ckprof.report.render import to_html, to_markdown
 from ckprof.testing import RecordingBuilder
@@ -74,6 +75,8 @@ def test_an_async_save_s_phases_and_the_steps_that_overlapped_it(tmp_path):
     assert adv["figures"]["inflation_pct"] == pytest.approx(50.0)
     assert "staging blocked 0.50 s per save while persist took 3.50 s in the background" in adv["text"]
     assert "steps overlapping it were 50 % slower (1.00 s a save)" in adv["text"]
+    assert Report.from_jsonable(an.report).to_jsonable() == an.report  # read back whole (a job's host reports)
+    assert not [n for n in an.model.notes if n.code == "async_steps_unknown"]  # its steps were recorded
     jsonschema = pytest.importorskip("jsonschema")
     assert not list(jsonschema.Draft202012Validator(report_schema()).iter_errors(an.report))
 
@@ -93,6 +96,8 @@ def test_a_stager_s_event_ends_staging_and_starts_persist(tmp_path):
     a = an.report["run"]["async_effect"]
     assert a["slower_steps_s"] is None and a["net_s"] is None
     assert "its cost in slower steps is unknown (no training steps recorded" in to_markdown(an.model)
+    assert [n.code for n in an.model.notes if n.code == "async_steps_unknown"] == ["async_steps_unknown"]
+    assert "1 save(s) wrote in the background, but no training steps were recorded" in to_markdown(an.model)
     # blocked 0.05 s of a 1 s save, with no steps to show a cost: nothing to advise
     assert not [x for x in an.report["advice"] if x["id"] == "async_cost"]
 
@@ -106,6 +111,7 @@ def test_a_sync_save_has_no_phases_and_the_run_no_async_effect(tmp_path):
     (c,) = an.report["checkpoints"]
     assert "phases" not in c and "step_effect" not in c and "remote" not in c
     assert "async_effect" not in an.report["run"]
+    assert not [n for n in an.model.notes if n.code == "async_steps_unknown"]
     assert "Async phases" not in to_markdown(an.model) and "async avoided" not in to_markdown(an.model)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import ckprof
 from ckprof.analysis.analyze import analyze
+from ckprof.analysis.model import Report
 from ckprof.analysis.model_docs import report_schema
 from ckprof.collectors.fuse import FUSE_SCHEMA
 from ckprof.collectors.net import NET_SCHEMA
@@ -113,6 +114,7 @@ def test_a_checkpoint_s_nfs_interface_and_s3_figures_and_the_remote_table(tmp_pa
     assert "| 1 | /mnt/fuse | FUSE (its daemon's I/O) | 128.00 MiB | 0 B | — | — | — | — | — | 3 / 1.40 |" in md
     assert "| 1 | eth0 | interface | 1.02 GiB |" in md and "0 errors, 2 dropped" in md
     assert "<h3>Remote targets (NFS, S3, FUSE, network interfaces)</h3>" in to_html(an.model, {})
+    assert Report.from_jsonable(an.report).to_jsonable() == an.report  # read back whole (a job's host reports)
     jsonschema = pytest.importorskip("jsonschema")
     assert not list(jsonschema.Draft202012Validator(report_schema()).iter_errors(an.report))
 

@@ -329,9 +329,11 @@ def analyze(
     ph = measure_phases(inp, rows)
     rows = with_phases_and_remote(rows, ph, measure_remote(inp, rows))
     run = run_figures(inp, windows, ctx, rows.rows)
+    notes = collect_notes(inp, windows, context_notes, dur, rows)
     if ph.run is not None:
         run = replace(run, async_effect=ph.run)
-    notes = collect_notes(inp, windows, context_notes, dur, rows)
+        if ph.run.slower_steps_s is None:
+            notes.append(F.async_steps_unknown(ph.run.async_saves))
 
     from .throttle import throttling
 

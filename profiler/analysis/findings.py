@@ -29,6 +29,7 @@ about one checkpoint or device.
 | not_durable_at_return | a save that returned with data only in the page cache |
 | windows_overlap | checkpoint windows overlap in time |
 | no_checkpoint_time | --mtbf/--gpus given but no checkpoint time measured |
+| async_steps_unknown | saves with a background phase but no training steps recorded: their cost in slower steps unknown |
 """
 
 from __future__ import annotations
@@ -237,4 +238,13 @@ def windows_overlap(wins: list[dict], spans: list[tuple]) -> Note | None:
 def no_checkpoint_time() -> Note:
     return Note(
         "no_checkpoint_time", "no checkpoint time measured: the optimal interval at scale could not be computed"
+    )
+
+
+def async_steps_unknown(saves: int) -> Note:
+    return Note(
+        "async_steps_unknown",
+        f"{saves} save(s) wrote in the background, but no training steps were recorded (train_step events: "
+        "torch.optim's step hook under the patch, or ckprof.step() in the loop): what the background write "
+        "cost the steps beside it is unknown (run.async_effect.slower_steps_s null)",
     )
