@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ckprof.errors import RecordingError, UsageError
 
@@ -18,6 +19,8 @@ from .timebase import clock_correction
 
 if TYPE_CHECKING:  # pandas is imported only when a job is read
     import pandas as pd
+
+    from .reader import Recording
 
 HOST_PREFIX = "host="
 # Where launchers put the job's identity and the node's index (first one found wins).
@@ -32,9 +35,9 @@ def host_name(override: str | None = None) -> str:
     return name
 
 
-def job_identity(job_id: str | None, env: dict | None = None) -> dict:
+def job_identity(job_id: str | None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if env is None else env
-    out: dict = {"id": job_id, "id_source": "--job-id" if job_id else None, "node_rank": None}
+    out: dict[str, Any] = {"id": job_id, "id_source": "--job-id" if job_id else None, "node_rank": None}
     if not job_id:
         for var in JOB_ID_VARS:
             if env.get(var):
@@ -66,15 +69,15 @@ def is_job_dir(path: str) -> bool:
         return False
 
 
-def _dict(v) -> dict:
+def _dict(v: object) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _concat(frames: list) -> "pd.DataFrame":
+def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame:
     import pandas as pd
 
-    frames = [f for f in frames if f is not None and not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    kept = [f for f in frames if f is not None and not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
 
 
 # One job's hosts record at the same time. Without a job id, two hosts' recordings that come
@@ -83,7 +86,7 @@ def _concat(frames: list) -> "pd.DataFrame":
 TOGETHER_SLACK_NS = 60 * 10**9
 
 
-def _job_id(meta: dict) -> tuple[str | None, str | None]:
+def _job_id(meta: dict[str, Any]) -> tuple[str | None, str | None]:
     """(meta.json's job.id, where it came from), or (None, None) when the recording has none."""
     j = _dict(meta.get("job"))
     if j.get("id") in (None, ""):
@@ -95,7 +98,7 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] + TOGETHER_SLACK_NS and b[0] <= a[1] + TOGETHER_SLACK_NS
 
 
-def _together(spans: dict) -> list[list[str]]:
+def _together(spans: dict[str, tuple[int, int]]) -> list[list[str]]:
     """Hosts grouped by overlapping recordings (chains count: a, b and c if a~b and b~c)."""
     groups: list[list[str]] = []
     for h in sorted(spans, key=lambda h: spans[h][0]):
@@ -105,7 +108,7 @@ def _together(spans: dict) -> list[list[str]]:
     return groups
 
 
-def _clock_caveat(rec) -> str:
+def _clock_caveat(rec: Recording) -> str:
     """What to add when a host judged by time has a clock its kernel does not call synchronised."""
     kernel = _dict(_dict(_dict(rec.meta.get("job")).get("clock_sync")).get("kernel"))
     if kernel.get("synchronised") is False:
@@ -144,7 +147,7 @@ class Job:
         from .reader import Recording, read_meta  # here: the recorder imports this module, never pandas
 
         self.path = os.path.abspath(path)
-        self.hosts: dict = {}
+        self.hosts: dict[str, Recording] = {}
         self.problems: list[str] = []
         self.foreign: dict[str, str] = {}  # host → why it belongs to another job (see _sort_out_foreign)
         self.foreign_notes: list[str] = []  # the problems that say so, one a host
@@ -171,7 +174,7 @@ class Job:
         return f"<Job {self.path} hosts={list(self.hosts)}>"
 
     @property
-    def meta(self) -> dict:
+    def meta(self) -> dict[str, Any]:
         first = next(iter(self.hosts.values())).meta
         return {
             "job": self.job_id if self.job_id is not None else (first.get("job") or {}).get("id"),
@@ -187,13 +190,13 @@ class Job:
     def collectors(self) -> list[str]:
         return sorted({c for r in self.hosts.values() for c in r.collectors})
 
-    def units(self, collector: str) -> dict:
+    def units(self, collector: str) -> dict[str, Any]:
         for r in self.hosts.values():
             if r.units(collector):
                 return r.units(collector)
         return {}
 
-    def _wall_span(self, rec) -> tuple[int, int]:
+    def _wall_span(self, rec: Recording) -> tuple[int, int]:
         """A host's recording on the wall clock: start to end (its last event if never finished)."""
         end_ns = rec.end_ns
         if end_ns is None:
@@ -292,8 +295,8 @@ class Job:
                     f"{err_us / 1e6:g} s): its timeline may not line up with the others'"
                 )
 
-    def _per_host(self, frame_of) -> "pd.DataFrame":
-        frames = []
+    def _per_host(self, frame_of: Callable[[Recording], pd.DataFrame | None]) -> pd.DataFrame:
+        frames: list[pd.DataFrame | None] = []
         for h, rec in self.hosts.items():
             df = frame_of(rec)
             if df is None or df.empty:
@@ -310,20 +313,20 @@ class Job:
         return _concat(frames)
 
     @property
-    def events(self):
+    def events(self) -> pd.DataFrame:
         return self._per_host(lambda r: r.events)
 
-    def samples(self, collector: str, columns: list[str] | None = None):
+    def samples(self, collector: str, columns: list[str] | None = None) -> pd.DataFrame:
         return self._per_host(lambda r: r.samples(collector, columns))
 
-    def block(self, resample_s: float | None = None):
+    def block(self, resample_s: float | None = None) -> pd.DataFrame:
         return self._per_host(lambda r: r.block(resample_s))
 
-    def host(self):
+    def host(self) -> pd.DataFrame:
         return self._per_host(lambda r: r.host())
 
-    def proc(self):
+    def proc(self) -> pd.DataFrame:
         return self._per_host(lambda r: r.proc())
 
-    def checkpoints(self):
+    def checkpoints(self) -> pd.DataFrame:
         return self._per_host(lambda r: r.checkpoints())
