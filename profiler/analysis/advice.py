@@ -166,27 +166,40 @@ def slow_part(rep: Report) -> Advice | None:
 
 
 def _phase_s(c: Checkpoint, name: str) -> float | None:
-    return next((p.duration_s for p in c.phases if p.name == name), None) if c.phases is not ABSENT else None
+    if c.phases is ABSENT:
+        return None
+    return next((p.duration_s for p in c.phases if p.name == name), None)
 
 
 def async_cost(rep: Report) -> Advice | None:
     """An async save whose background write slowed the steps beside it, or whose staging still
     blocked for much of it: the phases (checkpoints[].phases) and step effect say how much."""
-    saves = [c for c in _saves(rep) if _phase_s(c, "persist") is not None and _phase_s(c, "blocked") is not None]
-    if not saves:
+    pairs = [(_phase_s(c, "blocked"), _phase_s(c, "persist"), c.step_effect) for c in _saves(rep)]
+    timed = [(b, p, e) for b, p, e in pairs if b is not None and p is not None]
+    if not timed:
         return None
-    blocked = statistics.fmean(_phase_s(c, "blocked") for c in saves)
-    persist = statistics.fmean(_phase_s(c, "persist") for c in saves)
-    effects = [c.step_effect for c in saves if c.step_effect is not ABSENT and c.step_effect.inflation_pct is not None]
-    inflation = statistics.fmean(e.inflation_pct for e in effects) if effects else None
-    lost = statistics.fmean(e.slower_steps_s or 0.0 for e in effects) if effects else None
+    blocked = statistics.fmean(b for b, _, _ in timed)
+    persist = statistics.fmean(p for _, p, _ in timed)
+    effects = [
+        (e.inflation_pct, e.slower_steps_s or 0.0)
+        for _, _, e in timed
+        if e is not ABSENT and e.inflation_pct is not None
+    ]
+    inflation = statistics.fmean(i for i, _ in effects) if effects else None
+    lost = statistics.fmean(s for _, s in effects) if effects else 0.0
     slow = inflation is not None and inflation >= ASYNC_STEP_INFLATION_PCT
     still_blocks = blocked >= ASYNC_STILL_BLOCKS_SHARE * (blocked + persist)
     if not (slow or still_blocks):
         return None
     text = f"staging blocked {blocked:.2f} s per save while persist took {persist:.2f} s in the background"
+    figures: dict[str, float | int] = {
+        "blocked_s_per_save": blocked,
+        "persist_s_per_save": persist,
+        "saves": len(timed),
+    }
     if inflation is not None:
         text += f"; steps overlapping it were {inflation:.0f} % slower ({lost:.2f} s a save)"
+        figures |= {"inflation_pct": inflation, "slower_steps_s_per_save": lost, "saves_with_steps": len(effects)}
     if slow:
         text += (
             ": the background write competes with training (CPU, memory bandwidth, PCIe); fewer writer "
@@ -194,9 +207,6 @@ def async_cost(rep: Report) -> Advice | None:
         )
     else:
         text += ": staging is most of the save; a pinned-memory stager (DCP's DefaultStager) moves it off the call"
-    figures = {"blocked_s_per_save": blocked, "persist_s_per_save": persist, "saves": len(saves)}
-    if inflation is not None:
-        figures |= {"inflation_pct": inflation, "slower_steps_s_per_save": lost, "saves_with_steps": len(effects)}
     return Advice("async_cost", text, figures)
 
 
