@@ -155,6 +155,9 @@ def test_nfs_mount_bytes_are_the_bytes_written(nfs_run):
     doctor = (nfs_run / "doctor.txt").read_text()
     assert "nfs " in doctor and "1 NFS mount(s)" in doctor, doctor
     assert f"{mount} is on NFS (127.0.0.1:/, nfs4)" in doctor, doctor
+    # what record records on the target, and what not (cli/doctor_targets.py)
+    assert f"{mount}: NFS 127.0.0.1:/, version 4.2, protocol tcp, on {mount}" in doctor, doctor
+    assert 'durable: "on the server"' in doctor and "NOT recorded: file activity (fanotify)" in doctor, doctor
 
 
 def test_each_save_window_has_its_own_bytes_on_the_mount(nfs_run):
