@@ -25,6 +25,7 @@ from ckprof.collectors.rapl import RaplCollector
 from ckprof.collectors.topology import BlockNode, Topology
 from ckprof.collectors.udev import UeventCollector
 from ckprof.errors import UsageError
+from ckprof.recording.fstypes import MEMORY_FSTYPES
 
 
 @dataclass
@@ -82,6 +83,11 @@ def select_devices(opts: SourceOptions, topo: Topology) -> tuple[list[str], dict
             notes.append(
                 f"{p} is on NFS ({res.mount.source}, {res.mount.fstype}): no block device behind it; the nfs "
                 "and nfs_mount collectors record the mount per operation and its transport (docs/remote.md)"
+            )
+        elif not res.devices and res.mount and res.mount.fstype in MEMORY_FSTYPES:
+            notes.append(
+                f"{p} is on {res.mount.fstype} (memory): no storage behind it, so no device to record, "
+                "and a save there is never durable (docs/analysis.md *Durability*)"
             )
         elif not res.devices:
             fs = res.mount.fstype if res.mount else "unknown"

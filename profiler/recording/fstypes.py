@@ -61,6 +61,10 @@ TABLE: dict[int, tuple[str, str]] = {
 }
 
 
+# the names mountinfo gives the memory file systems (a mount's fstype, before any file is statfs'd)
+MEMORY_FSTYPES = frozenset(name for name, kind in TABLE.values() if kind == "memory")
+
+
 def kind_of(magic: int | None) -> tuple[str | None, str]:
     """(kind, file system name) for a recorded `fs_magic`; kind None when the number is unknown."""
     if magic is None:
