@@ -39,12 +39,11 @@ as a hint in `durable_basis`, labelled as such (windows.durable_end_hint).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 
 from ckprof.jsonsafe import json_value as _v
 from ckprof.recording.format import FILE_ACTIVITY_ID
-from ckprof.recording.fstypes import kind_of
+from ckprof.recording.fstypes import OBJECT_SCHEMES, kind_of, url_scheme
 
 FILE_EVENTS = (
     "file_durable",
@@ -94,9 +93,6 @@ def _mib(n) -> str:
 
 # where a durable checkpoint's bytes are, by the kind of storage behind its files (recording/fstypes.py)
 WHERE = {"block": "device", "network": "server", "object": "object store"}
-# fsspec's protocols for object stores: a checkpoint path with one of these is an object, not a file
-OBJECT_SCHEMES = {"s3", "s3a", "s3n", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"}
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 FLUSHING_OPS = {"fsync", "fdatasync"}  # a file's own: its data on the device (or server) as the call returned
 
 
@@ -112,9 +108,8 @@ class Storage:
 def storage_of(w: dict, files: list[dict]) -> Storage:
     """The kind of storage behind the checkpoint: its path's scheme, else its files' f_type. Files on
     several kinds take the one that says least (memory, then unknown below, then network)."""
-    m = _SCHEME.match(str(w.get("path") or ""))
-    if m and m.group(1).lower() != "file":
-        scheme = m.group(1).lower()
+    scheme = url_scheme(w.get("path"))
+    if scheme is not None:
         return Storage("object" if scheme in OBJECT_SCHEMES else "unrecognised", f"{scheme}://")
     magics = [f.get("fs_magic") for f in files if "fs_magic" in f]
     if not files or len(magics) < len(files) or any(x is None for x in magics):

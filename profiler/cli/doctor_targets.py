@@ -3,7 +3,7 @@ fsspec's other schemes), an NFS mount, a FUSE mount, tmpfs. For each, what `ckpr
 record there, what it will not, why, and the fix where there is one (docs/remote.md).
 
 Each rule has its home elsewhere and is only read here: a URL's kind is the durability analysis'
-(analysis/durability.py storage_of, OBJECT_SCHEMES); a file system's kind is recording/fstypes.py's
+(analysis/durability.py storage_of; OBJECT_SCHEMES in recording/fstypes.py); a file system's kind is recording/fstypes.py's
 table (statfs(2) f_type through record/fskind.py); the mount is collectors/topology.py's
 (/proc/self/mountinfo); an NFS mount's export, version and transport are collectors/nfs_parse.py's
 (/proc/self/mountstats); a FUSE mount's connection, daemon and control file system are
@@ -21,13 +21,13 @@ import shutil
 import subprocess
 import sys
 
-from ckprof.analysis.durability import OBJECT_SCHEMES, storage_of
+from ckprof.analysis.durability import storage_of
 from ckprof.collectors.fuse import FuseCollector, FuseMount, is_fuse
 from ckprof.collectors.nfs import SOURCE as MOUNTSTATS
 from ckprof.collectors.nfs_parse import NFS_FSTYPES, parse_mountstats
 from ckprof.collectors.topology import Mount, Topology
 from ckprof.record.fskind import magic_of
-from ckprof.recording.fstypes import TABLE, kind_of
+from ckprof.recording.fstypes import OBJECT_SCHEMES, TABLE, kind_of
 
 PROBE_TIMEOUT_S = 5  # one LIST: connect and read timeouts, no retry
 CHECK_TIMEOUT_S = 30  # the child Python's start, imports and (with --probe) its one request

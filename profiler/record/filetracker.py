@@ -54,13 +54,13 @@ returned. With no descriptor held, a checkpoint of any number of files fits unde
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 
 from ckprof.recording.format import FILE_ACTIVITY_ID
+from ckprof.recording.fstypes import url_scheme
 
 from . import fskind, pagecache
 from .clock import nap
@@ -95,9 +95,6 @@ class _File:
 
 
 IDLE_PERIOD_S = 0.1
-# a checkpoint path with a scheme (s3://, gs://, ...; RFC 3986 section 3.1) other than file:// names
-# an object in a store, not a file here: the analysis judges it by its upload (analysis/durability.py)
-_URL = re.compile(r"^(?!file://)[A-Za-z][A-Za-z0-9+.-]*://")
 LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring: the bounds)
 # a file on FUSE or a network file system is looked at at most once a second: there each open(2)
 # and close(2) is a request to the FUSE daemon (FUSE_OPEN, FUSE_FLUSH, FUSE_RELEASE) or to the
@@ -211,7 +208,7 @@ class FileTracker:
     def tick(self, every_file: bool = False) -> None:
         for ev in self._events.new_events(containing=(b'"checkpoint_end"', b'"renamed_to"', b'"file_activity"')):
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
-                if not _URL.match(str(ev["path"])):  # an object (s3://...): no local file to look for
+                if url_scheme(ev["path"]) is None:  # an object (s3://...): no local file to look for
                     self._add(ev)
             elif ev.get("event") == "file_activity":
                 self._queue_written(ev.get("files"))

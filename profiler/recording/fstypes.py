@@ -18,6 +18,8 @@ cachestat(2) sees it (docs/analysis.md *Durability*):
 
 from __future__ import annotations
 
+import re
+
 # include/uapi/linux/magic.h, and each file system's own source where magic.h lacks it
 TABLE: dict[int, tuple[str, str]] = {
     0xEF53: ("ext4", "block"),  # EXT2/EXT3/EXT4_SUPER_MAGIC (one number for the three)
@@ -59,6 +61,20 @@ TABLE: dict[int, tuple[str, str]] = {
     0x20030528: ("orangefs", "network"),
     0x73757245: ("coda", "network"),
 }
+
+
+# fsspec's protocols for object stores: a checkpoint path with one of these is an object, not a file
+OBJECT_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"})
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")  # RFC 3986 section 3.1
+
+
+def url_scheme(path) -> str | None:
+    """The scheme of a checkpoint path that names no file here (s3://, gs://, ...; lower case), or
+    None for a local path (file:// is a local path). The injected uploads module keeps its own copy
+    of this rule: it runs in the child's Python and imports nothing of ckprof."""
+    m = _SCHEME.match(str(path or ""))
+    scheme = m.group(1).lower() if m else None
+    return None if scheme == "file" else scheme
 
 
 # the names mountinfo gives the memory file systems (a mount's fstype, before any file is statfs'd)
