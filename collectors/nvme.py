@@ -283,12 +283,12 @@ class NvmeSmartCollector(Collector):
                 ok.append(ctrl)
             except NvmeCliError as e:
                 bad[ctrl] = e
-        for ctrl, e in bad.items():  # keep the controllers that answer; say why the others do not
-            self._failed[ctrl] = e.one_line()
+        for ctrl, failure in bad.items():  # keep the controllers that answer; say why the others do not
+            self._failed[ctrl] = failure.one_line()
             del self.controllers[ctrl]
         if not ok:
-            e = next(iter(bad.values()))
-            return Probe(False, f"nvme smart-log: {e}", e.hint)
+            first = next(iter(bad.values()))
+            return Probe(False, f"nvme smart-log: {first}", first.hint)
         detail = f"SMART of {', '.join(ok)} every {self.period_s:g} s"
         if bad:
             detail += "; skipped " + "; ".join(f"{c}: {m}" for c, m in self._failed.items())
@@ -399,8 +399,8 @@ class NvmeSmartCollector(Collector):
             rows.append(row)
         if errors and not rows:
             raise errors[0]  # the recorder notes it (collector_error event) and keeps polling
-        for e in errors:  # some controllers answered: keep their rows, say which did not
-            rows.append({"t_ns": t_ns, "ctrl": self._ctrl_of(e), "error": e.one_line()})
+        for failure in errors:  # some controllers answered: keep their rows, say which did not
+            rows.append({"t_ns": t_ns, "ctrl": self._ctrl_of(failure), "error": failure.one_line()})
         return rows
 
     def _note_changes(self, ctrl: str, row: dict) -> None:

@@ -47,7 +47,11 @@ class RaplZone:
         self.zone = zone
         self.path = path
         m = ZONE_RE.match(zone)
+        if m is None:  # the caller lists only names that match
+            raise ValueError(f"{zone!r} is not a powercap RAPL zone name (intel-rapl:N or intel-rapl:N:M)")
         self.parent = f"{m.group(1)}:{m.group(2)}" if m.group(3) is not None else None
+        # interface, package, subzone: zones in that order (intel-rapl:0, intel-rapl:0:0, ...)
+        self.order = (m.group(1), int(m.group(2)), -1 if m.group(3) is None else int(m.group(3)))
         self.domain = read_text(os.path.join(path, "name")) or zone
         rng = read_text(os.path.join(path, "max_energy_range_uj"))
         self.max_energy_range_uj = int(rng) if rng and rng.isdigit() else None
@@ -73,11 +77,7 @@ def find_zones(sys_root: str = "/sys") -> list[RaplZone]:
         return []
     zones = [RaplZone(n, os.path.join(base, n)) for n in names if ZONE_RE.match(n)]
 
-    def order(z: RaplZone):
-        m = ZONE_RE.match(z.zone)
-        return (m.group(1), int(m.group(2)), -1 if m.group(3) is None else int(m.group(3)))
-
-    return sorted(zones, key=order)
+    return sorted(zones, key=lambda z: z.order)
 
 
 class RaplCollector(Collector):

@@ -68,7 +68,7 @@ OBJECT_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "az", "abfs", "abfs
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")  # RFC 3986 section 3.1
 
 
-def url_scheme(path) -> str | None:
+def url_scheme(path: object) -> str | None:  # a str, a PathLike, or None (an event without one)
     """The scheme of a checkpoint path that names no file here (s3://, gs://, ...; lower case), or
     None for a local path (file:// is a local path). The injected uploads module keeps its own copy
     of this rule: it runs in the child's Python and imports nothing of ckprof."""
