@@ -304,9 +304,9 @@ class RecordingBuilder:
         )
 
     # -- on disk ------------------------------------------------------------------------------
-    def write_parts(self, path=None) -> "RecordingBuilder":
-        """Write the chunks of columns given so far (table()) as Parquet parts now, and let them
-        go; the recording is begun (meta.json, status "recording") by the first call."""
+    def _begun(self, path: str | os.PathLike[str] | None) -> RecordingWriter:
+        """The writer of the recording at `path` (else the builder's own), begun (meta.json, status
+        "recording") when it is new."""
         self.path = str(path) if path is not None else self.path
         if self.path is None:
             raise ValueError("write_parts(path): this builder was made without a path")
@@ -321,8 +321,14 @@ class RecordingBuilder:
                     "interval_s": self.interval_s,
                 }
             )
+        return self._writer
+
+    def write_parts(self, path: str | os.PathLike[str] | None = None) -> RecordingBuilder:
+        """Write the chunks of columns given so far (table()) as Parquet parts now, and let them
+        go; the recording is begun (meta.json, status "recording") by the first call."""
+        writer = self._begun(path)
         for name, c in self.collectors.items():
-            folder = self._writer.collector_dir(name)
+            folder = writer.collector_dir(name)
             os.makedirs(folder, exist_ok=True)
             for table in c["tables"]:  # numbered after the parts already there, as the writer does
                 n = max([r[1] + 1 for r in map(parse_part_name, os.listdir(folder)) if r] or [0])
@@ -334,11 +340,11 @@ class RecordingBuilder:
             c["tables"] = []
         return self
 
-    def finish(self, path=None, complete: bool = True) -> str:
+    def finish(self, path: str | os.PathLike[str] | None = None, complete: bool = True) -> str:
         """Write the recording (at `path`, else the builder's own) and return where it is.
         complete=False leaves it as a recorder killed mid-run leaves one: status "recording", no end."""
         self.write_parts(path)
-        w = self._writer
+        w = self._begun(path)  # the writer write_parts began
         described = {}
         for name, c in self.collectors.items():
             if c["rows"] or not c["parts"]:  # rows go after the parts written from columns, and
@@ -367,7 +373,7 @@ class RecordingBuilder:
             w.write_meta(collectors=described)
             w.flush()
         self._writer = None  # finished: a later finish() writes the recording anew
-        return self.path
+        return w.path
 
 
 def on(start_s: float, end_s: float, value: float):
