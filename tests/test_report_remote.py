@@ -91,6 +91,7 @@ def test_a_checkpoint_s_nfs_interface_and_s3_figures_and_the_remote_table(tmp_pa
     s3 = first["remote"]["object_store"]
     assert s3["requests"] == 6 and s3["multipart_parts"] == 4 and s3["objects_written"] == 1
     assert s3["bytes_sent"] == 400 * MiB and s3["retries"] == 1 and s3["errors"] == 0
+    assert s3["window_s"] == pytest.approx(2.0) and s3["gib_per_s_sent"] == pytest.approx(400 / 1024 / 2)
     assert s3["failed_attempts_by_code"] == {"SlowDown": 1} and s3["throttled_attempts"] == 1
     assert s3["latency_p50_ms"] == pytest.approx(100.0) and s3["latency_p99_ms"] == pytest.approx(400.0)
     # the second save: NFS and eth0 were read in its window (nothing moved), and no S3 request came back
@@ -108,7 +109,7 @@ def test_a_checkpoint_s_nfs_interface_and_s3_figures_and_the_remote_table(tmp_pa
         "| 1 retransmits / 0 timeouts | — |" in md
     )
     assert (
-        "| 1 | http://127.0.0.1:9000 | S3 | 400.00 MiB | 0 B | — | — | 6 | 100.0 / 400.0 | 1 / 0 (0 throttled) | — |"
+        "| 1 | http://127.0.0.1:9000 | S3 | 400.00 MiB | 0 B | 0.195 | — | 6 | 100.0 / 400.0 | 1 / 0 (0 throttled) | — |"
         in md
     )
     assert "| 1 | /mnt/fuse | FUSE (its daemon's I/O) | 128.00 MiB | 0 B | — | — | — | — | — | 3 / 1.40 |" in md

@@ -247,11 +247,13 @@ class OpLatency(Model):
 class ObjectStoreFigures(Model):
     """The S3 requests whose replies came back in a checkpoint's window (s3_request events)."""
 
+    window_s: float = figure("s (the checkpoint's window the requests came back in)", DERIVED)
     requests: int = figure("requests", MEASURED)
     requests_by_op: dict[str, int] = figure("requests", MEASURED, default=None)
     aggregated_requests: int = figure("requests (counted in per-second sums)", MEASURED)
     objects_written: int = figure("objects", MEASURED)
     bytes_sent: float | None = figure("B (PutObject and UploadPart bodies)", MEASURED)
+    gib_per_s_sent: float | None = figure(GIBPS + " (bytes_sent / window_s)", DERIVED)
     bytes_received: float | None = figure("B (GetObject bodies)", MEASURED)
     multipart_parts: int = figure("parts", MEASURED)
     latency_p50_ms: float | None = figure("ms (the call's time, retries inside it)", DERIVED)

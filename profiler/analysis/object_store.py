@@ -8,7 +8,8 @@ operation beyond the per-request rate) belongs to the window holding its last re
 so (`aggregated_requests`).
 
 Per window: requests by operation; objects written (PutObject and CompleteMultipartUpload that
-returned without error) and the bytes their bodies carried (PutObject, UploadPart); bytes
+returned without error) and the bytes their bodies carried (PutObject, UploadPart), and those
+bytes over the window's seconds (GiB/s to the store: the window's, not one request's); bytes
 GetObject returned; multipart parts; latency p50 and p99 in ms, over all requests and per
 operation (the call's time, botocore's retries and back-off inside it); retries (botocore's
 RetryAttempts); errors (requests that failed after their retries) by code, the throttling ones
@@ -155,12 +156,16 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
     for _, a in s[s["op"].isin(LIST_OPS)].iterrows() if not s.empty else []:
         lists[_who(a)] = lists.get(_who(a), 0) + int(a["requests"])
     endpoints = sorted({str(e) for e in pd.concat([_col(r, "endpoint"), _col(s, "endpoint")]).dropna()})
+    sent = summed_bytes(BODY_SENT, "bytes_sent")
+    window_s = (b_ns - a_ns) / 1e9
     return {
+        "window_s": window_s,
         "requests": sum(by_op.values()),
         "requests_by_op": dict(sorted(by_op.items())),
         "aggregated_requests": int(s["requests"].sum()) if not s.empty else 0,
         "objects_written": objects,
-        "bytes_sent": summed_bytes(BODY_SENT, "bytes_sent"),
+        "bytes_sent": sent,
+        "gib_per_s_sent": None if sent is None or window_s <= 0 else sent / window_s / 2**30,
         "bytes_received": summed_bytes(("GetObject",), "bytes_received"),
         "multipart_parts": parts,
         "latency_p50_ms": _pct(lat_ms, 50),

@@ -512,7 +512,8 @@ def remote_rows(rep: Report | dict) -> list[list[str]]:
         if s3 is not None:
             out.append(
                 [
-                    str(i), ", ".join(s3.endpoints) or "S3", "S3", b(s3.bytes_sent), b(s3.bytes_received), "—", "—",
+                    str(i), ", ".join(s3.endpoints) or "S3", "S3", b(s3.bytes_sent), b(s3.bytes_received),
+                    num(s3.gib_per_s_sent, "{:.3f}"), "—",
                     str(s3.requests),
                     f"{num(s3.latency_p50_ms, '{:.1f}')} / {num(s3.latency_p99_ms, '{:.1f}')}",
                     f"{num(s3.retries, '{}')} / {s3.errors} ({s3.throttled} throttled)",
