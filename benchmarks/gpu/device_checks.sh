@@ -16,7 +16,8 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tm
 export PYTHONPATH=/tmp/site
 CK="python3 -m ckprof"
 { nvidia-smi -L; uname -r; python3 -c 'import torch, ckprof.record as r, os; print("torch", torch.__version__, torch.cuda.get_device_name(0)); print("colsampler", any(f.startswith("_colsampler") for f in os.listdir(os.path.dirname(r.__file__))))'; } 2>&1 | tee "$OUT/machine.txt"
-python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_gpu.py::test_real_nvml tests/test_gpu_idle_real.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
+python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu.py::test_real_nvml tests/test_gpu_idle_real.py \
+  tests/test_gpu_async_real.py tests/test_report_async_phases.py tests/test_train_steps.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
 $CK doctor --path /tmp 2>&1 | tail -25 > "$OUT/doctor.txt"
 for m in sync async async-staged; do
   rm -rf /tmp/ckpt-$m /tmp/rec-$m /tmp/truth-$m.jsonl
@@ -25,9 +26,9 @@ for m in sync async async-staged; do
       --width 4096 --batch 4096 --steps 240 --every 60 --truth /tmp/truth-$m.jsonl \
     > "$OUT/record-$m.txt" 2>&1; echo "record $m rc=$?" | tee -a "$OUT/record-$m.txt"
   cp /tmp/truth-$m.jsonl /tmp/rec-$m/truth.jsonl 2>/dev/null
-  $CK report /tmp/rec-$m --format json -o "$OUT/report-$m.json" >> "$OUT/record-$m.txt" 2>&1
+  $CK report /tmp/rec-$m --format json -o /tmp/report-$m.json >> "$OUT/record-$m.txt" 2>&1
   $CK report /tmp/rec-$m --format md 2>&1 | head -60 >> "$OUT/record-$m.txt"
   tail -5 "$OUT/record-$m.txt"
 done
-tar -C /tmp -czf "$OUT/recordings.tgz" rec-sync rec-async rec-async-staged
+tar -C /tmp -czf "$OUT/recordings.tgz" rec-sync rec-async rec-async-staged report-sync.json report-async.json report-async-staged.json
 ls -la "$OUT"
