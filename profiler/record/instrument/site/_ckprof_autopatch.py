@@ -423,6 +423,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         if is_async and callable(fut):
 
             def done(f, common=common, blocking_s=blocking_s):
+                t_done = time.monotonic_ns()  # the save ended here: the look at its files below is ckprof's
                 _leave()
                 err = None
                 try:
@@ -432,6 +433,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 nbytes, files = measured()
                 _emit(
                     "checkpoint_end",
+                    t_ns=t_done,
                     ok=err is None,
                     bytes=nbytes,
                     files=files,
