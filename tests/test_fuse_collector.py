@@ -111,7 +111,9 @@ def test_a_daemon_that_cannot_be_found_is_null_not_zero(bindfs, tmp_path):
     assert "no process here holds /dev/fuse" in c.describe()["mounts"][mnt]["daemon_unknown"]
     c.read(1)
     row = c.take().to_pylist()[0]
-    assert row["waiting"] == 0 and row["daemon_pid"] is None
+    # the connection's queue is still read (it is the kernel's, not the daemon's): a number, which
+    # a request the kernel sends on its own (a FORGET after the last test's files) can make 1 (seen in CI)
+    assert isinstance(row["waiting"], int) and row["waiting"] >= 0 and row["daemon_pid"] is None
     assert row["daemon_write_bytes"] is None and row["daemon_wchar"] is None
 
 

@@ -12,7 +12,9 @@ import pytest
 import ckprof
 from ckprof.collectors.nvme_parse import DATA_UNIT_BYTES
 
-pytestmark = [pytest.mark.qemu, pytest.mark.slow, pytest.mark.root]
+# the first test of the session boots the guest (its fixture): up to 420 s of it under TCG on a
+# loaded 2-core CI machine, inside this test's own limit
+pytestmark = [pytest.mark.qemu, pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
