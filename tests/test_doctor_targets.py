@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,19 +25,13 @@ from pathlib import Path
 
 import pytest
 from support.command import ckprof_cmd, clean_env
+from support.moto_server import CREDS, free_port, moto_server
 
 from ckprof.cli.doctor_targets import path_lines
 from ckprof.collectors.topology import Topology
 
 HERE = Path(__file__).parent
-CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 BUCKET = "ckprof-doctor"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def doctor(*args, env: dict | None = None) -> str:
@@ -49,7 +41,7 @@ def doctor(*args, env: dict | None = None) -> str:
 
 
 def test_s3_without_a_server_says_what_is_recorded_and_sends_nothing():
-    port = _free_port()  # nothing listens there: any request would fail, none is sent
+    port = free_port()  # nothing listens there: any request would fail, none is sent
     env = dict(CREDS, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
     out = doctor("--path", f"s3://{BUCKET}/ckpt", "--python", sys.executable, env=env)
     assert "does not exist" not in out
@@ -97,37 +89,8 @@ def test_other_object_stores_and_unknown_schemes():
 def moto_s3(tmp_path_factory):
     pytest.importorskip("boto3", reason="boto3 is not installed: pip install -e '.[dev]'")
     pytest.importorskip("moto.server", reason="moto's server mode is not installed: pip install -e '.[dev]'")
-    import boto3
-
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, **CREDS),
-        )
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, **{k.lower(): v for k, v in CREDS.items() if "KEY" in k})
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.create_bucket(Bucket=BUCKET)
-                break
-            except Exception:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto server did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield endpoint, client
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with moto_server(tmp_path_factory.mktemp("moto"), BUCKET) as server:
+        yield server.endpoint, server.client
 
 
 def test_s3_probe_against_moto_says_whether_credentials_work(moto_s3):

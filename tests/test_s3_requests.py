@@ -16,8 +16,6 @@ import http.server
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from support.command import ckprof_cmd
+from support.moto_server import CREDS, moto_server
 
 import ckprof
 from ckprof.analysis.object_store import ObjectStoreRequests, object_store_window
@@ -34,17 +33,10 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "support" / "s3_request_load.py"
 BUCKET = "ckpt-requests"
 MiB = 2**20
-CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 LOGGED = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) (\S+) HTTP/1\.[01]" (\d{3})')
 
 boto3 = pytest.importorskip("boto3", reason="boto3 is not installed: pip install -e '.[dev]'")
 pytest.importorskip("moto.server", reason="moto's server mode is not installed: pip install -e '.[dev]'")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Moto:
@@ -58,41 +50,8 @@ class Moto:
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory):
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, **CREDS),
-        )
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.create_bucket(Bucket=BUCKET)
-                break
-            except Exception:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto server did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield Moto(endpoint, log)
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with moto_server(tmp_path_factory.mktemp("moto"), BUCKET) as server:
+        yield Moto(server.endpoint, server.log)
 
 
 def run_recorded(tmp_path: Path, argv: list[str], env_extra: dict | None = None):
