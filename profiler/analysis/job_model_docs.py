@@ -45,9 +45,7 @@ def job_report_schema() -> dict:
 
 def with_table(doc: str) -> str:
     """docs/report-format.md with its generated job section replaced by the current table."""
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{fields_table()}{END}{tail}"
+    return model_docs.replace_section(doc, BEGIN, END, fields_table())
 
 
 def write(docs: Path = DOCS) -> list[Path]:

@@ -36,11 +36,16 @@ def report_schema() -> dict:
     return s
 
 
+def replace_section(doc: str, begin: str, end: str, table: str) -> str:
+    """`doc` with what stands between the markers `begin` and `end` replaced by `table`."""
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{table}{end}{tail}"
+
+
 def with_table(doc: str) -> str:
     """docs/report-format.md with its generated section replaced by the current table."""
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{fields_table()}{END}{tail}"
+    return replace_section(doc, BEGIN, END, fields_table())
 
 
 def write(docs: Path = DOCS) -> list[Path]:
