@@ -32,7 +32,9 @@ of them alone (`bytes_shared`).
 
 Joined with marker windows (ckprof.checkpoint, the patch, the workload): a file save and a marker
 window are one checkpoint when their times overlap (within JOIN_SLACK_S) and the marker's path is
-the save's directory or file, lies inside it, or holds it, or the marker names no path and the
+the save's directory or file, lies inside it, or holds it, or is the folder beside the save's that
+names the same step (a save written aside, `.partial-global_epoch1_step1-…`, and published by a
+rename this host did not see: another host's), or the marker names no path and the
 file save lies inside its time or the marker's process wrote the save's files (a forked writer's
 torch.save per tensor into its open .distcp stream) — but not a save whose files were all written
 and closed before the call began (each burst begun more than JOIN_SLACK_S before the call, the last
@@ -315,6 +317,13 @@ def _related(m: dict, s: dict) -> bool:
     mp = os.path.normpath(os.path.abspath(mp))
     sp = os.path.normpath(s["path"])
     if mp == sp or mp.startswith(sp + os.sep) or sp.startswith(mp + os.sep):
+        return True
+    key = s["_split"][1]
+    if key[0] == "step" and os.path.dirname(mp) == key[1] and _step_of(os.path.basename(mp)) == key[2]:
+        # the save was written aside under a name of the same step beside the call's folder
+        # (`.partial-global_epoch1_step1-…` for `global_epoch1_step1`) and published by a rename
+        # this host did not see: another host's rank 0 made it (or this reader read the files'
+        # events before it). The host's files are still the call's save, not a second checkpoint.
         return True
     return any(f["path"] == mp or f["path"].startswith(mp + os.sep) for f in s["files"])
 
