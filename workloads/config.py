@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+FILE_CHUNK_BYTES = 4 * 2**20
+# an s3:// target's chunk is a multipart upload's part: boto3's part size (s3transfer's
+# multipart_chunksize, 8 MiB), as S3 takes no part under 5 MiB but the last
+S3_CHUNK_BYTES = 8 * 2**20
+
+
+def is_s3(target: str | None) -> bool:
+    """An s3:// target (the AWS tools' scheme; s3a/s3n are Hadoop's names for the same store)."""
+    return str(target or "").lower().startswith(("s3://", "s3a://", "s3n://"))
+
 
 @dataclass
 class RunConfig:
@@ -13,7 +23,7 @@ class RunConfig:
     compute: str = "sleep"  # sleep | cpu | gpu
     direct: bool = False
     fsync: bool = True
-    chunk_bytes: int = 4 * 2**20
+    chunk_bytes: int | None = None  # None: the target's default (FILE_CHUNK_BYTES, S3_CHUNK_BYTES)
     threads: int = 1
     async_: bool = False
     keep: int = 0
@@ -24,6 +34,10 @@ class RunConfig:
     output: str | None = None
     sample_interval_s: float = 0.1
     force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.chunk_bytes is None:
+            self.chunk_bytes = S3_CHUNK_BYTES if is_s3(self.target) else FILE_CHUNK_BYTES
 
     @property
     def has_compute_phases(self) -> bool:

@@ -19,8 +19,8 @@ from ckprof.record import markers
 from . import store
 from .comm import from_launcher
 from .preflight import preflight
-from .rank import Setup, run_load, run_rank
-from .recorded import events_env, recording
+from .rank import Setup, node_key, run_load, run_rank
+from .recorded import events_env, recorded_path, recording
 from .summary import render
 
 
@@ -41,7 +41,7 @@ def run(plan, cfg, which: str) -> int:
                     proposal = Setup(
                         f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
                         secrets.randbits(62),
-                        store.next_step(target),
+                        store.open_store(target).next_step(),
                     )
                 else:
                     proposal = Setup("load", 0, 0)
@@ -55,10 +55,13 @@ def run(plan, cfg, which: str) -> int:
             cfg.output = os.path.join(cfg.output, f"host={socket.gethostname()}")
         records = cfg.record and comm.local_rank == 0 and not markers.active()
         cfg_rec = cfg if records else _no_record(cfg)
-        path = cfg.target if os.path.isdir(cfg.target) else os.path.dirname(cfg.target)
-        with recording(cfg_rec, path, list(sys.argv)) as (out_dir, info):
-            if out_dir:
-                os.environ.update(events_env(out_dir))
+        with recording(cfg_rec, recorded_path(cfg.target), list(sys.argv)) as (out_dir, info):
+            # every rank's events (an s3:// target's requests are each process's own) go into its
+            # host's recording: the one local rank 0 makes, found by the host's key
+            key = node_key()
+            made = [o for k, lr, o in comm.allgather((key, comm.local_rank, out_dir)) if k == key and lr == 0 and o]
+            if made:
+                os.environ.update(events_env(made[0]))
             else:
                 os.environ.setdefault(markers.ENV_SOURCE, "workload")
             if cfg.count:

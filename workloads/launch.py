@@ -24,9 +24,9 @@ from .distributed import run as run_distributed
 from .local import spawn_ranks
 from .model import Parallelism, Preset, Shape
 from .plan import Plan
-from .preflight import check_memory, preflight, reader_bytes
+from .preflight import check_bucket, check_memory, preflight, reader_bytes
 from .rank import Setup
-from .recorded import end_open_windows, events_env, recording
+from .recorded import end_open_windows, events_env, recorded_path, recording
 from .summary import render
 
 
@@ -90,7 +90,7 @@ def main(plan, cfg) -> int:
         setup = Setup(
             run_id=f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
             seed=secrets.randbits(62),
-            first_step=store.next_step(target),
+            first_step=store.open_store(target).next_step(),
         )
     except Interrupted as e:
         e.doing = "starting"
@@ -101,7 +101,8 @@ def main(plan, cfg) -> int:
 
 def _run_local(plan, cfg, setup, path, total, nranks) -> int:
     results, error = None, None
-    with recording(cfg, path if os.path.isdir(path) else os.path.dirname(path), list(sys.argv)) as (out_dir, info):
+    st = store.open_store(path)
+    with recording(cfg, recorded_path(path), list(sys.argv)) as (out_dir, info):
         try:
             results = spawn_ranks(nranks, plan, cfg, setup, events_env(out_dir), total)
         except BaseException as e:
@@ -113,11 +114,11 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
                 info["error"] = error
                 info["signal"] = e.signum if isinstance(e, Interrupted) else None
             end_open_windows(out_dir, error)
-            removed = store.remove_partials(path, setup.run_id) if cfg.count else []
+            removed = st.remove_partials(setup.run_id, setup.first_step) if cfg.count else []
             if isinstance(e, Interrupted):
                 e.doing, e.target, e.removed = ("saving" if cfg.count else "loading"), path, removed
                 e.published = (
-                    [os.path.basename(p) for s, p in store.complete_checkpoints(path) if s >= setup.first_step]
+                    [p.rsplit("/", 1)[-1] for s, p in st.complete_checkpoints() if s >= setup.first_step]
                     if cfg.count
                     else []
                 )
@@ -143,12 +144,17 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
 
 def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
     """`ckprof workload load DIR`: read one published checkpoint with all ranks, verify it."""
-    path = os.path.abspath(checkpoint)
+    path = checkpoint.rstrip("/") if store.is_s3(checkpoint) else os.path.abspath(checkpoint)
     if ranks is not None and ranks < 1:
         raise UsageError(f"--ranks must be at least 1 (got {ranks})")
     if cfg.threads < 1:
         raise UsageError(f"--threads must be at least 1 (got {cfg.threads})")
-    manifest = store.read_manifest(path)
+    if store.is_s3(path):
+        if cfg.drop_caches or cfg.direct:
+            flag = "--drop-caches" if cfg.drop_caches else "--direct"
+            raise UsageError(f"{flag} has no meaning for an s3:// checkpoint", hint="leave it out")
+        check_bucket(path)
+    manifest = store.open_store(path).read_manifest(path)
     n = ranks or int(manifest.get("ranks") or 1)
     if cfg.drop_caches and os.geteuid() != 0:
         raise UsageError("--drop-caches needs root (it writes /proc/sys/vm/drop_caches)")

@@ -102,6 +102,8 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
         if not ok:
             raise UsageError("--compute gpu needs torch with a visible GPU", hint="use --compute cpu or sleep")
     check_memory(local_ranks, writer_bytes(cfg.threads, cfg.chunk_bytes))
+    if store.is_s3(cfg.target):
+        return check_s3_target(plan, cfg)
     target = os.path.abspath(cfg.target)
     try:
         os.makedirs(target, exist_ok=True)
@@ -141,3 +143,88 @@ def preflight(plan, cfg, local_ranks: int = 0) -> str:
                 hint="scale the checkpoint down or drop --async",
             )
     return target
+
+
+def check_s3_target(plan, cfg) -> str:
+    """An s3://bucket/prefix target: options that mean nothing there, S3's part limits, boto3,
+    credentials, the endpoint and the bucket (HeadBucket, 5 s to connect, one retry). Returns the URL."""
+    from .s3io import MAX_PARTS, MIN_PART_BYTES, split_url
+
+    url = cfg.target.rstrip("/")
+    bucket, _ = split_url(url)
+    if not bucket:
+        raise UsageError(f"--target {cfg.target} names no bucket", hint="use s3://BUCKET/PREFIX")
+    for flag, on in (("--direct", cfg.direct), ("--no-fsync", not cfg.fsync), ("--drop-caches", cfg.drop_caches)):
+        if on:
+            raise UsageError(
+                f"{flag} has no meaning for an s3:// target",
+                hint="an object is in the store once its upload's completing call returned; leave the flag out",
+            )
+    if cfg.chunk_bytes < MIN_PART_BYTES:
+        raise UsageError(
+            f"--chunk-size must be at least {fmt_bytes(MIN_PART_BYTES)} for an s3:// target "
+            f"(got {fmt_bytes(cfg.chunk_bytes)}): each chunk is one part of a multipart upload",
+            hint="S3 takes parts of 5 MiB to 5 GiB but the last; e.g. --chunk-size 8MiB (boto3's part size)",
+        )
+    largest = max((f.nbytes for r in plan.ranks for f in r.files), default=0)
+    if -(-largest // cfg.chunk_bytes) > MAX_PARTS:
+        raise UsageError(
+            f"a shard of {fmt_bytes(largest)} in {fmt_bytes(cfg.chunk_bytes)} parts is more than S3's "
+            f"{MAX_PARTS:,} parts",
+            hint=f"use --chunk-size {fmt_bytes(-(-largest // MAX_PARTS))} or more",
+        )
+    check_bucket(url)
+    return url
+
+
+def check_bucket(url: str) -> None:
+    """boto3 importable, credentials found, the endpoint answering and the bucket there: else one line."""
+    from .s3io import split_url
+
+    bucket, _ = split_url(url)
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    except ImportError:
+        raise UsageError(f"--target {url} needs boto3, which is not installed", hint="pip install boto3") from None
+    from .s3io import client
+
+    session = boto3.session.Session()
+    if session.get_credentials() is None:
+        raise UsageError(
+            f"no AWS credentials for --target {url}",
+            hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (~/.aws/credentials), "
+            "as the aws command takes them",
+        )
+    try:
+        s3 = client(1, connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"})
+    except BotoCoreError as e:  # e.g. no region, a malformed endpoint URL
+        raise UsageError(f"cannot make an S3 client for --target {url}: {e}") from None
+    endpoint = s3.meta.endpoint_url
+    where = "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL"
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except NoCredentialsError:
+        raise UsageError(
+            f"no AWS credentials for --target {url}", hint="set AWS_ACCESS_KEY_ID or AWS_PROFILE"
+        ) from None
+    except EndpointConnectionError as e:
+        raise UsageError(
+            f"cannot reach the S3 endpoint {endpoint} for --target {url}: {e}",
+            hint=f"check that the store is up, or name its URL in {where}",
+        ) from None
+    except ClientError as e:
+        code = str(((e.response or {}).get("Error") or {}).get("Code"))
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise UsageError(
+                f"bucket {bucket} does not exist at {endpoint}",
+                hint=f"create it (aws s3 mb s3://{bucket}) or name another in --target; the endpoint is {where} if set",
+            ) from None
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise UsageError(
+                f"access to bucket {bucket} at {endpoint} was denied",
+                hint="check the credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE) and the bucket's policy",
+            ) from None
+        raise UsageError(f"bucket {bucket} at {endpoint}: {store.s3_error(e)}") from None
+    except BotoCoreError as e:
+        raise UsageError(f"--target {url} at {endpoint}: {type(e).__name__}: {e}", hint=f"check {where}") from None

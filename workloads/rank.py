@@ -26,8 +26,8 @@ from ckprof.record import markers
 from ckprof.record.pagecache import evict
 
 from . import store
-from .data import Pool, aligned_buffer, chunk_digest, chunk_key, file_digest
-from .shardio import ALIGN, ChecksumMismatch, FileJob, FileResult, read_files, ready_ring, with_path, write_files
+from .data import Pool, aligned_buffer, chunk_digest, chunk_key
+from .shardio import ChecksumMismatch, FileJob, FileResult, ready_ring
 
 GIB = 2**30
 
@@ -144,6 +144,12 @@ def _marking(comm) -> bool:
     return comm.local_rank == 0 and markers.active()
 
 
+def node_key() -> str:
+    """This rank's node: the launcher's node index (torchrun's GROUP_RANK, Slurm's SLURM_NODEID),
+    else the host name."""
+    return os.environ.get("GROUP_RANK") or os.environ.get("SLURM_NODEID") or socket.gethostname()
+
+
 def node_ranks(comm) -> list[int]:
     """The global ranks on this rank's node (a collective call: every rank makes it).
 
@@ -151,8 +157,7 @@ def node_ranks(comm) -> list[int]:
     host recordings add up to the checkpoint's size. The node is told by the launcher's node
     index (torchrun's GROUP_RANK, Slurm's SLURM_NODEID) or, failing those, the host name.
     """
-    key = os.environ.get("GROUP_RANK") or os.environ.get("SLURM_NODEID") or socket.gethostname()
-    keys = comm.allgather(key)
+    keys = comm.allgather(node_key())
     return [r for r, k in enumerate(keys) if k == keys[comm.rank]]
 
 
@@ -172,55 +177,17 @@ class _Staged:
             self.bufs.append(buf)
             self.digests.append(ds)
 
-    def write(self, threads: int, direct: bool, fsync: bool, on_bytes) -> list[FileResult]:
-        tasks = [(i, off) for i, job in enumerate(self.jobs) for off in range(0, job.nbytes, self.chunk)]
-        fds = [
-            os.open(
-                j.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0), 0o644
-            )
-            for j in self.jobs
-        ]
-        for fd, j in zip(fds, self.jobs):
-            os.ftruncate(fd, j.nbytes)  # as write_files does: no extending writes
-        tails = [
-            os.open(j.path, os.O_WRONLY | os.O_CLOEXEC) if direct and j.nbytes % ALIGN else None for j in self.jobs
-        ]
-        lock, errors = threading.Lock(), []
-
-        def worker():
-            while True:
-                with lock:
-                    if not tasks or errors:
-                        return
-                    i, off = tasks.pop(0)
-                try:
-                    n = min(self.chunk, self.jobs[i].nbytes - off)
-                    mv = memoryview(self.bufs[i])[off : off + n]
-                    head = n - n % ALIGN if direct else n
-                    if head:
-                        os.pwrite(fds[i], mv[:head], off)
-                    if head < n:
-                        os.pwrite(tails[i], mv[head:], off + head)
-                    on_bytes(n)
-                except BaseException as e:  # noqa: BLE001
-                    errors.append(with_path(e, self.jobs[i].path))
-                    return
-
-        ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        try:
-            if not errors and fsync:
-                for fd in fds + [t for t in tails if t is not None]:
-                    os.fsync(fd)
-        finally:
-            for fd in fds + [t for t in tails if t is not None]:
-                os.close(fd)
-        if errors:
-            raise errors[0]
-        out = [FileResult(j.name, j.nbytes, file_digest(d), self.chunk) for j, d in zip(self.jobs, self.digests)]
+    def write(self, st, threads: int, direct: bool, fsync: bool, on_bytes) -> list[FileResult]:
+        out = st.write_staged(
+            self.jobs,
+            self.bufs,
+            self.digests,
+            chunk_bytes=self.chunk,
+            threads=threads,
+            direct=direct,
+            fsync=fsync,
+            on_bytes=on_bytes,
+        )
         self.bufs = []
         return out
 
@@ -234,14 +201,18 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
     marks = setup.marks and _marking(comm)
     mine_on_node = node_ranks(comm)
     node_bytes = sum(plan.ranks[r].nbytes for r in mine_on_node if r < len(plan.ranks))
-    target = os.path.abspath(cfg.target)
+    st = store.open_store(cfg.target, cfg.threads)
+    if not st.local:
+        from .s3io import record_requests
+
+        record_requests(rank)
     results: list[dict] = []
     pending = None  # --async: (ckpt record, thread, box) of the checkpoint still being written
     if cfg.has_compute_phases:
         prepare_compute(cfg.compute)  # before the first barrier: not inside the first compute phase
 
     def jobs_for(directory: str) -> list[FileJob]:
-        return [FileJob(os.path.join(directory, f.name), f.name, f.nbytes, i) for i, f in enumerate(me.files)]
+        return [FileJob(st.shard(directory, f.name), f.name, f.nbytes, i) for i, f in enumerate(me.files)]
 
     def finish(rec: dict, mine: dict) -> None:
         everyone = comm.allgather(mine)
@@ -250,7 +221,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
             files = [
                 dict(name=f.name, rank=r["rank"], bytes=f.nbytes, xxh3=f.digest) for r in everyone for f in r["files"]
             ]
-            store.publish(
+            st.publish(
                 rec["partial"],
                 rec["path"],
                 {
@@ -265,10 +236,13 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
                     "plan": plan.to_dict(),
                 },
             )
-            rec["removed"] = store.prune(target, cfg.keep)
+            rec["removed"] = st.prune(cfg.keep)
         comm.barrier()  # published before any host marks the end
         if rec.get("marker") is not None:
-            rec.pop("marker").__exit__(None, None, None)
+            marker = rec.pop("marker")
+            if not st.local:  # every object's completing call has returned: in the object store
+                marker.end.update(uploaded=True, upload_bytes=marker.bytes)
+            marker.__exit__(None, None, None)
         rec.pop("partial", None)
         results.append(rec)
 
@@ -279,8 +253,8 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         rec = {
             "step": step,
             "name": name,
-            "path": os.path.join(target, name),
-            "partial": store.partial_dir(target, name, setup.run_id),
+            "path": st.location(name),
+            "partial": st.staging(name, setup.run_id),
             "bytes": plan.nbytes,
             "files": plan.nfiles,
         }
@@ -294,7 +268,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
                 pool, ring, seed=setup.seed, rank=rank, step=step, chunk_bytes=cfg.chunk_bytes, threads=cfg.threads
             )
         if rank == 0:
-            os.makedirs(rec["partial"])
+            st.make_staging(rec["partial"])
         if marks:
             rec["marker"] = markers.checkpoint(
                 step=step, path=rec["path"], bytes=node_bytes, kind="save", name=name, rank=rank, source="workload"
@@ -303,7 +277,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         t0 = time.monotonic_ns()
         jobs = jobs_for(rec["partial"])
         if not cfg.async_:
-            files = write_files(
+            files = st.write_files(
                 jobs,
                 pool,
                 seed=setup.seed,
@@ -338,7 +312,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
             # Written, fsynced, then published and marked from this thread: the main thread is in
             # its compute phase meanwhile and makes no collective call until it joins this one.
             try:
-                files = staged.write(cfg.threads, cfg.direct, cfg.fsync, progress)
+                files = staged.write(st, cfg.threads, cfg.direct, cfg.fsync, progress)
                 finish(
                     rec,
                     {
@@ -419,16 +393,23 @@ def drop_caches() -> None:
 def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = None) -> dict | None:
     """All ranks read the checkpoint at `path` and verify every file; the slowest rank sets the time.
     A manifest rank r's files are read by rank r % size."""
-    manifest = store.read_manifest(path)
+    st = store.open_store(path, cfg.threads)
+    if not st.local:
+        from .s3io import record_requests
+
+        record_requests(comm.rank)
+    manifest = st.read_manifest(path)
     rank, size = comm.rank, comm.size
     chunk = int(manifest["chunk_bytes"])
     mine = [
-        FileJob(os.path.join(path, f["name"]), f["name"], int(f["bytes"]), i, f["xxh3"])
+        FileJob(st.shard(path, f["name"]), f["name"], int(f["bytes"]), i, f["xxh3"])
         for i, f in enumerate(manifest["files"])
         if int(f["rank"]) % size == rank
     ]
     warm = getattr(cfg, "warm", False)
-    if cfg.direct:
+    if not st.local:
+        method = "over HTTP, ranged GETs (no page cache on this host)"
+    elif cfg.direct:
         method = "O_DIRECT"
     elif warm:
         method = "warm (page cache as it was)"
@@ -463,7 +444,7 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
     t0 = time.monotonic_ns()
     error = None
     try:
-        read_files(mine, chunk_bytes=chunk, threads=cfg.threads, direct=cfg.direct, on_bytes=progress, evict=False)
+        st.read_files(mine, chunk_bytes=chunk, threads=cfg.threads, direct=cfg.direct, on_bytes=progress, evict=False)
     except Exception as e:  # noqa: BLE001 - every rank reports; rank 0 decides
         error = str(e)
     t1 = time.monotonic_ns()

@@ -14,10 +14,13 @@ from ckprof.record import markers
 from ckprof.recording import events
 from ckprof.recording.format import EVENTS, event_problem
 
+from .store import is_s3
+
 
 @contextmanager
-def recording(cfg, path: str, argv: list[str]):
-    """Record the devices behind `path` while the block runs; yields (out_dir, writer) or (None, None).
+def recording(cfg, path: str | None, argv: list[str]):
+    """Record the devices behind `path` (none: an object store's target) while the block runs;
+    yields (out_dir, writer) or (None, None).
     Under an enclosing `ckprof record` the ranks' markers go there instead."""
     if not cfg.record or markers.active():
         yield None, None
@@ -26,7 +29,7 @@ def recording(cfg, path: str, argv: list[str]):
     from ckprof.record.session import close_session, default_output_dir, open_session, prepare_output
     from ckprof.record.sources import SourceOptions, build_sources
 
-    sources = build_sources(SourceOptions(paths=[path], devices=[], interval_s=cfg.sample_interval_s))
+    sources = build_sources(SourceOptions(paths=[path] if path else [], devices=[], interval_s=cfg.sample_interval_s))
     out_dir = prepare_output(cfg.output or default_output_dir(), cfg.force)
     session = open_session(out_dir, sources, argv, cfg.sample_interval_s)
     session.recorder.start()
@@ -48,6 +51,14 @@ def recording(cfg, path: str, argv: list[str]):
             workload=info.get("workload"),
             exit=_exit(info),
         )
+
+
+def recorded_path(target: str) -> str | None:
+    """The local path whose devices a run records: the target directory (a checkpoint's parent for a
+    load); none for an object store (its bytes leave through the network: interfaces, requests)."""
+    if is_s3(target):
+        return None
+    return target if os.path.isdir(target) else os.path.dirname(target)
 
 
 def _exit(info: dict) -> dict:

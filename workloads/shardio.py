@@ -318,3 +318,52 @@ def read_files(
             raise ChecksumMismatch(f"{st.job.path}: checksum {d} does not match the manifest's {st.job.digest}")
         out.append(FileResult(st.job.name, st.job.nbytes, d, chunk_bytes))
     return out
+
+
+def write_staged(
+    jobs: list[FileJob], bufs, digests, *, chunk_bytes: int, threads: int, direct: bool, fsync: bool, on_bytes
+) -> list[FileResult]:
+    """--async: write shards already made in memory (`bufs`, their chunks' `digests`) with
+    `threads` threads, then fsync each file (unless fsync is off)."""
+    tasks = [(i, off) for i, job in enumerate(jobs) for off in range(0, job.nbytes, chunk_bytes)]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0)
+    fds = [os.open(j.path, flags, 0o644) for j in jobs]
+    for fd, j in zip(fds, jobs):
+        os.ftruncate(fd, j.nbytes)  # as write_files does: no extending writes
+    tails = [os.open(j.path, os.O_WRONLY | os.O_CLOEXEC) if direct and j.nbytes % ALIGN else None for j in jobs]
+    lock, errors = threading.Lock(), []
+
+    def worker():
+        while True:
+            with lock:
+                if not tasks or errors:
+                    return
+                i, off = tasks.pop(0)
+            try:
+                n = min(chunk_bytes, jobs[i].nbytes - off)
+                mv = memoryview(bufs[i])[off : off + n]
+                head = n - n % ALIGN if direct else n
+                if head:
+                    os.pwrite(fds[i], mv[:head], off)
+                if head < n:
+                    os.pwrite(tails[i], mv[head:], off + head)
+                on_bytes(n)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(with_path(e, jobs[i].path))
+                return
+
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    try:
+        if not errors and fsync:
+            for fd in fds + [t for t in tails if t is not None]:
+                os.fsync(fd)
+    finally:
+        for fd in fds + [t for t in tails if t is not None]:
+            os.close(fd)
+    if errors:
+        raise errors[0]
+    return [FileResult(j.name, j.nbytes, file_digest(d), chunk_bytes) for j, d in zip(jobs, digests)]

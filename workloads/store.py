@@ -18,6 +18,8 @@ import shutil
 
 from ckprof.errors import CkprofError
 
+from .config import is_s3
+
 MANIFEST = "ckprof-manifest.json"
 FORMAT = "ckprof-workload-checkpoint"
 VERSION = 1
@@ -117,6 +119,11 @@ def read_manifest(directory: str) -> dict:
         raise CkprofError(f"{path}: cannot be read ({e.strerror})") from None
     except ValueError as e:
         raise CkprofError(f"{path}: unreadable manifest ({e})") from None
+    return checked_manifest(m, path)
+
+
+def checked_manifest(m, path: str) -> dict:
+    """A parsed manifest that can be verified against, else a CkprofError naming `path`."""
     if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("files"), list):
         raise CkprofError(f"{path}: not a ckprof workload manifest")
     why = manifest_problem(m)
@@ -192,3 +199,259 @@ def remove_partials(target: str, run_id: str) -> list[str]:
             shutil.rmtree(os.path.join(target, n), ignore_errors=True)
             removed.append(n[len(PARTIAL) : -len(run_id) - 1])
     return sorted(removed)
+
+
+# -- where a run's checkpoints go: one interface, a directory or an object store ------------------
+
+
+def open_store(target: str, threads: int = 1):
+    """The store behind a --target: an S3Store for s3://bucket/prefix (a connection per
+    thread), else a FileStore."""
+    return S3Store(target, threads) if is_s3(target) else FileStore(target)
+
+
+class FileStore:
+    """A checkpoint directory on any file system (block, NFS, FUSE, tmpfs): the module's functions
+    above (write aside in .partial-*, publish by rename(2))."""
+
+    kind = "file"
+    local = True  # its checkpoints are local paths: devices behind them, page cache, evictable
+
+    def __init__(self, target: str):
+        self.target = os.path.abspath(target)
+
+    def location(self, name: str) -> str:
+        return os.path.join(self.target, name)
+
+    def staging(self, name: str, run_id: str) -> str:
+        return partial_dir(self.target, name, run_id)
+
+    def make_staging(self, staging: str) -> None:
+        os.makedirs(staging)
+
+    def shard(self, where: str, name: str) -> str:
+        return os.path.join(where, name)
+
+    def write_files(self, jobs, pool, **kw):
+        from .shardio import write_files
+
+        return write_files(jobs, pool, **kw)
+
+    def write_staged(self, jobs, bufs, digests, **kw):
+        from .shardio import write_staged
+
+        return write_staged(jobs, bufs, digests, **kw)
+
+    def read_files(self, jobs, **kw):
+        from .shardio import read_files
+
+        return read_files(jobs, **kw)
+
+    def publish(self, staging: str, final: str, manifest: dict) -> None:
+        publish(staging, final, manifest)
+
+    def prune(self, keep: int) -> list[str]:
+        return prune(self.target, keep)
+
+    def complete_checkpoints(self) -> list[tuple[int, str]]:
+        return complete_checkpoints(self.target)
+
+    def next_step(self) -> int:
+        return next_step(self.target)
+
+    def read_manifest(self, where: str) -> dict:
+        return read_manifest(where)
+
+    def remove_partials(self, run_id: str, first_step: int) -> list[str]:
+        return remove_partials(self.target, run_id)
+
+
+class S3Store:
+    """s3://bucket/prefix: each shard one object, `<prefix>/<name>/<shard file name>`, and the
+    manifest `<prefix>/<name>/ckprof-manifest.json`, written last. S3 has no rename, so a
+    checkpoint is published by its manifest: a PutObject is atomic (a reader sees the whole object
+    or none), and a checkpoint without one is never listed, loaded or pruned as complete. A run
+    that fails deletes the objects of the checkpoints it did not publish and aborts their
+    multipart uploads; retention deletes a checkpoint's manifest first, then its shards."""
+
+    kind = "s3"
+    local = False
+
+    def __init__(self, target: str, threads: int = 1):
+        from .s3io import split_url
+
+        self.target = target.rstrip("/")
+        self.bucket, self.prefix = split_url(self.target)
+        self.top = self.prefix + "/" if self.prefix else ""  # every checkpoint's keys start so
+        self.threads = threads
+        self._s3 = None
+
+    @property
+    def s3(self):
+        if self._s3 is None:
+            from .s3io import client
+
+            self._s3 = client(self.threads)
+        return self._s3
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    def key_of(self, url: str) -> str:
+        from .s3io import split_url
+
+        return split_url(url)[1]
+
+    def location(self, name: str) -> str:
+        return f"s3://{self.bucket}/{self.key(name)}"
+
+    def staging(self, name: str, run_id: str) -> str:
+        return self.location(name)  # no rename on S3: the shards go under the final name
+
+    def make_staging(self, staging: str) -> None:
+        pass  # an S3 "folder" is a key prefix: nothing to make
+
+    def shard(self, where: str, name: str) -> str:
+        return f"{self.key_of(where)}/{name}"  # a job's path is its object's key
+
+    def write_files(self, jobs, pool, *, direct=False, fsync=True, **kw):
+        from .s3io import write_objects
+
+        return write_objects(self.s3, self.bucket, jobs, pool, **kw)
+
+    def write_staged(self, jobs, bufs, digests, *, direct=False, fsync=True, **kw):
+        from .s3io import write_staged
+
+        return write_staged(self.s3, self.bucket, jobs, bufs, digests, **kw)
+
+    def read_files(self, jobs, *, direct=False, evict=False, **kw):
+        from .s3io import read_objects
+
+        return read_objects(self.s3, self.bucket, jobs, **kw)
+
+    def _keys(self) -> list[str]:
+        """Every key under the prefix (ListObjectsV2, 1,000 a page)."""
+        out = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.top):
+            out.extend(o["Key"] for o in page.get("Contents") or ())
+        return out
+
+    def _by_checkpoint(self, keys: list[str]) -> dict[str, list[str]]:
+        """Keys grouped by the checkpoint name right under the prefix."""
+        out: dict[str, list[str]] = {}
+        for k in keys:
+            name, sep, _ = k[len(self.top) :].partition("/")
+            if sep and _NAME.match(name):
+                out.setdefault(name, []).append(k)
+        return out
+
+    def publish(self, staging: str, final: str, manifest: dict) -> None:
+        """The manifest, put only if none is there (If-None-Match: *, RFC 9110 section 13.1.2; S3
+        answers 412 PreconditionFailed when the object exists): one request, and a published
+        checkpoint is never replaced. A store that does not take the condition (501) is asked with
+        a HEAD first."""
+        key = f"{self.key_of(final)}/{MANIFEST}"
+        body = json.dumps({"format": FORMAT, "version": VERSION, "checksum": CHECKSUM_ALGO, **manifest}, indent=1)
+        put = dict(Bucket=self.bucket, Key=key, Body=(body + "\n").encode(), ContentType="application/json")
+        exists = CkprofError(f"{final} already exists: not replacing a published checkpoint")
+        try:
+            self.s3.put_object(**put, IfNoneMatch="*")
+        except Exception as e:  # noqa: BLE001
+            if _code(e) in ("PreconditionFailed", "412"):
+                raise exists from None
+            if _code(e) not in ("NotImplemented", "501"):
+                raise
+            if self._exists(key):
+                raise exists from None
+            self.s3.put_object(**put)
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.s3.head_object(Bucket=self.bucket, Key=key)
+            return True
+        except Exception as e:  # noqa: BLE001
+            if _code(e) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def complete_checkpoints(self) -> list[tuple[int, str]]:
+        out = []
+        for name, keys in self._by_checkpoint(self._keys()).items():
+            if f"{self.key(name)}/{MANIFEST}" in keys:
+                out.append((int(_NAME.match(name).group(2)), self.location(name)))
+        return sorted(out)
+
+    def next_step(self) -> int:
+        done = self.complete_checkpoints()
+        return done[-1][0] + 1 if done else 1
+
+    def _delete(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1,000 keys
+            batch = [{"Key": k} for k in keys[i : i + 1000]]
+            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
+    def prune(self, keep: int) -> list[str]:
+        if keep <= 0:
+            return []
+        done = self.complete_checkpoints()
+        removed = []
+        by_name = self._by_checkpoint(self._keys()) if len(done) > keep else {}
+        for _, url in done[:-keep] if len(done) > keep else []:
+            name = url.rsplit("/", 1)[-1]
+            manifest = f"{self.key(name)}/{MANIFEST}"
+            self._delete([manifest])  # unpublished first: never a half-deleted checkpoint with a manifest
+            self._delete([k for k in by_name.get(name, []) if k != manifest])
+            removed.append(url)
+        return removed
+
+    def read_manifest(self, where: str) -> dict:
+        key = f"{self.key_of(where)}/{MANIFEST}"
+        url = f"s3://{self.bucket}/{key}"
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except Exception as e:  # noqa: BLE001
+            if _code(e) in ("NoSuchKey", "404"):
+                raise CkprofError(
+                    f"{where}: not a complete checkpoint (no {MANIFEST})",
+                    hint="give s3://bucket/prefix/global_epoch1_step<N> written by `ckprof workload`",
+                ) from None
+            raise CkprofError(f"{url}: cannot be read ({s3_error(e)})") from None
+        try:
+            m = json.loads(body)
+        except ValueError as e:
+            raise CkprofError(f"{url}: unreadable manifest ({e})") from None
+        return checked_manifest(m, url)
+
+    def remove_partials(self, run_id: str, first_step: int) -> list[str]:
+        """The objects of this run's checkpoints that have no manifest (steps from `first_step` on),
+        and the multipart uploads still open under them."""
+        removed = []
+        try:
+            for name, keys in sorted(self._by_checkpoint(self._keys()).items()):
+                step = int(_NAME.match(name).group(2))
+                if step < first_step or f"{self.key(name)}/{MANIFEST}" in keys:
+                    continue
+                self._delete(keys)
+                removed.append(name)
+            pages = self.s3.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.top)
+            for page in pages:
+                for u in page.get("Uploads") or ():
+                    name = u["Key"][len(self.top) :].partition("/")[0]
+                    m = _NAME.match(name)
+                    if m and int(m.group(2)) >= first_step:
+                        self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
+                        removed.append(name)
+        except Exception:  # noqa: BLE001 - best effort after a failure, which is what gets reported
+            pass
+        return sorted(set(removed))
+
+
+def _code(e: BaseException) -> str | None:
+    """botocore's error code (ClientError), else None."""
+    return ((getattr(e, "response", None) or {}).get("Error") or {}).get("Code")
+
+
+def s3_error(e: BaseException) -> str:
+    """One line for a botocore error: its code and message, or the exception's type and text."""
+    code = _code(e)
+    return f"{code}: {e}" if code else f"{type(e).__name__}: {e}"

@@ -9,6 +9,8 @@ from rich.table import Table
 
 from ckprof.units import fmt_bytes
 
+from .config import is_s3
+
 
 def _f(v, fmt="{:.3f}"):
     return "n/a" if v is None else fmt.format(v)
@@ -19,7 +21,10 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
         console = Console(highlight=False)
         if not console.is_terminal:
             console = Console(highlight=False, width=132)
-    mode = ("O_DIRECT" if cfg.direct else "buffered") + (" + fsync" if cfg.fsync else ", no fsync")
+    if is_s3(cfg.target):
+        mode = f"S3 objects, {fmt_bytes(cfg.chunk_bytes)} parts, {cfg.threads} thread(s) a rank"
+    else:
+        mode = ("O_DIRECT" if cfg.direct else "buffered") + (" + fsync" if cfg.fsync else ", no fsync")
     if cfg.async_:
         mode += ", async (staged in memory)"
     t = Table(
@@ -61,11 +66,15 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
     if cfg.async_:
         console.print(
             "blocked: until every rank had staged its shard in memory (training waits this long); "
-            "slowest rank: until the last rank's data was written and fsynced (durable)."
+            + (
+                "slowest rank: until the last rank's objects were uploaded (their completing calls returned)."
+                if is_s3(cfg.target)
+                else "slowest rank: until the last rank's data was written and fsynced (durable)."
+            )
         )
     if load:
         console.print(
-            f"load: page cache bypassed with {load['cache_bypass']}; checksums "
+            f"load: {'reads' if is_s3(cfg.target) else 'page cache bypassed with'} {load['cache_bypass']}; checksums "
             + ("verified (xxh3)" if load["verified"] else "FAILED: " + "; ".join(load["errors"]))
         )
     if plan.nranks <= 16 and results.get("checkpoints"):

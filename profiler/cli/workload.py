@@ -130,7 +130,16 @@ def run_from_flags(
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @model_options
-@click.option("--target", "-t", default=None, metavar="DIR", help="Where checkpoints are written (created if missing).")
+@click.option(
+    "--target",
+    "-t",
+    default=None,
+    metavar="DIR|s3://BUCKET/PREFIX",
+    help="Where checkpoints are written: a directory (created if missing; any file system: a disk, NFS, FUSE), "
+    "or s3://bucket/prefix: each shard one object (multipart uploads of --chunk-size parts, boto3), the "
+    "manifest written last; endpoint and credentials as the aws command takes them (AWS_ENDPOINT_URL_S3 or "
+    "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE). See docs/remote.md.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan (per-rank files and bytes) and write nothing.")
 @click.option("--count", default=1, show_default=True, help="Checkpoints to write.")
 @click.option(
@@ -156,10 +165,10 @@ def run_from_flags(
 @click.option(
     "--chunk-size",
     callback=_size,
-    default="4MiB",
-    show_default=True,
+    default=None,
     metavar="SIZE",
-    help="Bytes per write(2)/read(2).",
+    help="Bytes per write(2)/read(2); on s3:// a multipart upload's part and a ranged GET (5 MiB or more) "
+    "[default: 4MiB; 8MiB on s3://].",
 )
 @click.option("--threads", default=1, show_default=True, help="Writer/reader threads per rank.")
 @click.option(
@@ -196,6 +205,7 @@ def workload(ctx, dry_run, **flags):
     ckprof workload --preset llama3-8b --total-size 512MiB --target /mnt/ckpt --count 3 --interval 5s --load
     ckprof workload --preset llama3-405b --subset --scale 0.001 --target /mnt/ckpt --direct
     ckprof workload load /mnt/ckpt/global_epoch1_step3
+    ckprof workload --total-size 1GiB --ranks 2 --target s3://bucket/ckpt --load
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -230,7 +240,7 @@ def _interval(text: str) -> float:
 
 
 @workload.command("load")
-@click.argument("checkpoint", metavar="DIR")
+@click.argument("checkpoint", metavar="DIR|s3://BUCKET/PREFIX/NAME")
 @click.option("--ranks", type=int, default=None, help="Reader processes [default: the ranks that wrote it].")
 @click.option("--direct", is_flag=True, help="O_DIRECT reads (else its files are evicted from the page cache first).")
 @click.option("--drop-caches", is_flag=True, help="Also write 3 to /proc/sys/vm/drop_caches first (root).")

@@ -80,7 +80,9 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
     """Marks one checkpoint window: start when entered, application end when left.
 
     `kind` is "save" or "load". `bytes` may be set on the object inside the block
-    (`with ckprof.checkpoint(step=1) as w: ...; w.bytes = n`) when known only after the save.
+    (`with ckprof.checkpoint(step=1) as w: ...; w.bytes = n`) when known only after the save;
+    `end` holds more fields for the end event of a block that returned (`w.end["uploaded"] = True`:
+    every object of a save to an object store was completed, ckprof.analysis.durability).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
         self.step, self.path, self.bytes = step, path, bytes
         self.kind, self.name, self.rank, self.source = kind, name, rank, source
         self.id: str | None = None
+        self.end: dict = {}
 
     def _fields(self) -> dict:
         return {
@@ -126,6 +129,7 @@ class checkpoint:  # noqa: N801  (used as `with ckprof.checkpoint(...)`, like a 
                 error=None if exc is None else f"{exc_type.__name__}: {exc}",
                 **_at_return(self.path if self.kind == "save" and exc_type is None else None),
                 **self._fields(),
+                **(self.end if exc_type is None else {}),
             )
 
 
