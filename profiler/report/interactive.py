@@ -28,6 +28,9 @@ MAX_POINTS = 2000
 PANEL_HEIGHT = 190
 X_RANGE = "ckprof-x"  # the models the page's script finds by name
 BANDS = "ckprof-checkpoints"
+PHASES = "ckprof-phases"  # the async saves' phase bars (one glyph)
+STEPS = "ckprof-steps"  # the training steps' ticks, or per-second bars (one glyph)
+LANES_HEIGHT = 120
 DIV_ID = "ckprof-timeline"
 DATA_ID = "ckprof-timeline-data"
 
@@ -55,11 +58,12 @@ LINK_JS = """
       var a = ev.target.closest && ev.target.closest('a.ckpt-link');
       if (a && zoom(Number(a.dataset.ckpt))) ev.preventDefault();
     });
-    window.ckprofTimeline = {doc: doc, x: xr, bands: bands, zoom: zoom};
+    window.ckprofTimeline = {doc: doc, x: xr, bands: bands, zoom: zoom,
+                             phases: doc.get_model_by_name('%(phases)s'), steps: doc.get_model_by_name('%(steps)s')};
     document.body.setAttribute('data-timeline-ready', '1');
   });
 })();
-""" % {"data": DATA_ID, "div": DIV_ID, "x": X_RANGE, "bands": BANDS}
+""" % {"data": DATA_ID, "div": DIV_ID, "x": X_RANGE, "bands": BANDS, "phases": PHASES, "steps": STEPS}
 
 # a band clicked: its row in the checkpoint table (tr id='ckpt-N')
 TAP_JS = "const i = src.selected.indices[0]; if (i !== undefined) { window.location.hash = 'ckpt-' + src.data.n[i]; }"
@@ -124,6 +128,94 @@ def _bands_source(rows, ColumnDataSource):
     return main, durable
 
 
+def _text(v, fmt: str, none: str) -> str:
+    return none if v is None else fmt.format(v)
+
+
+def _lanes_figure(lanes: P.PhaseLanes, xr, band_src, durable_src):
+    """The "phases and steps" panel: each phase a bar in its lane (one quad glyph for all, hover:
+    start, end, seconds, bytes, GiB/s, measured/derived), the steps as ticks above (one segment glyph)."""
+    from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
+    from bokeh.plotting import figure
+
+    lane = {name: k for k, name in enumerate(P.PhaseLanes.LANES)}
+    bars = lanes.bars
+    phase_src = ColumnDataSource(
+        {
+            "n": [b.n for b in bars],
+            "name": [b.name for b in bars],
+            "left": _f32([b.start_s for b in bars]),
+            "right": _f32([b.end_s for b in bars]),
+            "bottom": _f32([lane[b.name] - 0.35 for b in bars]),
+            "top": _f32([lane[b.name] + 0.35 for b in bars]),
+            "colour": [P.PHASE_COLOURS.get(b.name, "#7f7f7f") for b in bars],
+            "seconds": [_text(b.duration_s, "{:.3f} s", "unknown") for b in bars],
+            "bytes": [_text(b.bytes, "{:,.0f} B", "n/a (the phase moves no bytes of its own)") for b in bars],
+            "gib_per_s": [_text(b.gib_per_s, "{:.3f} GiB/s", "n/a") for b in bars],
+            "provenance": [b.provenance for b in bars],
+            "basis": [b.basis for b in bars],
+        },
+        name=PHASES,
+    )
+    t = lanes.ticks
+    top = lane["steps"]
+    h = 0.7 * (t.count / max(int(t.count.max()), 1)) if t.bin_s and t.total else np.full(len(t.x_s), 0.7)
+    x = t.x_s + (t.bin_s / 2 if t.bin_s else 0.0)
+    step_src = ColumnDataSource(
+        {
+            "x": _f32(x),
+            "y0": _f32(np.full(len(x), top - 0.35)),
+            "y1": _f32(top - 0.35 + h),
+            "count": t.count.astype(np.int32),
+        },
+        name=STEPS,
+    )
+    title = P.PhaseLanes.TITLE + "".join(f" — {n}" for n in lanes.notes)
+    fig = figure(
+        x_range=xr,
+        y_range=Range1d(-0.6, len(P.PhaseLanes.LANES) - 0.4),
+        height=LANES_HEIGHT + 30,
+        sizing_mode="stretch_width",
+        title=title,
+        tools="xpan,xbox_zoom,xwheel_zoom,reset,save",
+        active_drag="xbox_zoom",
+        x_axis_label="time since recording start (s)",
+    )
+    fig.title.text_font_size = "11px"
+    fig.min_border_left = 60
+    fig.yaxis.ticker = FixedTicker(ticks=list(range(len(P.PhaseLanes.LANES))))
+    fig.yaxis.major_label_overrides = {k: name for name, k in lane.items()}
+    fig.yaxis.major_label_text_font_size = "9px"
+    fig.ygrid.visible = False
+    fig.vstrip(x0="x0", x1="x1", source=band_src, fill_color=BAND_COLOUR, fill_alpha=0.12, line_alpha=0)
+    fig.vstrip(x0="x0", x1="x1", source=durable_src, fill_color=BAND_COLOUR, fill_alpha=0.05, line_alpha=0)
+    r_phase = fig.quad(
+        left="left", right="right", bottom="bottom", top="top", source=phase_src, fill_color="colour", line_alpha=0
+    )
+    r_step = fig.segment(x0="x", y0="y0", x1="x", y1="y1", source=step_src, line_color="#444444", line_width=1)
+    fig.add_tools(
+        HoverTool(
+            renderers=[r_phase],
+            tooltips=[
+                ("phase", "#@n @name (@provenance)"),
+                ("time", "@left{0.000} s → @right{0.000} s"),
+                ("seconds", "@seconds"),
+                ("bytes", "@bytes"),
+                ("rate", "@gib_per_s"),
+                ("basis", "@basis"),
+            ],
+            description="async save phases",
+        )
+    )
+    tip = (
+        [("steps ended", f"@count in @x{{0.0}} s ± {t.bin_s / 2:g} s")]
+        if t.bin_s
+        else [("training step", "ended at @x{0.000} s")]
+    )
+    fig.add_tools(HoverTool(renderers=[r_step], tooltips=tip, description="training steps"))
+    return fig
+
+
 def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dict | None:
     """The timeline as a Bokeh JSON item (bokeh.embed.json_item), or None without any series."""
     from bokeh.embed import json_item
@@ -147,9 +239,10 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
     band_src, durable_src = _bands_source(an.model.checkpoints, ColumnDataSource)
     marks = P.mark_lines(an.plot.get("marks", []), tl.duration_s)  # at most P.MAX_MARK_LINES, for every panel
     mark_src = ColumnDataSource({"x": _f32(marks.x_s), "text": marks.text, "count": marks.count})
+    lanes = P.phase_lanes(an)  # async phases and training steps: a panel of their own, last
     figs = []
     for k, p in enumerate(panels):
-        last = k == len(panels) - 1
+        last = k == len(panels) - 1 and lanes is None
         fig = figure(
             x_range=xr,
             height=PANEL_HEIGHT + (30 if last else 0),
@@ -240,6 +333,8 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
         fig.add_layout(legend, "right")
         fig.yaxis.axis_label_text_font_size = "11px"
         figs.append(fig)
+    if lanes is not None:  # under the last panel, on the same time axis
+        figs.append(_lanes_figure(lanes, xr, band_src, durable_src))
     grid = gridplot([[f] for f in figs], merge_tools=True, toolbar_location="right", sizing_mode="stretch_width")
     return json_item(grid, DIV_ID)
 
@@ -260,8 +355,11 @@ def timeline_html(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> str
     if item is None:
         return None
     note = P.mark_lines(an.plot.get("marks", []), an.timeline.duration_s).note
+    lanes = P.phase_lanes(an)
+    steps = [] if lanes is None else lanes.notes
     return "\n".join(
         ([f"<p class='small' id='timeline-marks'>{E.html(note)} (hover a line: how many)</p>"] if note else [])
+        + [f"<p class='small' id='timeline-steps'>{E.html(x)}</p>" for x in steps]
         + [
             f"<div id='{DIV_ID}' class='timeline'></div>",
             bokeh_js(),

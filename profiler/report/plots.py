@@ -17,6 +17,8 @@ import numpy as np
 from ckprof.analysis.model import Checkpoint
 from ckprof.units import GIB
 
+from .tables import known
+
 MAX_POINTS = 4000
 # ckprof.mark() lines per timeline: about one per pixel column of its width (more cannot be told
 # apart, and each costs the same to draw whatever the zoom); past it they are binned (mark_lines)
@@ -164,6 +166,118 @@ def checkpoint_bands(rows: list[Checkpoint]) -> list[Band]:
     return out
 
 
+# -- an async save's phases (checkpoints[].phases) and the training steps, drawn in their own panel
+
+PHASE_LANES = ("blocked", "staging", "persist", "durable")  # bottom to top
+PHASE_COLOURS = {"blocked": "#d62728", "staging": "#9467bd", "persist": "#1f77b4", "durable": "#2ca02c"}
+# step ticks per timeline: past this many, one bar per second says how many steps ended in it
+MAX_STEP_TICKS = 2000
+
+
+@dataclass(frozen=True)
+class PhaseBar:
+    """One phase of one save, as the report gives it (analysis/phases.py): `n` is the save's row
+    in the checkpoint table; times in s since the recording's start."""
+
+    n: int
+    name: str
+    start_s: float
+    end_s: float
+    duration_s: float | None
+    bytes: float | None
+    gib_per_s: float | None
+    provenance: str
+    basis: str
+
+
+def phase_bars(rows: list[Checkpoint]) -> list[PhaseBar]:
+    """Every phase with a known start and end, of every save that has phases."""
+    out = []
+    for n, r in enumerate(rows, 1):
+        for p in known(r.phases) or []:
+            if p.start_s is None or p.end_s is None:
+                continue
+            out.append(
+                PhaseBar(n, p.name, p.start_s, p.end_s, p.duration_s, p.bytes, p.gib_per_s, p.provenance, p.basis)
+            )
+    return out
+
+
+@dataclass
+class StepTicks:
+    """What the timelines draw of the training steps (train_step events): one tick at each step's
+    end, or, past `MAX_STEP_TICKS`, one bar per second standing for the steps that ended in it."""
+
+    x_s: np.ndarray  # a tick's time, or a bin's start, in s since the recording's start
+    count: np.ndarray  # steps each tick stands for (1 per tick; the bin's count when binned)
+    total: int  # step ends in the recording (all processes)
+    processes: int  # processes that recorded steps
+    bin_s: float | None = None  # the width of one bar when binned
+
+    @property
+    def note(self) -> str | None:
+        if self.bin_s is None:
+            return None
+        return (
+            f"{self.total:,} training steps ({self.processes} process(es)) drawn as steps ended per "
+            f"{self.bin_s:g} s, not one tick each (over {MAX_STEP_TICKS:,})"
+        )
+
+
+def step_ticks(step_ends_s: dict, max_ticks: int = MAX_STEP_TICKS, bin_s: float = 1.0) -> StepTicks:
+    """`step_ends_s`: each process's step ends in s since the recording's start (phases.step_ends)."""
+    ends = [np.asarray(v, dtype=float) for v in step_ends_s.values()]
+    x = np.sort(np.concatenate(ends)) if ends else np.zeros(0)
+    n = len(x)
+    if n <= max_ticks:
+        return StepTicks(x, np.ones(n, dtype=np.int64), n, len(ends))
+    bins = np.floor(x / bin_s).astype(np.int64)
+    first, count = np.unique(bins, return_counts=True)
+    return StepTicks(first * bin_s, count, n, len(ends), bin_s)
+
+
+def recorded_steps(an) -> tuple[dict, str | None]:
+    """Each process's step ends (s since the recording's start), by the analysis' own rule
+    (phases.step_ends), read from the recording's events once per analysis (kept in `an.plot`,
+    where both timelines find it); ({}, why) when they cannot be read."""
+    if "step_ends" not in an.plot:
+        from ckprof.analysis import phases
+        from ckprof.recording.load import load
+
+        try:
+            rec = load(an.model.recording.path)
+            an.plot["step_ends"] = (phases.step_ends(rec, an.timeline.start_ns), None)
+        except Exception as e:  # a display aid: the report stands without it, and says why
+            an.plot["step_ends"] = ({}, f"training steps not shown: {type(e).__name__}: {e}")
+    return an.plot["step_ends"]
+
+
+@dataclass
+class PhaseLanes:
+    """The timelines' "phases and steps" panel: each save's phases as bars in their own lane, the
+    training steps as ticks (or per-second bars) in the lane above; None where a recording has neither."""
+
+    bars: list[PhaseBar]
+    ticks: StepTicks
+    steps_why: str | None  # why the steps could not be read, if they could not
+
+    LANES = (*PHASE_LANES, "steps")
+    TITLE = "async saves' phases (s since recording start) and training steps (a tick at each train_step's end)"
+
+    @property
+    def notes(self) -> list[str]:
+        return [x for x in (self.ticks.note, self.steps_why) if x]
+
+
+def phase_lanes(an) -> PhaseLanes | None:
+    bars = phase_bars(an.model.checkpoints)
+    steps, why = recorded_steps(an)
+    ticks = step_ticks(steps)
+    if not bars and not ticks.total:
+        return None
+    return PhaseLanes(bars, ticks, why)
+
+
 @dataclass
 class MarkLines:
     """What the timelines draw of the recording's ckprof.mark() events: one line per mark, or,
@@ -228,8 +342,15 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
     plt = _mpl()
     rows = an.model.checkpoints
     marks = mark_lines(an.plot.get("marks", []), an.timeline.duration_s)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.1 * len(panels) + 0.6), sharex=True, squeeze=False)
+    lanes = phase_lanes(an)
+    n = len(panels) + (lanes is not None)
+    ratios = [1.0] * len(panels) + ([0.8] if lanes is not None else [])
+    fig, axes = plt.subplots(
+        n, 1, figsize=(11, 2.1 * n + 0.6), sharex=True, squeeze=False, gridspec_kw={"height_ratios": ratios}
+    )
     axes = axes[:, 0]
+    if lanes is not None:
+        _draw_lanes(axes[-1], lanes, rows)
     for ax, p in zip(axes, panels):
         for tr in p.traces:
             kw = {"lw": 0.9}
@@ -251,6 +372,30 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
     title = "Timeline — checkpoint windows shaded (dark: save running; light: until durable)"
     fig.suptitle(title + (f"\n{marks.note}" if marks.note else ""), fontsize=10)
     return _png(fig)
+
+
+def _draw_lanes(ax, lanes: PhaseLanes, rows) -> None:
+    """The phases as bars (one collection per phase) and the steps as ticks (one collection)."""
+    for k, name in enumerate(PHASE_LANES):
+        for prov, hatch in (("measured", None), ("derived", "////")):
+            spans = [
+                (b.start_s, max(b.end_s - b.start_s, 1e-3))
+                for b in lanes.bars
+                if b.name == name and (b.provenance == "measured") == (prov == "measured")
+            ]
+            if spans:
+                ax.broken_barh(spans, (k - 0.35, 0.7), facecolor=PHASE_COLOURS[name], hatch=hatch, edgecolor="white")
+    t, top = lanes.ticks, len(PHASE_LANES)
+    if t.total:
+        h = 0.7 * (t.count / max(int(t.count.max()), 1)) if t.bin_s else np.full(len(t.x_s), 0.7)
+        x = t.x_s + (t.bin_s / 2 if t.bin_s else 0)
+        ax.vlines(x, top - 0.35, top - 0.35 + h, colors="0.3", lw=0.5 if not t.bin_s else 1.5)
+    _shade(ax, rows)
+    ax.set_yticks(range(len(PhaseLanes.LANES)), PhaseLanes.LANES, fontsize=7)
+    ax.set_ylim(-0.6, top + 0.6)
+    title = PhaseLanes.TITLE + "; hatched: derived, solid: measured" + "".join(f"\n{x}" for x in lanes.notes)
+    ax.set_title(title, fontsize=8, loc="left")
+    ax.grid(alpha=0.3, axis="x")
 
 
 def checkpoint_bars(an) -> bytes | None:

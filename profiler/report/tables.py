@@ -455,6 +455,42 @@ def async_rows(rep: Report | dict) -> list[list[str]]:
     return out
 
 
+PHASE_HEADERS = [
+    "#",
+    "phase",
+    "start [s since recording start]",
+    "end [s since recording start]",
+    "duration [s]",
+    "bytes [B]",
+    "rate [GiB/s] [d]",
+    "provenance",
+    "basis",
+]
+
+
+def phase_rows(rep: Report | dict) -> list[list[str]]:
+    """One row per phase of every save with phases: its times, bytes and rate, each with its unit,
+    and how its ends are known (measured or derived) and from what."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    out = []
+    for i, r in enumerate(rep.checkpoints, 1):
+        for p in known(r.phases) or []:
+            out.append(
+                [
+                    str(i),
+                    p.name,
+                    num(p.start_s, "{:.3f}"),
+                    num(p.end_s, "{:.3f}"),
+                    num(p.duration_s, "{:.3f}"),
+                    "n/a (moves no bytes of its own)" if p.bytes is None else b(p.bytes),
+                    num(p.gib_per_s, "{:.3f}", none="n/a"),
+                    p.provenance,
+                    p.basis,
+                ]
+            )
+    return out
+
+
 def async_line(rep: Report | dict) -> str | None:
     """The run's async effect in a line, each figure with its provenance; None without async saves."""
     rep = Report.from_jsonable(rep)  # or its JSON form
