@@ -174,10 +174,14 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
 @click.option("-o", "--output", metavar="FILE", help="Where to write [default: stdout].")
 @_include_foreign
 def compare(recordings, fmt, output, include_foreign_hosts):
-    """Compare recordings side by side, with ratios to the first one.
+    """Compare recordings side by side, with ratios to the first one: the run's figures (sync
+    against async: the stall per save, the background write, the steps beside it), then save k
+    of each recording (two targets: bytes, seconds, GiB/s, where the bytes went, durable where).
 
     \b
     ckprof compare nvme-run xfs-run lustre-run
+    ckprof compare sync-run async-run
+    ckprof compare disk-run s3-run
     """
     from ckprof.report import compare as C
     from ckprof.report import render
@@ -190,8 +194,7 @@ def compare(recordings, fmt, output, include_foreign_hosts):
     if fmt == "json":
         _write(to_json(cmp), output)
     else:
-        headers, rows = C.table(cmp)
-        _write("\n".join(render.md_table(headers, rows)) + "\n", output)
+        _write(C.markdown(cmp, render.md_table), output)
 
 
 @click.command()

@@ -1,9 +1,21 @@
 """`ckprof compare REC REC ...`: the figures a storage evaluation puts side by side, with ratios
-to the first recording (the baseline)."""
+to the first recording (the baseline).
+
+Two kinds of comparison read the same table:
+- sync against async (the run's rows): per save the stall the loop saw (blocked) and the background
+  write (persist), the training steps' median time beside no save and while a save persisted, the
+  inflation, and async's net effect (report `run.async_effect`, `checkpoints[].phases`, `.step_effect`);
+- two targets (a disk and an object store, an NFS mount...): save k of each recording side by side
+  (`saves`): its bytes, seconds and GiB/s, where the bytes went (devices, NFS and FUSE mounts, S3
+  endpoints, interfaces: `checkpoints[].devices`, `.remote`) and where it became durable.
+A figure a recording lacks is null with its reason (`why`), shown as "n/a (why)", never 0.
+"""
 
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass
 
 from ckprof.analysis.model import Checkpoint, Report
 from ckprof.power.readings import worst
@@ -11,32 +23,162 @@ from ckprof.power.readings import worst
 from . import tables as T
 
 
+@dataclass(frozen=True)
+class NA:
+    """A figure a recording does not have, and why."""
+
+    why: str
+
+
 def _saves(r: Report) -> list[Checkpoint]:
     return [c for c in r.checkpoints if c.kind == "save"]
-
-
-# (label, unit, provenance, function of a report → value)
-METRICS = [
-    ("checkpoints", "count", "measured", lambda r: r.run.checkpoints),
-    ("mean checkpoint time", "s", "derived", lambda r: r.run.mean_checkpoint_s),
-    ("mean device bandwidth", "GiB/s", "derived", lambda r: r.run.mean_device_gib_per_s),
-    ("mean app bandwidth", "GiB/s", "derived", lambda r: _mean([c.app_gib_per_s for c in _saves(r)])),
-    ("energy per checkpoint", "J", "(its components')", lambda r: r.run.mean_energy_j),
-    (
-        "energy per GiB",
-        "J/GiB",
-        "derived",
-        lambda r: _mean([sum(e.j_per_gib or 0 for e in c.energy.values()) for c in _saves(r) if c.energy]),
-    ),
-    ("peak temperature", "°C", "measured", lambda r: r.run.peak_temp_c),
-    ("time blocked by checkpoints", "fraction", "derived", lambda r: r.run.blocked_share),
-    ("not durable at return", "count", "derived", lambda r: r.run.not_durable_at_return),
-]
 
 
 def _mean(v):
     v = [x for x in v if x is not None]
     return sum(v) / len(v) if v else None
+
+
+def _or_na(v, why: str):
+    return NA(why) if v is None else v
+
+
+# -- sync against async: the run's saves, phase by phase, and the steps beside them -------------
+
+NO_BACKGROUND = "no save wrote in the background: each blocked throughout"
+NO_STEPS = "no training steps recorded (torch.optim's hook or ckprof.step())"
+
+
+def _phase(c: Checkpoint, name: str):
+    return next((p for p in T.known(c.phases) or [] if p.name == name), None)
+
+
+def _blocked_per_save(r: Report):
+    """Mean stall per finished save: its blocked phase, else its blocking time (a sync save's window)."""
+    vals = []
+    for c in _saves(r):
+        if c.ok is False:
+            continue
+        p = _phase(c, "blocked")
+        vals.append(p.duration_s if p is not None else c.blocking_s)
+    return _or_na(_mean(vals), "no finished save with a timed call")
+
+
+def _persist(r: Report, key: str):
+    phases = [p for c in _saves(r) if (p := _phase(c, "persist")) is not None]
+    if not phases:
+        return NA(NO_BACKGROUND)
+    return _or_na(_mean([getattr(p, key) for p in phases]), "no persist phase with that figure")
+
+
+def _effects(r: Report):
+    """The step effects of the saves that wrote in the background, or NA with why there are none."""
+    bg = [c for c in _saves(r) if _phase(c, "persist") is not None]
+    if not bg:
+        return NA("no save wrote in the background, and the report times steps only beside one")
+    effects = [e for c in bg if (e := T.known(c.step_effect)) is not None]
+    return effects or NA(NO_STEPS)
+
+
+def _median_other(r: Report):
+    e = _effects(r)
+    if isinstance(e, NA):
+        return e
+    return _or_na(e[0].median_step_other_s, "no step outside every checkpoint window")
+
+
+def _median_overlapping(r: Report):
+    e = _effects(r)
+    if isinstance(e, NA):
+        return e
+    meds = [x.median_step_overlapping_s for x in e if x.median_step_overlapping_s is not None]
+    return statistics.median(meds) if meds else NA("no step lay mostly inside a persist phase")
+
+
+def _inflation(r: Report):
+    over, other = _median_overlapping(r), _median_other(r)
+    for v in (over, other):
+        if isinstance(v, NA):
+            return v
+    return (over / other - 1) * 100 if other else NA("the median step outside the saves is 0 s")
+
+
+def _async(key: str):
+    def fn(r: Report):
+        a = T.known(r.run.async_effect)
+        if a is None:
+            return NA(NO_BACKGROUND)
+        v = getattr(a, key)
+        return _or_na(v, NO_STEPS if key in ("slower_steps_s", "net_s") else "unknown")
+
+    return fn
+
+
+ASYNC_METRICS = [
+    ("saves that wrote in the background", "count", "derived", lambda r: len(_saves_with_persist(r))),
+    ("blocked per save (the stall the loop saw)", "s", "derived", _blocked_per_save),
+    ("persist per save (the background write)", "s", "measured", lambda r: _persist(r, "duration_s")),
+    ("persist rate", "GiB/s", "derived", lambda r: _persist(r, "gib_per_s")),
+    ("median training step, no save running", "s", "derived", _median_other),
+    ("median training step, while a save persisted (median of the saves')", "s", "derived", _median_overlapping),
+    ("step inflation while persisting (from the two medians)", "%", "derived", _inflation),
+    ("seconds lost to slower steps", "s", "derived", _async("slower_steps_s")),
+    ("stall avoided by writing in the background", "s", "estimated", _async("stall_avoided_s")),
+    ("async net effect (stall avoided − slower steps)", "s", "estimated", _async("net_s")),
+]
+
+
+def _saves_with_persist(r: Report) -> list[Checkpoint]:
+    return [c for c in _saves(r) if _phase(c, "persist") is not None]
+
+
+def _energy_per_gib(r: Report):
+    """Mean over the saves with energy of Σ components' J/GiB; a save whose component lacks it is
+    left out (its J/GiB unknown is not 0)."""
+    vals = []
+    for c in _saves(r):
+        per = [e.j_per_gib for e in c.energy.values()]
+        if per and all(v is not None for v in per):
+            vals.append(sum(per))
+    return _or_na(_mean(vals), "no save with every component's energy per GiB")
+
+
+# (label, unit, provenance, function of a report → value, or NA(why))
+METRICS = [
+    ("checkpoints", "count", "measured", lambda r: r.run.checkpoints),
+    ("mean checkpoint time", "s", "derived", lambda r: _or_na(r.run.mean_checkpoint_s, "no save finished")),
+    ("mean device bandwidth", "GiB/s", "derived", lambda r: _device_bandwidth(r)),
+    (
+        "mean app bandwidth",
+        "GiB/s",
+        "derived",
+        lambda r: _or_na(_mean([c.app_gib_per_s for c in _saves(r)]), "no save with its bytes and seconds"),
+    ),
+    (
+        "energy per checkpoint",
+        "J",
+        "(its components')",
+        lambda r: _or_na(r.run.mean_energy_j, "no energy source recorded" if not _any_energy(r) else "unknown"),
+    ),
+    ("energy per GiB", "J/GiB", "derived", _energy_per_gib),
+    ("peak temperature", "°C", "measured", lambda r: _or_na(r.run.peak_temp_c, "no temperature sensor recorded")),
+    ("time blocked by checkpoints", "fraction", "derived", lambda r: r.run.blocked_share),
+    ("not durable at return", "count", "derived", lambda r: r.run.not_durable_at_return),
+    *ASYNC_METRICS,
+]
+
+
+def _device_bandwidth(r: Report):
+    """The run's mean device GiB/s, or why it has none: the reasons its saves were left out."""
+    if r.run.mean_device_gib_per_s is not None:
+        return r.run.mean_device_gib_per_s
+    lo = r.run.device_left_out.mean_device_gib_per_s if r.run.device_left_out else None
+    whys = dict.fromkeys(T.LEFT_OUT_WHY.get(x.code, x.code) for x in (lo.left_out if lo else []))
+    return NA("every save left out: " + ", ".join(whys) if whys else "no save with device samples")
+
+
+def _any_energy(r: Report) -> bool:
+    return any(c.energy for c in r.checkpoints)
 
 
 def _energy_provenance(reports: list[Report]) -> str:
@@ -84,6 +226,15 @@ def _ssd_efficiency(reports: list[Report]) -> list[tuple]:
     return rows
 
 
+def _value(v) -> tuple:
+    """(value, why): a figure, or None and why it is missing."""
+    if isinstance(v, NA):
+        return None, v.why
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None, None
+    return v, None
+
+
 def compare(reports: list[Report | dict]) -> dict:
     """The comparison (its own JSON: schema ckprof-compare); a report may be given as its JSON form."""
     reports = [Report.from_jsonable(r) for r in reports]
@@ -97,21 +248,33 @@ def compare(reports: list[Report | dict]) -> dict:
     metrics[i:i] = [(label, unit, eprov, fn) for label, unit, _, fn in _energy_by_component(reports)]
     metrics += _ssd_efficiency(reports)
     for label, unit, prov, fn in metrics:
-        vals = [fn(r) for r in reports]
+        vals, whys = zip(*(_value(fn(r)) for r in reports))
         base = vals[0]
         ratios = [None if (v is None or not base) else v / base for v in vals]
-        rows.append({"metric": label, "unit": unit, "provenance": prov, "values": vals, "ratio_to_first": ratios})
+        rows.append(
+            {
+                "metric": label,
+                "unit": unit,
+                "provenance": prov,
+                "values": list(vals),
+                "why": list(whys),
+                "ratio_to_first": ratios,
+            }
+        )
+    from . import compare_saves
+
     return {
         "schema": "ckprof-compare",
-        "schema_version": 1,
+        "schema_version": 2,
         "recordings": [r.recording.path for r in reports],
         "metrics": rows,
+        "saves": compare_saves.side_by_side(reports),
     }
 
 
-def _fmt(v) -> str:
+def _fmt(v, why=None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
+        return f"n/a ({why})" if why else "—"
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
@@ -120,9 +283,24 @@ def table(cmp: dict) -> tuple[list[str], list[list[str]]]:
     headers = ["metric [unit, provenance]"] + names + [f"ratio [{i + 1}]/[1]" for i in range(1, len(names))]
     rows = []
     for m in cmp["metrics"]:
+        whys = m.get("why") or [None] * len(m["values"])
         rows.append(
             [f"{m['metric']} [{m['unit']}, {T.TAG.get(m['provenance'], m['provenance'])}]"]
-            + [_fmt(v) for v in m["values"]]
+            + [_fmt(v, w) for v, w in zip(m["values"], whys)]
             + [_fmt(x) for x in m["ratio_to_first"][1:]]
         )
     return headers, rows
+
+
+def markdown(cmp: dict, md_table) -> str:
+    """The comparison as Markdown: the run's figures, then each save side by side (md_table:
+    render.md_table, which escapes every cell)."""
+    from . import compare_saves
+
+    headers, rows = table(cmp)
+    out = md_table(headers, rows)
+    sh, sr, cut = compare_saves.table(cmp)
+    if sr:
+        out += ["", "## Each save side by side (save k of each recording)", ""] + md_table(sh, sr)
+        out += [f"({cut})"] if cut else []
+    return "\n".join(out) + "\n"
