@@ -138,8 +138,9 @@ def _energy_per_gib(r: Report):
     vals = []
     for c in _saves(r):
         per = [e.j_per_gib for e in c.energy.values()]
-        if per and all(v is not None for v in per):
-            vals.append(sum(per))
+        known = [v for v in per if v is not None]
+        if per and len(known) == len(per):
+            vals.append(sum(known))
     return _or_na(_mean(vals), "no save with every component's energy per GiB")
 
 
@@ -237,18 +238,18 @@ def _value(v) -> tuple:
 
 def compare(reports: list[Report | dict]) -> dict:
     """The comparison (its own JSON: schema ckprof-compare); a report may be given as its JSON form."""
-    reports = [Report.from_jsonable(r) for r in reports]
+    reps = [Report.from_jsonable(r) for r in reports]
     rows = []
-    eprov = _energy_provenance(reports)
+    eprov = _energy_provenance(reps)
     metrics = [
         (label, unit, eprov if label.startswith("energy per checkpoint") else prov, fn)
         for label, unit, prov, fn in METRICS
     ]
     i = next(k for k, m in enumerate(metrics) if m[0] == "energy per checkpoint") + 1
-    metrics[i:i] = [(label, unit, eprov, fn) for label, unit, _, fn in _energy_by_component(reports)]
-    metrics += _ssd_efficiency(reports)
+    metrics[i:i] = [(label, unit, eprov, fn) for label, unit, _, fn in _energy_by_component(reps)]
+    metrics += _ssd_efficiency(reps)
     for label, unit, prov, fn in metrics:
-        vals, whys = zip(*(_value(fn(r)) for r in reports))
+        vals, whys = zip(*(_value(fn(r)) for r in reps))
         base = vals[0]
         ratios = [None if (v is None or not base) else v / base for v in vals]
         rows.append(
@@ -266,9 +267,9 @@ def compare(reports: list[Report | dict]) -> dict:
     return {
         "schema": "ckprof-compare",
         "schema_version": 2,
-        "recordings": [r.recording.path for r in reports],
+        "recordings": [r.recording.path for r in reps],
         "metrics": rows,
-        "saves": compare_saves.side_by_side(reports),
+        "saves": compare_saves.side_by_side(reps),
     }
 
 

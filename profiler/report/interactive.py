@@ -30,7 +30,7 @@ X_RANGE = "ckprof-x"  # the models the page's script finds by name
 BANDS = "ckprof-checkpoints"
 PHASES = "ckprof-phases"  # the async saves' phase bars (one glyph)
 STEPS = "ckprof-steps"  # the training steps' ticks, or per-second bars (one glyph)
-LANES_HEIGHT = 120
+LANES_HEIGHT = 150
 DIV_ID = "ckprof-timeline"
 DATA_ID = "ckprof-timeline-data"
 
@@ -136,6 +136,7 @@ def _lanes_figure(lanes: P.PhaseLanes, xr, band_src, durable_src):
     """The "phases and steps" panel: each phase a bar in its lane (one quad glyph for all, hover:
     start, end, seconds, bytes, GiB/s, measured/derived), the steps as ticks above (one segment glyph)."""
     from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
+    from bokeh.models.annotations import Title
     from bokeh.plotting import figure
 
     lane = {name: k for k, name in enumerate(P.PhaseLanes.LANES)}
@@ -170,10 +171,10 @@ def _lanes_figure(lanes: P.PhaseLanes, xr, band_src, durable_src):
         },
         name=STEPS,
     )
-    title = P.PhaseLanes.TITLE + "".join(f" — {n}" for n in lanes.notes)
+    title = Title(text=P.PhaseLanes.TITLE + "".join(f" — {n}" for n in lanes.notes), text_font_size="11px")
     fig = figure(
         x_range=xr,
-        y_range=Range1d(-0.6, len(P.PhaseLanes.LANES) - 0.4),
+        y_range=Range1d(start=-0.6, end=len(P.PhaseLanes.LANES) - 0.4),
         height=LANES_HEIGHT + 30,
         sizing_mode="stretch_width",
         title=title,
@@ -181,7 +182,6 @@ def _lanes_figure(lanes: P.PhaseLanes, xr, band_src, durable_src):
         active_drag="xbox_zoom",
         x_axis_label="time since recording start (s)",
     )
-    fig.title.text_font_size = "11px"
     fig.min_border_left = 60
     fig.yaxis.ticker = FixedTicker(ticks=list(range(len(P.PhaseLanes.LANES))))
     fig.yaxis.major_label_overrides = {k: name for name, k in lane.items()}
