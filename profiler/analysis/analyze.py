@@ -217,9 +217,10 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     return Rows([Checkpoint.from_jsonable(r) for r in rows], spans, sampling, workload_note)
 
 
-def measure_phases(inp: Input, rows: Rows) -> P.AsyncPhases:
-    """Phases of each save with a background part; steps from train_step events (absent: none)."""
-    return P.measure(inp.rec, rows.rows, inp.timeline.start_ns)
+def measure_phases(inp: Input, rows: Rows, ctx: Context) -> P.AsyncPhases:
+    """Phases of each save with a background part (with each phase's GPU idle where a GPU is
+    recorded); steps from train_step events (absent: none)."""
+    return P.measure(inp.rec, rows.rows, inp.timeline.start_ns, ctx.gpu_idle)
 
 
 def measure_remote(inp: Input, rows: Rows) -> list[Remote | None]:
@@ -326,7 +327,7 @@ def analyze(
     ctx, context_notes = measure_context(inp, windows)
     dur = judge_durability(inp, windows)
     rows = measure_rows(inp, windows, ctx, dur)
-    ph = measure_phases(inp, rows)
+    ph = measure_phases(inp, rows, ctx)
     rows = with_phases_and_remote(rows, ph, measure_remote(inp, rows))
     run = run_figures(inp, windows, ctx, rows.rows)
     notes = collect_notes(inp, windows, context_notes, dur, rows)

@@ -167,6 +167,16 @@ class Phase(Model):
     gib_per_s: float | None = figure(GIBPS, DERIVED, "bytes / duration")
     provenance: str = plain("measured or derived (how start and end are known)")
     basis: str = plain("what the phase's ends stand on")
+    # staging on a GPU: the device-to-host copy (a staging event that says; else absent)
+    d2h_bytes: float | None = figure(
+        "B (Σ numel × element size of the state dict's CUDA tensors at the staging call)", MEASURED, absent=True
+    )
+    d2h_s: float | None = figure("s (the staging span the copy ran in: no CUDA event brackets it)", DERIVED, absent=True)
+    d2h_gib_per_s: float | None = figure(GIBPS, DERIVED, "d2h_bytes / d2h_s", absent=True)
+    d2h_basis: str | None = plain("what the D2H figures stand on, or why they are unknown", absent=True)
+    # when a GPU is recorded (analysis/gpu_idle.py's rule over the phase's span)
+    gpu_idle_s: float | None = figure("s (mean over the GPUs that are known)", DERIVED, absent=True)
+    gpu_idle_basis: str | None = plain("which GPUs the mean stands on, or 'unknown: why'", absent=True)
 
 
 @dataclass(frozen=True)

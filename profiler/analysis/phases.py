@@ -4,11 +4,15 @@ Phases of one save (seconds from the recording's start, like every window):
 - blocked: the call the training loop waited on: [start, start + blocking_s]. Measured (the patch
   times the call; a sync save blocks for its whole window).
 - staging: the state copied to host memory. Measured when the save says when it finished (a
-  `checkpoint_phase` event: DCP's AsyncStager, whose staging runs in the background); for an
-  async_save without a stager DCP stages inside the call, so staging is the blocked phase (derived).
+  `checkpoint_phase` event: DCP's AsyncStager, whose staging runs in the background; Lightning's
+  AsyncCheckpointIO, whose clone ends at its submit, inside the call); for an async_save without a
+  stager DCP stages inside the call, so staging is the call's span (derived). On a GPU the event
+  carries the device-to-host bytes (Σ of the state dict's CUDA tensors at the call: measured) and
+  the staging span's seconds (derived: no CUDA event brackets the copy itself), or why unknown.
 - persist: the background write, from the end of blocking (or of staging, if later) to the window's
   end (the future's completion). Measured from those two times.
 - durable: from the window's end to the durable end (analysis/durability.py), when known.
+Each phase's GPU idle seconds, when a GPU is recorded: analysis/gpu_idle.py's rule over its span.
 
 Training steps (`train_step` events: torch.optim's post-hook or ckprof.step()): step k lasts from
 the end of step k−1 to its own end, per process. A save's blocked phase inside a step is the stall,
@@ -27,10 +31,11 @@ slower steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .gpu_idle import window_idle
 from .model import AsyncEffect, Checkpoint, Phase, StepEffect
 from .model_base import ABSENT, DERIVED, MEASURED
 
@@ -48,6 +53,21 @@ class SaveSpan:
     bytes_app: float | None = None
     staged_s: float | None = None  # a checkpoint_phase 'staging' event's time, if any
     durable_end_s: float | None = None
+    staging: Staging | None = None  # what that event says besides its time
+
+
+@dataclass(frozen=True)
+class Staging:
+    """A `checkpoint_phase` 'staging' event's fields (seconds from the recording's start)."""
+
+    end_s: float
+    start_s: float | None = None  # when staging began, where the event says (else the call's start)
+    by: str | None = (
+        None  # 'stager', 'call' (DCP staged inside async_save), Lightning's clone; None: an older recording's stager
+    )
+    d2h_bytes: float | None = None
+    d2h_s: float | None = None
+    d2h_basis: str | None = None  # None: the event said nothing of D2H (absent from the phase)
 
 
 def _phase(name, a, b, nbytes, provenance, basis) -> Phase:
@@ -66,11 +86,27 @@ def background_s(s: SaveSpan) -> tuple[float, float] | None:
     return (a, s.end_s) if s.end_s - a > 1e-6 else None
 
 
+_STAGED_BY = {
+    None: (MEASURED, "the stager's completion"),
+    "stager": (MEASURED, "the call's start to the stager's completion"),
+    "call": (DERIVED, "staged inside the call (no stager): the call's span"),
+}
+
+
+def _staging(s: SaveSpan, st: Staging) -> Phase:
+    prov, basis = _STAGED_BY.get(st.by, (MEASURED, f"{st.by}: its start to the submit of the background write"))
+    p = _phase("staging", s.start_s if st.start_s is None else st.start_s, st.end_s, s.bytes_app, prov, basis)
+    if st.d2h_basis is None:
+        return p
+    rate = st.d2h_bytes / st.d2h_s / 2**30 if st.d2h_bytes and st.d2h_s else None
+    return replace(p, d2h_bytes=st.d2h_bytes, d2h_s=st.d2h_s, d2h_gib_per_s=rate, d2h_basis=st.d2h_basis)
+
+
 def phases(s: SaveSpan) -> list[Phase]:
     block_end = s.end_s if s.blocking_s is None else min(s.end_s, s.start_s + s.blocking_s)
     out = [_phase("blocked", s.start_s, block_end, None, MEASURED, "the call's start and return (the patch)")]
     if s.staged_s is not None:
-        out.append(_phase("staging", s.start_s, s.staged_s, s.bytes_app, MEASURED, "the stager's completion"))
+        out.append(_staging(s, s.staging or Staging(s.staged_s)))
     elif background_s(s) is not None:
         out.append(_phase("staging", s.start_s, block_end, s.bytes_app, DERIVED, "staged inside the call (no stager)"))
     bg = background_s(s)
@@ -158,8 +194,14 @@ def step_ends(rec, origin_ns: float) -> dict:
     return steps
 
 
-def staged_at(rec, origin_ns: float) -> dict:
-    """Save id → when its staging finished (a checkpoint_phase 'staging' event), s from `origin_ns`."""
+def _cell(r, key):
+    """A event row's value, None where the column is missing or the row has none (NaN)."""
+    v = r.get(key)
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
+
+
+def staged_at(rec, origin_ns: float) -> dict[str, Staging]:
+    """Save id → its staging (a checkpoint_phase 'staging' event), s from `origin_ns`."""
     ev = rec.events
     staged: dict = {}
     if not len(ev) or "event" not in ev:
@@ -167,7 +209,15 @@ def staged_at(rec, origin_ns: float) -> dict:
     ph = ev[ev["event"] == "checkpoint_phase"]
     if len(ph) and "phase" in ph:
         for _, r in ph[(ph["phase"] == "staging") & (ph.get("ok", True) != False)].iterrows():  # noqa: E712
-            staged[r["id"]] = (float(r["t_ns"]) - origin_ns) / 1e9
+            start_ns, n, d = _cell(r, "start_ns"), _cell(r, "d2h_bytes"), _cell(r, "d2h_s")
+            staged[r["id"]] = Staging(
+                end_s=(float(r["t_ns"]) - origin_ns) / 1e9,
+                start_s=None if start_ns is None else (float(start_ns) - origin_ns) / 1e9,
+                by=_cell(r, "staged_by"),
+                d2h_bytes=None if n is None else float(n),
+                d2h_s=None if d is None else float(d),
+                d2h_basis=_cell(r, "d2h_basis"),
+            )
     return staged
 
 
@@ -180,6 +230,7 @@ def save_spans(rows: list, staged: dict) -> list[SaveSpan]:
             continue
         parts = [p.id for p in c.parts or []] + [c.id]
         durable_end = _known(c.durable_end_s)
+        st = next((staged[p] for p in parts if p in staged), None)
         spans.append(
             SaveSpan(
                 id=str(c.id),
@@ -187,8 +238,9 @@ def save_spans(rows: list, staged: dict) -> list[SaveSpan]:
                 end_s=float(c.start_s) + float(c.duration_s),
                 blocking_s=None if c.blocking_s is None else float(c.blocking_s),
                 bytes_app=c.bytes_app,
-                staged_s=next((staged[p] for p in parts if p in staged), None),
+                staged_s=None if st is None else st.end_s,
                 durable_end_s=None if durable_end is None else float(durable_end),
+                staging=st,
             )
         )
     return spans
@@ -210,12 +262,28 @@ class AsyncPhases:
     run: AsyncEffect | None
 
 
-def measure(rec, rows: list, origin_ns: float) -> AsyncPhases:
+def with_gpu_idle(ph: list[Phase], gpu_idle: dict, origin_ns: float) -> list[Phase]:
+    """Each phase with its GPU idle seconds (gpu_idle.window_idle over its span), where a GPU is
+    recorded (`gpu_idle`: gpu_idle.idle_series); unchanged where none is."""
+    if not gpu_idle:
+        return ph
+    out = []
+    for p in ph:
+        if p.start_s is None or p.end_s is None:
+            out.append(p)
+            continue
+        mean_s, _, basis = window_idle(gpu_idle, origin_ns + p.start_s * 1e9, origin_ns + p.end_s * 1e9)
+        out.append(replace(p, gpu_idle_s=mean_s, gpu_idle_basis=basis))
+    return out
+
+
+def measure(rec, rows: list, origin_ns: float, gpu_idle: dict | None = None) -> AsyncPhases:
+    """`gpu_idle`: gpu_idle.idle_series of the recording (None or empty: no GPU recorded)."""
     spans, steps = from_recording(rec, rows, origin_ns)
     with_bg = [s for s in spans if background_s(s) is not None or s.staged_s is not None]
     effects = step_effects(spans, steps) if steps else {}
     return AsyncPhases(
-        {s.id: phases(s) for s in with_bg},
+        {s.id: with_gpu_idle(phases(s), gpu_idle or {}, origin_ns) for s in with_bg},
         {k: e for k, e in effects.items() if e is not None},
         async_effect(spans, effects),
     )

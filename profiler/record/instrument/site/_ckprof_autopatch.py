@@ -46,6 +46,7 @@ _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PR
 _HOST = socket.gethostname()
 _ids = itertools.count(1)
 _lock = threading.Lock()
+_on_thread = threading.local()  # .save: the outermost save running on this thread ({"id": ...}), else None
 _busy = 0  # wrapped calls running in this process
 _recent = []  # (id, {path: True}, dir or None, end monotonic ns) of the latest saves, newest last
 RECENT_MAX = 16
@@ -378,11 +379,15 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 _leave()
         cid = f"{_HOST}:{os.getpid()}:patch{next(_ids)}"
         common = {"id": cid, "kind": kind, "path": path, "name": api}
+        inner = {"id": cid}  # what a plugin called inside hands this save (patch_lightning_async_io)
+        _on_thread.save = inner if kind == "save" else None
         at_start = _at_start(path) if kind == "load" else {}
         _emit("checkpoint_start", t_ns=t_call, step=step, **at_start, **common)
+        is_async = api.endswith("async_save")
+        # the CUDA bytes it will copy to host, walked before the call's own time starts (ckprof's, not its)
+        d2h = _d2h_of(args[0] if args else kwargs.get("state_dict")) if is_async else None
         t0 = time.monotonic_ns()
         t0_wall = time.time_ns() - 2_000_000_000  # file mtimes are coarse (a jiffy): allow slack
-        is_async = api.endswith("async_save")
 
         def measured():
             """(bytes, files written) once the save is complete."""
@@ -402,32 +407,58 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         try:
             result = fn(*args, **kwargs)
         except BaseException as e:
+            _on_thread.save = None
             _leave()
             _emit("checkpoint_end", ok=False, error=f"{type(e).__name__}: {e}", **common)
             raise
-        blocking_s = (time.monotonic_ns() - t0) / 1e9
+        t_ret = time.monotonic_ns()
+        _on_thread.save = None
+        blocking_s = (t_ret - t0) / 1e9
         # DCP's async_save returns a Future, or with an AsyncStager such as DefaultStager an
         # AsyncSaveResponse holding two: staging_completion (the state copied to host memory, in the
-        # background) and upload_completion (the write). The save ends with the upload.
+        # background) and upload_completion (the write). The save ends with the upload. A plugin
+        # called inside (Lightning's AsyncCheckpointIO) hands its background write's Future instead.
         staging = getattr(result, "staging_completion", None) if is_async else None
         upload = getattr(result, "upload_completion", result) if is_async else result
+        if inner.get("upload") is not None:
+            is_async, upload = True, inner["upload"]
         fut = getattr(upload, "add_done_callback", None)
         if is_async and callable(getattr(staging, "add_done_callback", None)):
 
             def staged(f, common=common):
+                t_staged = time.monotonic_ns()
                 _emit(
-                    "checkpoint_phase", phase="staging", ok=not f.cancelled() and f.exception() is None, id=common["id"]
+                    "checkpoint_phase",
+                    t_ns=t_staged,
+                    phase="staging",
+                    ok=not f.cancelled() and f.exception() is None,
+                    id=common["id"],
+                    start_ns=t_call,
+                    staged_by="stager",
+                    **_d2h_fields(d2h, t_staged - t_call, "the call's start to the stager's completion"),
                 )
 
             staging.add_done_callback(staged)
+        elif is_async and d2h is not None and callable(fut):  # DCP staged the state inside the call
+            _emit(
+                "checkpoint_phase",
+                t_ns=t_ret,
+                phase="staging",
+                ok=True,
+                id=cid,
+                start_ns=t_call,
+                staged_by="call",
+                **_d2h_fields(d2h, t_ret - t_call, "the async_save call's wall time (staging and DCP's planning)"),
+            )
         if is_async and callable(fut):
+            error_of = inner.get("error_of")
 
-            def done(f, common=common, blocking_s=blocking_s):
+            def done(f, common=common, blocking_s=blocking_s, error_of=error_of):
                 t_done = time.monotonic_ns()  # the save ended here: the look at its files below is ckprof's
                 _leave()
                 err = None
                 try:
-                    err = f.exception()
+                    err = f.exception() or (error_of() if error_of else None)
                 except BaseException as e:  # cancelled
                     err = e
                 nbytes, files = measured()
@@ -463,6 +494,122 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
 
     wrapper.__ckprof_wrapped__ = True
     return wrapper
+
+
+def _cuda_bytes(obj, depth=0):
+    """Bytes of the CUDA tensors in a state dict (nested dicts, lists, tuples), walked once: Σ
+    numel × element_size of each tensor whose is_cuda is true (a DTensor's local shard). None when
+    it holds a Stateful object (DCP calls its state_dict() inside the save: its tensors are unknown
+    here, and calling it twice would change what is measured)."""
+    if depth > 64:
+        return None
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple)):
+        if hasattr(obj, "is_cuda") and hasattr(obj, "numel"):
+            t = obj.to_local() if callable(getattr(obj, "to_local", None)) else obj
+            return t.numel() * t.element_size() if t.is_cuda else 0
+        return None if callable(getattr(obj, "state_dict", None)) else 0
+    total = 0
+    for v in obj:
+        n = _cuda_bytes(v, depth + 1)
+        if n is None:
+            return None
+        total += n
+    return total
+
+
+def _d2h_of(state):
+    """(CUDA bytes of the state an async save stages, or None, and why not): the device-to-host
+    copy's bytes. A failure to walk it is unknown, never raised into the training loop."""
+    try:
+        n = _cuda_bytes(state)
+    except Exception as e:
+        return None, f"could not walk the state dict ({type(e).__name__})"
+    return (
+        (n, None) if n is not None else (None, "the state dict holds Stateful objects (their tensors are not walked)")
+    )
+
+
+def _d2h_fields(d2h, staging_ns, basis):
+    """A staging phase event's device-to-host fields: bytes summed from the state dict (measured),
+    seconds over the staging span (derived: no CUDA event brackets the copy itself)."""
+    if d2h is None:
+        return {}
+    n, why = d2h
+    return {
+        "d2h_bytes": n,
+        "d2h_s": None if not n else staging_ns / 1e9,
+        "d2h_basis": why or f"Σ bytes of the state dict's CUDA tensors at the call; seconds: {basis}",
+    }
+
+
+def patch_lightning_async_io(mod):
+    """Lightning's AsyncCheckpointIO.save_checkpoint: clones the checkpoint's tensors on the loop's
+    thread (staging), then submits the write to its one-thread executor and returns. Inside a
+    Trainer.save_checkpoint window, that window becomes an async save: it is handed the write's
+    Future (its end) and a staging phase event at the submit. The write's own torch.save, in the
+    executor's thread, is part of the window (a call inside a wrapped one)."""
+    cls = getattr(mod, "AsyncCheckpointIO", None)
+    fn = getattr(cls, "save_checkpoint", None)
+    if not callable(fn) or getattr(fn, "__ckprof_wrapped__", False):
+        return
+
+    @functools.wraps(fn)
+    def save_checkpoint(self, *args, **kwargs):
+        outer = getattr(_on_thread, "save", None)
+        setup = getattr(self, "_ensure_setup", None)
+        if outer is None or "upload" in outer or not callable(setup):
+            return fn(self, *args, **kwargs)
+        t_call = time.monotonic_ns()
+        setup()
+        ex, futures, err0 = self._executor, [], getattr(self, "_error", None)
+        submit = ex.submit
+
+        def captured(*a, **k):
+            f = submit(*a, **k)
+            futures.append(f)
+            return f
+
+        ex.submit = captured  # an instance attribute over the class's method, for this call only
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            t_staged = time.monotonic_ns()
+            try:
+                del ex.submit
+            except AttributeError:
+                pass
+            if futures:
+                outer["upload"] = futures[0]
+
+                def error_of(self=self, err0=err0):  # the plugin keeps its thread's error, not the Future
+                    e = getattr(self, "_error", None)
+                    return e if e is not None and e is not err0 else None
+
+                outer["error_of"] = error_of
+                ckpt = kwargs.get("checkpoint", args[0] if args else None)
+                n, why = _d2h_of(ckpt)
+                _emit(
+                    "checkpoint_phase",
+                    t_ns=t_staged,
+                    phase="staging",
+                    ok=True,
+                    id=outer["id"],
+                    start_ns=t_call,
+                    staged_by="lightning AsyncCheckpointIO clone",
+                    d2h_bytes=0 if n == 0 else None,
+                    d2h_basis=why
+                    or (
+                        "no CUDA tensors in the checkpoint"
+                        if n == 0
+                        else "cloned on the tensors' own device (no copy to host here); "
+                        "the host copy is inside the background write's torch.save"
+                    ),
+                )
+
+    save_checkpoint.__ckprof_wrapped__ = True
+    cls.save_checkpoint = save_checkpoint
 
 
 def _tell(fobj):
@@ -712,6 +859,8 @@ TARGETS = {
     "lightning.pytorch.trainer.trainer": patch_lightning_trainer,
     "pytorch_lightning.trainer.trainer": patch_lightning_trainer,
     "lightning.pytorch.trainer.connectors.checkpoint_connector": patch_lightning_connector,
+    "lightning.pytorch.plugins.io.async_plugin": patch_lightning_async_io,
+    "pytorch_lightning.plugins.io.async_plugin": patch_lightning_async_io,
     "pytorch_lightning.trainer.connectors.checkpoint_connector": patch_lightning_connector,
     # object stores (_ckprof_uploads.py): fsspec's buffered files, botocore's S3 writes, boto3's uploads
     "fsspec.spec": patch_fsspec,
