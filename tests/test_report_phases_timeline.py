@@ -164,3 +164,14 @@ def test_markdown_and_html_list_each_phase_with_unit_and_provenance(steps_an):
     assert len(staging) == 4 and all("| derived | staged inside the call (no stager) |" in r for r in staging)
     html = render.to_html(steps_an.model, {})
     assert "id='async-phase-rows'" in html and html.count("<td>persist</td>") == 4
+
+
+def test_a_long_run_s_step_bars_widen_to_whole_seconds_and_stay_few():
+    """10,000 s of two steps a second from two processes: bars of 5 s (⌈10,000 / 2,000⌉), each
+    counting the steps that ended in it, at most MAX_STEP_TICKS of them."""
+    ends = np.arange(0.25, 10_000, 0.5)
+    t = plots.step_ticks({"rank0": ends, "rank1": ends + 0.1})
+    assert t.bin_s == 5.0 and len(t.x_s) <= plots.MAX_STEP_TICKS
+    assert t.total == 2 * len(ends) == int(t.count.sum()) and t.processes == 2
+    assert set(t.count.tolist()) == {20}  # 2 processes × 2 a second × 5 s
+    assert "40,000 training steps (2 process(es)) drawn as steps ended per 5 s" in t.note

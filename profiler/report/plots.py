@@ -206,7 +206,8 @@ def phase_bars(rows: list[Checkpoint]) -> list[PhaseBar]:
 @dataclass
 class StepTicks:
     """What the timelines draw of the training steps (train_step events): one tick at each step's
-    end, or, past `MAX_STEP_TICKS`, one bar per second standing for the steps that ended in it."""
+    end, or, past `MAX_STEP_TICKS`, one bar per second (per `bin_s` whole seconds on a run longer
+    than MAX_STEP_TICKS s) standing for the steps that ended in it."""
 
     x_s: np.ndarray  # a tick's time, or a bin's start, in s since the recording's start
     count: np.ndarray  # steps each tick stands for (1 per tick; the bin's count when binned)
@@ -224,13 +225,15 @@ class StepTicks:
         )
 
 
-def step_ticks(step_ends_s: dict, max_ticks: int = MAX_STEP_TICKS, bin_s: float = 1.0) -> StepTicks:
-    """`step_ends_s`: each process's step ends in s since the recording's start (phases.step_ends)."""
+def step_ticks(step_ends_s: dict, max_ticks: int = MAX_STEP_TICKS) -> StepTicks:
+    """`step_ends_s`: each process's step ends in s since the recording's start (phases.step_ends).
+    Past `max_ticks` steps: bars of 1 s, or of as many whole seconds as keep them to `max_ticks`."""
     ends = [np.asarray(v, dtype=float) for v in step_ends_s.values()]
     x = np.sort(np.concatenate(ends)) if ends else np.zeros(0)
     n = len(x)
     if n <= max_ticks:
         return StepTicks(x, np.ones(n, dtype=np.int64), n, len(ends))
+    bin_s = float(max(1, int(np.ceil(max(float(x[-1]), 0.0) / max_ticks))))
     bins = np.floor(x / bin_s).astype(np.int64)
     first, count = np.unique(bins, return_counts=True)
     return StepTicks(first * bin_s, count, n, len(ends), bin_s)
