@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FR_ABI 1 /* Python checks it: a library built from another fanreader.c is not used */
+#define FR_ABI 2 /* Python checks it: a library built from another fanreader.c is not used */
 
 /* <linux/fanotify.h> */
 #define FAN_MODIFY 0x2u
@@ -194,6 +195,9 @@ struct fr {
   size_t text_len[10];
   uint32_t op_bits[6];
   int64_t events_fast, events_kept, files;
+  /* fr_cycle's state between its returns: the merge pause under way, this read's accounting */
+  int64_t pause_until_ns, kept_at_read, mine_ns, flushed_ns;
+  int pause_mine, read_any;
   uint8_t keybuf[4 + 256 + 4096];
   char pathbuf[8192];
 };
@@ -721,6 +725,103 @@ int fr_take(struct fr *s, int64_t len, int64_t *off, int64_t *ev_len, int64_t t_
   }
   *off = len;
   return 0;
+}
+
+/* ---- the read cycle ------------------------------------------------------------------------
+ * FileActivity._run's loop while the tree writes, here so that a read cycle (~50 a second: one a
+ * MERGE_S) costs no Python: the merge pause, read(2) of the group, fr_take, and the bursts gone
+ * quiet finished. Python is called back (the return value says why) only for what it decides:
+ *   FR_EVENT  an event fr_take cannot take whole: io[IO_OFF], io[IO_EVLEN] in the buffer of
+ *             io[IO_LEN] bytes read at io[IO_T]; Python judges it, takes the rest of that buffer
+ *             (fr_take) and calls fr_cycle again, which reads on;
+ *   FR_CONN   the proc connector has events (an exec during a merge pause of the tree's, which
+ *             names a short-lived writer while it runs; or forks and execs queued before a read,
+ *             whose pids must be known before that read's events are judged): Python drains
+ *             them (ProcTree.drain) and calls again; the pause goes on to its end;
+ *   FR_FLUSH  finished entries wait (fr_out) and flush_every_ns has passed since the last flush;
+ *   FR_IDLE   a read found the queue empty and nothing was read since the last pause: Python
+ *             waits for the kernel (select) as before;
+ *   FR_STOP   stop_fd became readable; -errno when read(2) failed.
+ * After a read that got events, the pause is merge_ns when the tree's events were among them
+ * (waking for execs meanwhile), else others_ns (other processes' events only: no wake-up for
+ * execs), as FileActivity._merge_pause. The stamp of a read is CLOCK_MONOTONIC (the recorder's
+ * clock, record/clock.py) just before read(2); CLOCK_REALTIME − CLOCK_MONOTONIC is read once a
+ * read, for the birth times (io[IO_OFFSET]). An fd < 0 is not polled. */
+enum { FR_IDLE = 0, FR_EVENT = 1, FR_CONN = 2, FR_FLUSH = 3, FR_STOP = 4 };
+enum { IO_OFF, IO_EVLEN, IO_LEN, IO_T, IO_OFFSET, IO_MINE, IO_COUNT };
+
+static int64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t realtime_offset_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec - mono_ns();
+}
+
+/* Poll fds (-1 skipped) for input for timeout_ms; which ones are readable, as bits. */
+static int ready(const int *fds, int n, int timeout_ms) {
+  struct pollfd p[3];
+  int k = 0, bits = 0;
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0) p[k++] = (struct pollfd){fds[i], POLLIN, 0};
+  if (!k) return 0;
+  if (poll(p, k, timeout_ms) <= 0) return 0;
+  for (int i = 0, j = 0; i < n; i++)
+    if (fds[i] >= 0 && (p[j++].revents & (POLLIN | POLLHUP | POLLERR))) bits |= 1 << i;
+  return bits;
+}
+
+/* The reader continues from its state: call with pause_ns = 0 to begin a cycle after a wake-up. */
+int fr_cycle(struct fr *s, int fan_fd, int stop_fd, int exec_fd, int fork_fd, int64_t merge_ns, int64_t others_ns,
+             int64_t flush_every_ns, int64_t quiet_ns, int64_t max_lead_ns, int64_t *io) {
+  io[IO_MINE] = s->mine_ns;
+  for (;;) {
+    /* the merge pause: the kernel merges a writer's repeated events while they wait unread */
+    int64_t now;
+    while (s->pause_until_ns && (now = mono_ns()) < s->pause_until_ns) {
+      int fds[2] = {stop_fd, s->pause_mine ? exec_fd : -1};
+      int ms = (int)((s->pause_until_ns - now + 999999) / 1000000);
+      int r = ready(fds, 2, ms);
+      if (r & 1) return FR_STOP;
+      if (r & 2) return FR_CONN;
+    }
+    s->pause_until_ns = 0;
+    int conn[3] = {exec_fd, fork_fd, stop_fd};
+    int r = ready(conn, 3, 0); /* the tree's forks before these events are judged; a stop */
+    if (r & 4) return FR_STOP;
+    if (r) return FR_CONN;
+    int64_t t = mono_ns();
+    ssize_t n = read(fan_fd, s->buf, s->bufsize);
+    if (n < 0 && errno != EAGAIN) return -errno;
+    if (n > 0) {
+      if (!s->read_any) s->kept_at_read = s->events_kept;
+      s->read_any = 1;
+      io[IO_OFF] = 0;
+      io[IO_LEN] = n;
+      io[IO_T] = t;
+      io[IO_OFFSET] = realtime_offset_ns();
+      if (fr_take(s, n, &io[IO_OFF], &io[IO_EVLEN], t, io[IO_OFFSET], max_lead_ns)) return FR_EVENT;
+      continue;
+    }
+    /* the queue is empty */
+    now = mono_ns();
+    int64_t offset = realtime_offset_ns();
+    fr_emit(s, now, quiet_ns, 0, offset, max_lead_ns);
+    if (!s->read_any) return FR_IDLE;
+    s->read_any = 0;
+    s->pause_mine = s->events_kept > s->kept_at_read;
+    if (s->pause_mine) s->mine_ns = now;
+    io[IO_MINE] = s->mine_ns;
+    s->pause_until_ns = now + (s->pause_mine ? merge_ns : others_ns);
+    if (s->out_files && now - s->flushed_ns >= flush_every_ns) {
+      s->flushed_ns = now;
+      return FR_FLUSH;
+    }
+  }
 }
 
 /* One text of the entries, already JSON (an op's name with its mask bits: which < 6). */

@@ -19,7 +19,9 @@ import json
 import os
 
 ENV = "CKPROF_FILE_ACTIVITY_READER"
-ABI = 1  # fanreader.c's FR_ABI
+ABI = 2  # fanreader.c's FR_ABI
+# fr_cycle's answers (fanreader.c: why it came back to Python)
+IDLE, EVENT, CONN, FLUSH, STOP = range(5)
 
 _LIB: ctypes.CDLL | None = None
 _WHY_NOT: str | None = None
@@ -64,6 +66,7 @@ def _load(here: str | None = None) -> ctypes.CDLL | None:
         ("fr_out", p, [p, i64p, i64p, i64p]),
         ("fr_out_reset", None, [p]),
         ("fr_counts", None, [p, i64p]),
+        ("fr_cycle", i, [p, i, i, i, i, i64, i64, i64, i64, i64, i64p]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
@@ -104,6 +107,7 @@ class Reader:
         self._len, self._files, self._max_end = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
         self._offp, self._evlenp = ctypes.byref(self._off), ctypes.byref(self._evlen)
         self._lenp, self._filesp, self._max_endp = map(ctypes.byref, (self._len, self._files, self._max_end))
+        self._io = (ctypes.c_int64 * 6)()  # fr_cycle's IO_* values
         if len(ops) != 6:
             raise ValueError("the C reader lists six ops")
         texts_json = [(bits, name) for bits, name in ops] + [(0, t) for t in texts]
@@ -121,8 +125,62 @@ class Reader:
 
     def take(self, n: int, t_ns: int, offset_ns: int, max_lead_ns: int):
         """Take the buffer's events in C; yield each one Python must judge, as its bytes."""
+        return self.take_rest(0, n, t_ns, offset_ns, max_lead_ns)
+
+    def cycle(
+        self,
+        fan_fd: int,
+        stop_fd: int,
+        exec_fd: int,
+        fork_fd: int,
+        merge_ns: int,
+        others_ns: int,
+        flush_every_ns: int,
+        quiet_ns: int,
+        max_lead_ns: int,
+    ) -> int:
+        """Pause, read and take in C until Python is needed (fanreader.c fr_cycle): IDLE, EVENT
+        (`event()` is its bytes), CONN, FLUSH or STOP; OSError when read(2) failed. An fd < 0 is
+        not polled. The GIL is released meanwhile (ctypes.CDLL)."""
+        r = self._lib.fr_cycle(
+            self._s,
+            fan_fd,
+            stop_fd,
+            exec_fd,
+            fork_fd,
+            merge_ns,
+            others_ns,
+            flush_every_ns,
+            quiet_ns,
+            max_lead_ns,
+            self._io,
+        )
+        if r < 0:
+            raise OSError(-r, os.strerror(-r))
+        return r
+
+    def event(self) -> tuple[bytes, int, int, int]:
+        """After EVENT: (the event's bytes, where the rest of its buffer begins, the buffer's
+        length, the read's stamp) — with `take_rest` the rest of that read is taken."""
+        io = self._io
+        off, evlen = io[0], io[1]
+        return ctypes.string_at(self._lib.fr_buf(self._s) + off, evlen), off + evlen, io[2], io[3]
+
+    @property
+    def cycle_offset_ns(self) -> int:
+        """CLOCK_REALTIME − CLOCK_MONOTONIC as the cycle read it for its last read."""
+        return self._io[4]
+
+    @property
+    def mine_ns(self) -> int:
+        """When fr_cycle last read the tree's events (0: never)."""
+        return self._io[5]
+
+    def take_rest(self, start: int, n: int, t_ns: int, offset_ns: int, max_lead_ns: int):
+        """Take the events of the last read's buffer from `start` in C; yield each one Python
+        must judge, as its bytes (as `take`)."""
         lib, s = self._lib, self._s
-        self._off.value = 0
+        self._off.value = start
         while lib.fr_take(s, n, self._offp, self._evlenp, t_ns, offset_ns, max_lead_ns):
             off, evlen = self._off.value, self._evlen.value
             yield ctypes.string_at(lib.fr_buf(s) + off, evlen)

@@ -67,6 +67,7 @@ from . import fanreader
 from .proctree_events import ProcTree, describe
 
 MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
+FLUSH_S = 0.0  # the C read cycle hands finished entries to be written at most this often (0: each cycle)
 # after a read that held only other processes' events (the file system is shared): at most ~5
 # wake-ups a second for them; a save's files created meanwhile keep their birth time as their start
 OTHERS_PAUSE_S = 0.2
@@ -80,6 +81,7 @@ _QUIET_NS = int(QUIET_S * 1e9)
 # is kernel memory, and the walk at start-up reads every directory); meta.json says so and why
 MAX_DIR_MARKS = 10_000
 ENV = "CKPROF_FILE_ACTIVITY"
+CYCLE_ENV = "CKPROF_FILE_ACTIVITY_CYCLE"  # "python": the C reader's read cycle run from Python (to compare)
 
 _WRITE = F.FAN_CREATE | F.FAN_MODIFY | F.FAN_CLOSE_WRITE
 _ENDS = F.FAN_DELETE | F.FAN_MOVED_FROM | F.FAN_CLOSE_WRITE  # what ends a file's burst
@@ -159,6 +161,8 @@ class FileActivity:
         self.reader = "python"
         self._c_counts: dict | None = None
         self._in_c = 0  # events the C reader had taken at the last count
+        # the read cycle itself in C (fanreader.c fr_cycle); False: the Python loop around the C calls
+        self._c_cycles = os.environ.get(CYCLE_ENV, "").lower() != "python"
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)
         # (directory handle, name) → its open burst, the longest quiet first (moved to the end on each event)
@@ -398,6 +402,10 @@ class FileActivity:
     def _run(self) -> None:
         cpu0 = time.thread_time()
         stopping = streaming = False
+        while not stopping and self._c is not None and self._c_cycles:
+            stopping = self._wait() or self._cycle_c()
+            self._emit(self.clock.now_ns(), everything=False)
+            self._flush()
         while not stopping:
             if not streaming:  # wait for the kernel; back from a merge pause, read at once instead
                 stopping = self._wait()
@@ -417,6 +425,53 @@ class FileActivity:
         self._emit(self.clock.now_ns(), everything=True)
         self._flush()
         self.cpu_s = time.thread_time() - cpu0
+
+    def _cycle_c(self) -> bool:
+        """One wake-up's read cycles, run in C (fanreader.c fr_cycle: merge pause, read, take, the
+        bursts gone quiet finished) until the queue is found empty; what C hands back is decided
+        here by the rules of the Python loop. True on stop."""
+        c, tree = self._c, self.tree
+        merge_ns, others_ns, flush_ns = int(MERGE_S * 1e9), int(OTHERS_PAUSE_S * 1e9), int(FLUSH_S * 1e9)
+        while True:
+            sock = tree.sock
+            why = c.cycle(
+                self.group.fd,
+                self._wake_r,
+                tree.fileno() if tree.fileno() is not None else -1,
+                sock.fileno() if sock is not None else -1,
+                merge_ns,
+                others_ns,
+                flush_ns,
+                _QUIET_NS,
+                _LEAD_NS,
+            )
+            self._mine_ns = max(self._mine_ns, c.mine_ns)
+            if why == fanreader.EVENT:
+                raw, rest, nbytes, t_ns = c.event()
+                self._offset_ns = c.cycle_offset_ns
+                self._c_judge(raw, t_ns)
+                for raw in c.take_rest(rest, nbytes, t_ns, self._offset_ns, _LEAD_NS):
+                    self._c_judge(raw, t_ns)
+            elif why == fanreader.CONN:
+                tree.drain()
+            elif why == fanreader.FLUSH:
+                self._flush()
+            else:
+                self._count_c()
+                return why == fanreader.STOP
+
+    def _c_judge(self, raw: bytes, t_ns: int) -> None:
+        """An event the C cycle handed back, judged here (whether the tree's events were read, for
+        the next pause, is C's count: fr_note and fr_rename count what is kept here too)."""
+        for mask, pid, recs in F.parse(raw):
+            self.events_read += 1
+            self._event(mask, pid, recs, t_ns)
+
+    def _count_c(self) -> None:
+        """events_read and events_kept from the C reader's counts (those judged here are counted as judged)."""
+        counts = self._c.counts()
+        self.events_read += counts["events_in_c"] - self._in_c
+        self._in_c, self.events_kept = counts["events_in_c"], counts["events_kept"]
 
     def _wait(self) -> bool:
         """Sleep until the kernel queues a file event, a burst is due to go quiet, or DRAIN_S;
