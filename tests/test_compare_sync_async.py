@@ -115,3 +115,18 @@ def test_save_k_side_by_side_with_phases_blocked(reports):
         assert r["values"] == [s["blocking_s"], a["blocking_s"]]
     (b1,) = [r for r in cmp["saves"] if r["save"] == 1 and r["figure"] == "bytes (the save's files)"]
     assert b1["values"] == [402808663.0, 402861120.0] and b1["unit"] == "B"
+
+
+def test_a_failed_save_and_a_save_one_side_lacks():
+    """h200-dcp-async-staged: its second save failed (torch 2.11's stager, README) and it has two
+    saves to the other's four; save 3 of it is n/a with why, and no kind of place shows as a row of
+    n/a's that no recording has."""
+    staged = str(DATA / "h200-dcp-async-staged")
+    cmp = json.loads(ck("compare", ASYNC_NO_STEPS, staged, "--format", "json"))
+    rows = cmp["saves"]
+    (out2,) = [r for r in rows if r["save"] == 2 and r["figure"] == "outcome"]
+    assert out2["values"][0] == "finished" and out2["values"][1].startswith("FAILED: ")
+    for r in [r for r in rows if r["save"] == 3]:
+        assert r["values"][1] is None and r["why"][1] == "the recording has 2 save(s)", r
+    kinds = {r["figure"] for r in rows if r["figure"].startswith("where the bytes went")}
+    assert kinds == {"where the bytes went: block devices"}  # neither recorded NFS, FUSE, S3 or interfaces

@@ -46,7 +46,7 @@ def _or_na(v, why: str):
 # -- sync against async: the run's saves, phase by phase, and the steps beside them -------------
 
 NO_BACKGROUND = "no save wrote in the background: each blocked throughout"
-NO_STEPS = "no training steps recorded (torch.optim's hook or ckprof.step())"
+NO_STEPS = "no training steps recorded: neither torch.optim's hook nor ckprof.step() saw one"
 
 
 def _phase(c: Checkpoint, name: str):

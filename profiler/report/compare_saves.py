@@ -81,8 +81,15 @@ def places(c: Checkpoint, kind: str):
 
 
 # one save's plain figures: (label, unit, provenance, function of a save → value, or None)
+def _outcome(c: Checkpoint) -> str:
+    if c.ok is False:
+        return f"FAILED: {c.error or 'the save reported an error'}"
+    return "did not finish before the recording ended" if c.app_end_s is None else "finished"
+
+
 SAVE_FIGURES = [
     ("path", "text", "recorded", lambda c: c.path),
+    ("outcome", "text", "recorded", _outcome),
     ("bytes (the save's files)", "B", "measured", lambda c: c.bytes_app),
     ("seconds (its window: call to return, or future's completion)", "s", "derived", lambda c: c.duration_s),
     ("application rate", "GiB/s", "derived", lambda c: c.app_gib_per_s),
@@ -117,8 +124,8 @@ def side_by_side(reports: list[Report]) -> list[dict]:
             rows.append({"save": k + 1, "figure": label, "unit": unit, "provenance": prov, "values": vals, "why": whys})
         for kind in PLACE_KINDS:
             got = [(None, missing[i]) if c is None else places(c, kind) for i, c in enumerate(mine)]
-            if all(v is None for v, _ in got) and all(w in NOT_RECORDED.values() for _, w in got):
-                continue  # a kind neither recording has: no row of n/a's
+            if all(v is None and (c is None or w in NOT_RECORDED.values()) for c, (v, w) in zip(mine, got)):
+                continue  # a kind no recording has for this save: no row of n/a's
             rows.append(
                 {
                     "save": k + 1,
