@@ -45,18 +45,18 @@ def test_a_directory_per_save_and_a_quiet_gap_split_saves_and_deletions_are_none
     _file(rb, "/elsewhere/x.bin", 16.0, 16.5, MiB)
     rec = ckprof.load(rb.finish())
     saves = W.file_windows(rec)
-    assert [(s["path"], round((s["start_ns"] - rb.ns(0)) / 1e9, 3)) for s in saves] == [
+    assert [(s.path, round((s.start_ns - rb.ns(0)) / 1e9, 3)) for s in saves] == [
         (f"{ROOT}/step_0", 1.0),
         (f"{ROOT}/step_1", 5.0),
         (ROOT, 10.0),
         (f"{ROOT}/latest.pt", 13.0),
     ]
     first = saves[0]
-    assert first["app_end_ns"] == rb.ns(2.5)
-    assert first["bytes_app"] == 8 * MiB and first["step"] == 0
-    by_pid = {w["pid"]: (w["comm"], w["files"], w["bytes"]) for w in first["writers"]}
+    assert first.app_end_ns == rb.ns(2.5)
+    assert first.bytes_app == 8 * MiB and first.step == 0
+    by_pid = {w.pid: (w.comm, w.files, w.bytes) for w in first.writers}
     assert by_pid == {100: ("writer", 1, 3 * MiB), 101: ("dd", 1, 5 * MiB)}
-    assert saves[2]["bytes_app"] == 3 * MiB
+    assert saves[2].bytes_app == 3 * MiB
     an = analyze(rec)
     assert an.report["run"]["windows_from"] == "files"
     assert an.report["run"]["checkpoints"] == 4
@@ -69,10 +69,10 @@ def test_a_file_two_processes_wrote_counts_to_neither_alone_and_unknown_sizes_st
     _file(rb, f"{ROOT}/e/gone.bin", 5.0, 6.0, None, writers=[100], size_unknown="stat after the burst: No such file")
     rec = ckprof.load(rb.finish())
     d, e = W.file_windows(rec)
-    assert d["bytes_app"] == 5 * MiB and d["bytes_shared"] == 4 * MiB
-    assert {w["pid"]: w["bytes"] for w in d["writers"]} == {100: 1 * MiB, 101: 0.0}
-    assert e["bytes_app"] is None  # unknown, never 0
-    assert e["writers"][0]["bytes"] is None
+    assert d.bytes_app == 5 * MiB and d.bytes_shared == 4 * MiB
+    assert {w.pid: w.bytes for w in d.writers} == {100: 1 * MiB, 101: 0.0}
+    assert e.bytes_app is None  # unknown, never 0
+    assert e.writers[0].bytes is None
 
 
 def test_files_written_before_their_directory_was_renamed_take_the_final_path(tmp_path):
@@ -91,8 +91,8 @@ def test_files_written_before_their_directory_was_renamed_take_the_final_path(tm
     )
     rec = ckprof.load(rb.finish())
     (s,) = W.file_windows(rec)
-    assert s["path"] == f"{ROOT}/checkpoint-500" and s["step"] == 500
-    assert s["app_end_ns"] == rb.ns(3.5) and s["bytes_app"] == 6 * MiB
+    assert s.path == f"{ROOT}/checkpoint-500" and s.step == 500
+    assert s.app_end_ns == rb.ns(3.5) and s.bytes_app == 6 * MiB
 
 
 def test_many_patch_windows_of_forked_writers_and_their_files_are_one_checkpoint(tmp_path):
@@ -110,11 +110,11 @@ def test_many_patch_windows_of_forked_writers_and_their_files_are_one_checkpoint
     marked = W.marker_windows(rec)
     wins = W.join_file_windows(marked, W.file_windows(rec))
     (c,) = wins
-    assert c["step"] == 10 and c["source"] == "api"
-    assert c["start_ns"] == rb.ns(0.9)
-    assert c["app_end_ns"] == rb.ns(2.75)  # the last file's close, after the call's return
-    assert c["bytes_app"] == 6 * MiB
-    assert sorted(w["pid"] for w in c["writers"]) == [200, 201]
+    assert c.step == 10 and c.source == "api"
+    assert c.start_ns == rb.ns(0.9)
+    assert c.app_end_ns == rb.ns(2.75)  # the last file's close, after the call's return
+    assert c.bytes_app == 6 * MiB
+    assert sorted(w.pid for w in c.writers) == [200, 201]
 
 
 def test_a_marker_elsewhere_stays_and_without_fanotify_nothing_changes(tmp_path):
@@ -143,15 +143,15 @@ def test_a_root_above_the_checkpoints_folder_still_gives_one_save_per_step(tmp_p
     _file(rb, f"{ROOT}/run/optim_step_10.pt", 5.2, 5.5, 2 * MiB)
     rec = ckprof.load(rb.finish())
     saves = W.file_windows(rec)
-    assert [(s["path"], s["step"], s["bytes_app"]) for s in saves] == [
+    assert [(s.path, s.step, s.bytes_app) for s in saves] == [
         (f"{ROOT}/run/ckpt-00000.pt", 0, MiB),
         (f"{ROOT}/run/ckpt-00001.pt", 1, MiB),
         (f"{ROOT}/run/ckpt-00002.pt", 2, MiB),
         (f"{ROOT}/run", 10, 3 * MiB),
     ]
     wins = W.join_file_windows(W.marker_windows(rec), saves)
-    assert [w["id"] for w in wins] == ["patch:0", "patch:1", "patch:2", "files:4"]
-    assert wins[0]["app_end_ns"] == rb.ns(1.15)  # the file's last event, after the call returned
+    assert [w.id for w in wins] == ["patch:0", "patch:1", "patch:2", "files:4"]
+    assert wins[0].app_end_ns == rb.ns(1.15)  # the file's last event, after the call returned
 
 
 def test_calls_rewriting_one_file_in_a_shared_folder_stay_one_checkpoint_each(tmp_path):
@@ -168,9 +168,9 @@ def test_calls_rewriting_one_file_in_a_shared_folder_stay_one_checkpoint_each(tm
     rec = ckprof.load(rb.finish())
     (stream,) = W.file_windows(rec)  # one stream of bursts less than 1 s apart
     wins = W.join_file_windows(W.marker_windows(rec), [stream])
-    assert [w["id"] for w in wins] == ["patch:0", "patch:1", "patch:2"]
-    assert [w["app_end_ns"] for w in wins] == [rb.ns(1.25), rb.ns(1.65), rb.ns(2.05)]
-    assert [w["bytes_app"] for w in wins] == [MiB, 2 * MiB, 3 * MiB]
+    assert [w.id for w in wins] == ["patch:0", "patch:1", "patch:2"]
+    assert [w.app_end_ns for w in wins] == [rb.ns(1.25), rb.ns(1.65), rb.ns(2.05)]
+    assert [w.bytes_app for w in wins] == [MiB, 2 * MiB, 3 * MiB]
 
 
 def test_a_temporary_file_renamed_is_one_file_and_a_folder_alone_is_no_save(tmp_path):
@@ -195,6 +195,6 @@ def test_a_temporary_file_renamed_is_one_file_and_a_folder_alone_is_no_save(tmp_
     )
     rec = ckprof.load(rb.finish())
     (s,) = W.file_windows(rec)
-    assert s["path"] == f"{ROOT}/run/step-1" and s["bytes_app"] == 4 * MiB + 2374
-    assert [f["path"].rsplit("/", 1)[1] for f in s["files"]] == [".metadata", "__0_0.distcp"]
-    assert s["writers"][0]["bytes"] == 4 * MiB + 2374
+    assert s.path == f"{ROOT}/run/step-1" and s.bytes_app == 4 * MiB + 2374
+    assert [f.path.rsplit("/", 1)[1] for f in s.files] == [".metadata", "__0_0.distcp"]
+    assert s.writers[0].bytes == 4 * MiB + 2374

@@ -37,8 +37,8 @@ def test_a_file_made_and_removed_in_one_burst_is_no_save(tmp_path):
     rb.checkpoint(1.0, 2.0, 4 * MiB, step=1, path=f"{ROOT}/ckpt-1", source="workload")
     _file(rb, f"{ROOT}/ckpt-1/a.pt", 1.1, 1.9, 4 * MiB)
     (c,) = _checkpoints(rb)
-    assert c["step"] == 1 and c["seen_by"] == ["files", "workload"]
-    assert [f["path"] for f in c["files"]] == [f"{ROOT}/ckpt-1/a.pt"]
+    assert c.step == 1 and c.seen_by == ["files", "workload"]
+    assert [f.path for f in c.files] == [f"{ROOT}/ckpt-1/a.pt"]
 
 
 def test_a_file_written_and_closed_before_the_call_is_not_the_calls(tmp_path):
@@ -49,16 +49,16 @@ def test_a_file_written_and_closed_before_the_call_is_not_the_calls(tmp_path):
     _file(rb, f"{ROOT}/data-0.bin", 0.83, 1.003, 8 * MiB)
     rb.checkpoint(1.0, 1.1, MiB, step=1, path=ROOT, source="api")
     data, call = _checkpoints(rb)
-    assert data["source"] == "files" and data["bytes_app"] == 8 * MiB
-    assert call["step"] == 1 and call["start_ns"] == rb.ns(1.0) and call["bytes_app"] == MiB
-    assert "seen_by" not in call
+    assert data.source == "files" and data.bytes_app == 8 * MiB
+    assert call.step == 1 and call.start_ns == rb.ns(1.0) and call.bytes_app == MiB
+    assert call.seen_by is None
     # a small file the call itself makes, closed within ms, still joins it: it began after the call
     rb = _rb(tmp_path / "small")
     _file(rb, f"{ROOT}/run/.metadata", 0.5, 0.52, 100)
     rb.checkpoint(1.0, 1.1, None, step=2, path=f"{ROOT}/run", source="patch")
     _file(rb, f"{ROOT}/run/.metadata", 1.01, 1.02, 2374)
     (c,) = _checkpoints(rb)
-    assert c["step"] == 2 and c["bytes_app"] == 2374 and c["start_ns"] == rb.ns(0.5)
+    assert c.step == 2 and c.bytes_app == 2374 and c.start_ns == rb.ns(0.5)
 
 
 def test_the_bytes_a_program_stated_for_its_save_are_kept(tmp_path):
@@ -72,9 +72,9 @@ def test_the_bytes_a_program_stated_for_its_save_are_kept(tmp_path):
     rb.checkpoint(5.0, 6.0, 3 * MiB, step=2, path=f"{ROOT}/step_2/model.pt", source="patch")
     _file(rb, f"{ROOT}/step_2/model.pt", 5.1, 5.9, 5 * MiB)
     stated, patched = _checkpoints(rb)
-    assert stated["bytes_app"] == 8 * MiB
-    assert sorted(f["bytes"] for f in stated["files"]) == [1815, 8 * MiB]
-    assert patched["bytes_app"] == 5 * MiB
+    assert stated.bytes_app == 8 * MiB
+    assert sorted(f.bytes for f in stated.files) == [1815, 8 * MiB]
+    assert patched.bytes_app == 5 * MiB
 
 
 def test_a_close_alone_is_no_save_but_ends_an_open_one(tmp_path):
@@ -88,4 +88,4 @@ def test_a_close_alone_is_no_save_but_ends_an_open_one(tmp_path):
     for k in range(3):
         _file(rb, f"{ROOT}/turns/a{k}", 4.0 + k, 4.0 + k, 0, ops=["close_write"])
     (c,) = _checkpoints(rb)
-    assert c["step"] == 1 and c["bytes_app"] == 8 * MiB and c["app_end_ns"] == rb.ns(2.3)
+    assert c.step == 1 and c.bytes_app == 8 * MiB and c.app_end_ns == rb.ns(2.3)

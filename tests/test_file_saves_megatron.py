@@ -69,14 +69,14 @@ def test_one_megatron_save_with_quiet_gaps_and_pathless_stream_calls_is_one_chec
     end = _megatron_save(rb, 1.0)
     rec = ckprof.load(rb.finish())
     cps = _checkpoints(rec)
-    assert [(c["id"], c["path"]) for c in cps] == [("vm:100:patch1", STEP)], [  # the folder, not common.pt
-        (c["id"], c["path"], c["start_ns"], c["app_end_ns"]) for c in cps
+    assert [(c.id, c.path) for c in cps] == [("vm:100:patch1", STEP)], [  # the folder, not common.pt
+        (c.id, c.path, c.start_ns, c.app_end_ns) for c in cps
     ]
     (c,) = cps
-    assert c["start_ns"] == rb.ns(1.0)  # the call's start; the folder made 20 ms before is its preparation
-    assert c["app_end_ns"] == rb.ns(end)  # the finalization's last file, 9.4 s later
-    assert c["bytes_app"] == 1255 + 12 * MiB + 4078 + 119
-    assert {w["pid"]: w["bytes"] for w in c["writers"]} == {100: 1255 + 4078 + 119, 200: 6 * MiB, 201: 6 * MiB}
+    assert c.start_ns == rb.ns(1.0)  # the call's start; the folder made 20 ms before is its preparation
+    assert c.app_end_ns == rb.ns(end)  # the finalization's last file, 9.4 s later
+    assert c.bytes_app == 1255 + 12 * MiB + 4078 + 119
+    assert {w.pid: w.bytes for w in c.writers} == {100: 1255 + 4078 + 119, 200: 6 * MiB, 201: 6 * MiB}
 
 
 def test_three_saves_three_checkpoints_and_a_step_folder_written_again_is_a_new_save(tmp_path):
@@ -90,8 +90,8 @@ def test_three_saves_three_checkpoints_and_a_step_folder_written_again_is_a_new_
     _file(rb, f"{STEP}/__0_0.distcp", again, again + 0.5, 6 * MiB, writers=[200], ops=["modify", "close_write"])
     rec = ckprof.load(rb.finish())
     cps = _checkpoints(rec)
-    assert [c["step"] for c in cps] == [1, 2, 1], [(c["id"], c["path"], c["start_ns"]) for c in cps]
-    assert [c["bytes_app"] for c in cps] == [1255 + 12 * MiB + 4197] * 2 + [6 * MiB]
+    assert [c.step for c in cps] == [1, 2, 1], [(c.id, c.path, c.start_ns) for c in cps]
+    assert [c.bytes_app for c in cps] == [1255 + 12 * MiB + 4197] * 2 + [6 * MiB]
 
 
 def test_a_pathless_call_by_a_process_that_wrote_none_of_the_files_stays_its_own(tmp_path):
@@ -101,7 +101,7 @@ def test_a_pathless_call_by_a_process_that_wrote_none_of_the_files_stays_its_own
     _call(rb, 50, 999, 1.1, 1.2)  # pid 999 wrote nothing under the root
     rec = ckprof.load(rb.finish())
     cps = _checkpoints(rec)
-    assert sorted(c["id"] for c in cps) == ["vm:100:patch1", "vm:999:patch50"]
+    assert sorted(c.id for c in cps) == ["vm:100:patch1", "vm:999:patch50"]
 
 
 def test_a_folder_made_before_the_call_is_its_preparation_not_its_start(tmp_path):
@@ -111,4 +111,4 @@ def test_a_folder_made_before_the_call_is_its_preparation_not_its_start(tmp_path
     end = _megatron_save(rb, 1.0, gap1=0.05, gap2=0.05, folder_lead=0.5)
     rec = ckprof.load(rb.finish())
     (c,) = _checkpoints(rec)
-    assert (c["start_ns"], c["app_end_ns"]) == (rb.ns(1.0), rb.ns(end))
+    assert (c.start_ns, c.app_end_ns) == (rb.ns(1.0), rb.ns(end))

@@ -35,7 +35,7 @@ def test_each_piece_of_a_split_stream_stays_with_its_own_call(tmp_path):
     rb.event("file_activity", 1.222, source="fanotify", files=[{**f, **ops} for f in files])
     rec = ckprof.load(rb.finish())
     wins = W.join_file_windows(W.marker_windows(rec), W.file_windows(rec))
-    assert [(w["source"], w["step"], w["path"], w["bytes_app"]) for w in wins] == [
+    assert [(w.source, w.step, w.path, w.bytes_app) for w in wins] == [
         ("api", 7, ROOT, MiB),
         ("patch", None, f"{ROOT}/b.pt", MiB),
     ]

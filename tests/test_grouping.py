@@ -2,16 +2,17 @@
 windows shaped like the recorder's (the real-frameworks tier runs them on real saves)."""
 
 from ckprof.analysis.grouping import group_saves
+from ckprof.analysis.records import Window
 
 S = 1_000_000_000
 
 
 def win(wid, kind, pid, start_s, end_s, path, name="torch.load", rank=None, step=None):
-    return {
-        "id": wid, "kind": kind, "source": "patch", "pid": pid, "rank": rank, "step": step,
-        "name": name, "path": path, "start_ns": int(start_s * S), "app_end_ns": int(end_s * S),
-        "ok": True, "bytes_app": 100.0,
-    }  # fmt: skip
+    return Window(
+        id=wid, kind=kind, source="patch", pid=pid, rank=rank, step=step,
+        name=name, path=path, start_ns=int(start_s * S), app_end_ns=int(end_s * S),
+        ok=True, bytes_app=100.0,
+    )  # fmt: skip
 
 
 def test_a_slow_rank_joins_its_step_and_a_later_reload_is_a_restore_of_its_own():
@@ -24,9 +25,9 @@ def test_a_slow_rank_joins_its_step_and_a_later_reload_is_a_restore_of_its_own()
         win("r1b", "load", 21, 20.02, 21.1, "/ck/step_7/rank1.pt", rank=1),
     ]
     first, second = group_saves(wins)
-    assert [p["id"] for p in first["parts"]] == ["r0", "r1"]
-    assert (first["start_ns"], first["app_end_ns"]) == (0, 6 * S)  # first start → the slow rank's return
-    assert [p["id"] for p in second["parts"]] == ["r0b", "r1b"]
+    assert [p.id for p in first.parts] == ["r0", "r1"]
+    assert (first.start_ns, first.app_end_ns) == (0, 6 * S)  # first start → the slow rank's return
+    assert [p.id for p in second.parts] == ["r0b", "r1b"]
 
 
 def test_one_process_loads_of_one_step_spread_over_its_start_up_are_one_restore():
@@ -39,7 +40,7 @@ def test_one_process_loads_of_one_step_spread_over_its_start_up_are_one_restore(
         win("g", "load", 5, 12.0, 12.1, f"{base}/rng_state.pth"),
     ]
     (restore,) = group_saves(wins)
-    assert len(restore["parts"]) == 4 and restore["step"] == 500
+    assert len(restore.parts) == 4 and restore.step == 500
     # two saves of the same step name from one process with training between them stay two
     saves = [
         win("a", "save", 5, 0.0, 0.5, f"{base}/model.safetensors", name="torch.save"),

@@ -224,15 +224,16 @@ def test_uploads_of_one_save_group_under_their_url():
     """model.pt and optim.pt uploaded back to back are one save whose path is still a URL
     (os.path.normpath made s3://ckpt s3:/ckpt, which no rule then knew as an object store)."""
     from ckprof.analysis.grouping import group_saves
+    from ckprof.analysis.records import Window
 
     def win(wid, start_s, end_s, path):
-        return {
-            "id": wid, "kind": "save", "source": "patch", "pid": 1, "rank": None, "step": None,
-            "name": "torch.save", "path": path, "start_ns": int(start_s * 1e9), "app_end_ns": int(end_s * 1e9),
-            "ok": True, "bytes_app": 100.0,
-        }  # fmt: skip
+        return Window(
+            id=wid, kind="save", source="patch", pid=1, rank=None, step=None,
+            name="torch.save", path=path, start_ns=int(start_s * 1e9), app_end_ns=int(end_s * 1e9),
+            ok=True, bytes_app=100.0,
+        )  # fmt: skip
 
     (one,) = group_saves([win("a", 0.0, 1.0, "s3://ckpt/run/model.pt"), win("b", 1.01, 2.0, "s3://ckpt/run/optim.pt")])
-    assert one["path"] == "s3://ckpt/run" and one["bytes_app"] == 200.0
+    assert one.path == "s3://ckpt/run" and one.bytes_app == 200.0
     (dcp,) = group_saves([win("c", 0.0, 1.0, "s3://ckpt/step_3")])
-    assert dcp["path"] == "s3://ckpt/step_3" and dcp["step"] == 3
+    assert dcp.path == "s3://ckpt/step_3" and dcp.step == 3

@@ -39,6 +39,7 @@ from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row,
 from .fields import FIELDS
 from .model import Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Remote, Report, Run, Scale
 from .model_base import ABSENT, Note
+from .records import Window
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -117,7 +118,7 @@ def read_input(rec, options: Options) -> Input:
 
 @dataclass(frozen=True)
 class Windows:
-    wins: list[dict]
+    wins: list[Window]
     source: str  # markers | markers+files | files | inferred
     baseline_bps: float
     threshold_bps: float
@@ -153,7 +154,7 @@ def measure_context(inp: Input, windows: Windows) -> tuple[Context, list[Note]]:
     said: list[str] = []  # what the energy sources could not use as it is (ckprof.power.sources)
     sources = [s for s in energy_sources(rec, grid=tl, busy=tl.busy, notes=said) if in_total(s.component)]
     notes = [F.energy_source(n) for n in said]
-    first = min((w["start_ns"] for w in windows.wins), default=None)
+    first = min((w.start_ns for w in windows.wins), default=None)
     idle_w, idle_note = idle_baseline(sources, tl.start_ns, first)
     if idle_note:
         notes.append(F.idle_baseline(idle_note))
@@ -179,13 +180,12 @@ def judge_durability(inp: Input, windows: Windows) -> Durability:
     tl = inp.timeline
     fe = D.FileEvidence.of(inp.rec)
 
-    def one(w):
-        if w["kind"] == "load":
+    def one(w: Window) -> D.Verdict:
+        if w.kind == "load":
             return D.Verdict(durable_basis=["a load: nothing to make durable"])
-        if w["ok"] is False:
+        if w.ok is False:
             return D.Verdict(durable_basis=["a failed save: nothing to make durable"])
-        hint = W.durable_end_hint(w, tl, windows.threshold_bps, tl.end_ns)
-        return D.durable_end(w, fe, {**hint, "start_ns": tl.start_ns})
+        return D.durable_end(w, fe, W.durable_end_hint(w, tl, windows.threshold_bps, tl.end_ns))
 
     return Durability([one(w) for w in windows.wins], fe)
 
@@ -202,13 +202,12 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     tl, wins, durs = inp.timeline, windows.wins, dur.per_window
     # the devices' bytes of an interval that several windows share are split among them (counted once)
     spans = [
-        (w["start_ns"], d.durable_end_ns or w["app_end_ns"] or tl.end_ns, w["kind"], w["bytes_app"])
-        for w, d in zip(wins, durs)
+        (w.start_ns, d.durable_end_ns or w.app_end_ns or tl.end_ns, w.kind, w.bytes_app) for w, d in zip(wins, durs)
     ]
     # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
     stopped = f"the recording was truncated: {inp.meta.get('truncated')}" if inp.status == "truncated" else None
     sampling = device_sampling(tl, inp.events, finished=inp.status == "complete", stopped_why=stopped)
-    unknown = [window_device_unknown(sampling, a, b, tl, w["path"]) for (a, b, _, _), w in zip(spans, wins)]
+    unknown = [window_device_unknown(sampling, a, b, tl, w.path) for (a, b, _, _), w in zip(spans, wins)]
     shares = attribute_device_bytes(tl, spans, unknown)
     rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
     workload_note = add_workload_seconds(rows, inp.meta)
@@ -299,8 +298,8 @@ def collect_notes(inp: Input, windows: Windows, context_notes: list[Note], dur: 
     if rows.workload_note:
         notes.append(rows.workload_note)
     tracker = dur.evidence.tracker
-    if windows.wins and tracker is not None and not tracker.get("ok"):
-        notes.append(F.durability_unknown(tracker.get("reason")))
+    if windows.wins and tracker is not None and not tracker.ok:
+        notes.append(F.durability_unknown(tracker.reason))
     for r in rows.rows:
         notes += F.checkpoint_notes(r)
     overlap = F.windows_overlap(windows.wins, rows.spans)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -13,7 +15,8 @@ from ckprof.units import GIB
 from . import thermal as T
 from .durability import Verdict, storage_of
 from .gpu_idle import window_idle
-from .model import UNKNOWN_DEVICE_ORDER
+from .model import UNKNOWN_DEVICE_ORDER, Part
+from .records import Window
 from .timeline import in_window
 
 # A block-sample interval this many times the analysis resolution inside a window is a gap in
@@ -115,7 +118,7 @@ def device_sampling(tl, events, finished: bool, stopped_why: str | None = None) 
 def no_block_device(path) -> dict | None:
     """The checkpoint's path names an object (s3://, gs://, ...) or another remote URL: no block
     device is behind it, so no device figure is its own (durability.storage_of tells the kind)."""
-    storage = storage_of({"path": path}, [])
+    storage = storage_of(path, [])
     if storage.kind not in ("object", "unrecognised") or not str(storage.file_system or "").endswith("://"):
         return None
     what = "an object store" if storage.kind == "object" else f"a {storage.file_system} URL"
@@ -202,6 +205,13 @@ def window_device_unknown(
         out[None] = remote
     return out
 
+
+class _Returning(Protocol):
+    @property
+    def app_end_s(self) -> float | None: ...
+
+
+_P = TypeVar("_P", bound=_Returning)  # a Part, or a Checkpoint that is its own one part
 
 FIGURES = UNKNOWN_DEVICE_ORDER  # a device's figures (analysis/model.py DeviceFigures)
 
@@ -369,12 +379,12 @@ def ssd_efficiency(devs: dict, sources: list, ssd_devices: dict, a: float, b: fl
 DEVICE_READ_WARN_SHARE = 0.5
 
 
-def restore_truth(w: dict, dev_read_bytes: float | None) -> dict:
+def restore_truth(w: Window, dev_read_bytes: float | None) -> dict:
     """A load's bytes: read by the application (its files), read from the devices (this load's
     share), and served from the page cache — measured with cachestat(2) as the load started
     (the files' pages already cached), and derived from the devices' reads."""
-    app = w.get("file_bytes_at_start") or w.get("bytes_app")
-    cached = w.get("cached_bytes_at_start")
+    app = w.file_bytes_at_start or w.bytes_app
+    cached = w.cached_bytes_at_start
     out = {
         "restore_bytes_app": _f(app),
         "restore_bytes_device": _f(dev_read_bytes),
@@ -400,48 +410,48 @@ def restore_truth(w: dict, dev_read_bytes: float | None) -> dict:
     return out
 
 
-def returned_last(parts: list[dict]) -> dict:
+def returned_last(parts: Sequence[_P]) -> _P:
     """The part (a rank's or a file's window, with `app_end_s`) that returned last; one that never
     returned (app_end_s None) before any that did: it holds the checkpoint up."""
-    return max(parts, key=lambda p: float("inf") if p.get("app_end_s") is None else p["app_end_s"])
+    return max(parts, key=lambda p: float("inf") if p.app_end_s is None else p.app_end_s)
 
 
-def parts_of(w: dict, tl) -> tuple[list[dict] | None, dict | None]:
+def parts_of(w: Window, tl) -> tuple[list[Part] | None, Part | None]:
     """A grouped checkpoint's parts (one per rank's or file's window) and the slowest of them: the
     one that returned last (one that never returned, if any)."""
-    if not w.get("parts"):
+    if not w.parts:
         return None, None
     parts = [
-        {
-            "id": p["id"],
-            "rank": p.get("rank"),
-            "host": p.get("host"),
-            "pid": p.get("pid"),
-            "path": p.get("path"),
-            "api": p.get("name"),
-            "start_s": _s(tl, p["start_ns"]),
-            "app_end_s": _s(tl, p["app_end_ns"]),
-            "duration_s": None if p["app_end_ns"] is None else (p["app_end_ns"] - p["start_ns"]) / 1e9,
-            "bytes_app": _f(p.get("bytes_app")),
-            "ok": p.get("ok"),
-            "error": p.get("error"),
-        }
-        for p in w["parts"]
+        Part(
+            id=p.id,
+            rank=p.rank,
+            host=p.host,
+            pid=p.pid,
+            path=p.path,
+            api=p.name,
+            start_s=_s(tl, p.start_ns),
+            app_end_s=_s(tl, p.app_end_ns),
+            duration_s=None if p.app_end_ns is None else (p.app_end_ns - p.start_ns) / 1e9,
+            bytes_app=_f(p.bytes_app),
+            ok=p.ok,
+            error=p.error,
+        )
+        for p in w.parts
     ]
     return parts, returned_last(parts)
 
 
-def checkpoint_row(w: dict, dur: Verdict, tl, ctx, share: dict | None = None, unknown: dict | None = None) -> dict:
+def checkpoint_row(w: Window, dur: Verdict, tl, ctx, share: dict | None = None, unknown: dict | None = None) -> dict:
     """One checkpoint's figures; `ctx` carries the energy sources, idle baselines and signals.
     `share`: the window's device bytes from attribute_device_bytes (else every touched interval's).
     `unknown`: device → unknown entry (window_device_unknown; the key None: the checkpoint as a
     whole, unknown_entry): those devices' figures are null, and with any of them so are the
     checkpoint's device bytes and bandwidth, the reasons in `device_unknown`."""
-    a = w["start_ns"]
-    app_end = w["app_end_ns"]
+    a = w.start_ns
+    app_end = w.app_end_ns
     end_used = dur.durable_end_ns or app_end or tl.end_ns
     duration = None if app_end is None else (app_end - a) / 1e9
-    io = "read" if w["kind"] == "load" else "write"
+    io = "read" if w.kind == "load" else "write"
     unknown = unknown or {}
     devs, dev_bytes, dev_span = device_stats(tl, a, end_used, io, unknown)
     if share is not None:
@@ -459,7 +469,7 @@ def checkpoint_row(w: dict, dur: Verdict, tl, ctx, share: dict | None = None, un
     span_s = dev_span if dev_span else (end_used - a) / 1e9
     gap_s = max((d["longest_interval_s"] or 0 for d in devs.values()), default=0.0)
     sampling_gap = gap_s > GAP_FACTOR * tl.res_s
-    bytes_app = w["bytes_app"]
+    bytes_app = w.bytes_app
     gib_basis = (bytes_app or dev_bytes or 0) / GIB
     energy = window_energy(ctx.sources, a, end_used, ctx.idle_w, gib_basis or None)
     temps = {t.name: _f(T.peak_in_window(t, a, end_used)) for t in ctx.temps}
@@ -474,23 +484,23 @@ def checkpoint_row(w: dict, dur: Verdict, tl, ctx, share: dict | None = None, un
     gpu_idle_s, gpu_idle, gpu_idle_basis = window_idle(ctx.gpu_idle, a, end_used)
     parts, slowest = parts_of(w, tl)
     ssd_eff = ssd_efficiency(devs, ctx.sources, getattr(ctx, "ssd_devices", {}) or {}, a, end_used, io)
-    restore = restore_truth(w, dev_bytes) if w["kind"] == "load" else {}
+    restore = restore_truth(w, dev_bytes) if w.kind == "load" else {}
     return {
         **restore,
-        "id": w["id"],
-        "source": w["source"],
-        "kind": w["kind"],
-        "step": w["step"],
-        "rank": w["rank"],
-        "path": w["path"],
-        "api": w.get("name"),
-        "ok": w["ok"],
-        "error": w.get("error"),
+        "id": w.id,
+        "source": w.source,
+        "kind": w.kind,
+        "step": w.step,
+        "rank": w.rank,
+        "path": w.path,
+        "api": w.name,
+        "ok": w.ok,
+        "error": w.error,
         "start_s": _s(tl, a),
         "app_end_s": _s(tl, app_end),
         "durable_end_s": _s(tl, dur.durable_end_ns),
         "duration_s": duration,
-        "blocking_s": w.get("blocking_s") if w.get("blocking_s") is not None else duration,
+        "blocking_s": w.blocking_s if w.blocking_s is not None else duration,
         "durable_duration_s": None if dur.durable_end_ns is None else (dur.durable_end_ns - a) / 1e9,
         "durable": dur.durable,
         "durable_at_return": dur.durable_at_return,
@@ -520,13 +530,13 @@ def checkpoint_row(w: dict, dur: Verdict, tl, ctx, share: dict | None = None, un
         "gpu_idle_s": _f(gpu_idle_s),
         "gpu_idle_s_by_gpu": {name: _f(v) for name, v in gpu_idle.items()},
         "gpu_idle_basis": gpu_idle_basis,
-        "own_finish_s": _f(w.get("own_finish_s")),
-        "finished_by": w.get("finished_by"),
+        "own_finish_s": _f(w.own_finish_s),
+        "finished_by": w.finished_by,
         "device_busy_s": _f(_busy_s(tl, a, app_end or end_used, unknown)),
         "parts": parts,
         "slowest_part": slowest,
         "ssd_efficiency": ssd_eff,
         # which process wrote which bytes of its files, seen by the kernel (analysis/filesaves.py);
         # None where the files were not seen
-        "writers": w.get("writers"),
+        "writers": w.writers,
     }

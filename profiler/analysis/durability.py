@@ -41,9 +41,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ckprof.jsonsafe import json_value as _v
 from ckprof.recording.format import FILE_ACTIVITY_ID
 from ckprof.recording.fstypes import OBJECT_SCHEMES, kind_of, url_scheme
+
+from .records import CheckpointEnd, CheckpointExtend, FileEvent, TrackerRun, Window
+from .windows import DurableHint
 
 FILE_EVENTS = (
     "file_durable",
@@ -59,30 +61,33 @@ MIB = 1024 * 1024
 class FileEvidence:
     """The recording's file events, by checkpoint id, and whether the tracker ran."""
 
-    tracker: dict | None = None  # the file_tracker event (ok, reason)
-    by_id: dict = field(default_factory=dict)
-    ends: dict = field(default_factory=dict)  # checkpoint id → its checkpoint_end event
-    renamed: dict = field(default_factory=dict)  # checkpoint id → paths the app renamed away (checkpoint_extend)
-    extends: dict = field(default_factory=dict)  # checkpoint id → its checkpoint_extend events (the app's finishing)
+    tracker: TrackerRun | None = None  # the file_tracker event (ok, reason)
+    by_id: dict[str, list[FileEvent]] = field(default_factory=dict)
+    ends: dict[str, CheckpointEnd] = field(default_factory=dict)  # checkpoint id → its checkpoint_end event
+    # checkpoint id → paths the app renamed away (checkpoint_extend)
+    renamed: dict[str, set[str]] = field(default_factory=dict)
+    # checkpoint id → its checkpoint_extend events (the app's finishing)
+    extends: dict[str, list[CheckpointExtend]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, rec) -> "FileEvidence":
+    def of(cls, rec) -> FileEvidence:
         ev = rec.events
         out = cls()
         if ev.empty or "event" not in ev:
             return out
         tr = ev[ev["event"] == "file_tracker"]
         if len(tr):
-            out.tracker = {k: _v(v) for k, v in tr.iloc[-1].items()}
-        for _, r in ev[ev["event"].isin(FILE_EVENTS)].iterrows():
-            out.by_id.setdefault(str(r["id"]), []).append({k: _v(v) for k, v in r.items()})
-        for _, r in ev[ev["event"] == "checkpoint_end"].iterrows():
-            out.ends[str(r["id"])] = {k: _v(v) for k, v in r.items()}
-        for _, r in ev[ev["event"] == "checkpoint_extend"].iterrows():
-            e = {k: _v(v) for k, v in r.items()}
+            out.tracker = TrackerRun.from_event(tr.iloc[-1])
+        for r in ev[ev["event"].isin(FILE_EVENTS)].to_dict("records"):
+            f = FileEvent.from_event(r)
+            out.by_id.setdefault(f.id, []).append(f)
+        for r in ev[ev["event"] == "checkpoint_end"].to_dict("records"):
+            out.ends[str(r["id"])] = CheckpointEnd.from_event(r)
+        for r in ev[ev["event"] == "checkpoint_extend"].to_dict("records"):
+            e = CheckpointExtend.from_event(r)
             out.extends.setdefault(str(r["id"]), []).append(e)
-            if e.get("renamed_to"):
-                out.renamed.setdefault(str(r["id"]), set()).add(str(r["path"]))
+            if e.renamed_to:
+                out.renamed.setdefault(str(r["id"]), set()).add(str(e.path))
         return out
 
 
@@ -105,13 +110,13 @@ class Storage:
     file_system: str | None = None
 
 
-def storage_of(w: dict, files: list[dict]) -> Storage:
-    """The kind of storage behind the checkpoint: its path's scheme, else its files' f_type. Files on
-    several kinds take the one that says least (memory, then unknown below, then network)."""
-    scheme = url_scheme(w.get("path"))
+def storage_of(path: str | None, files: list[FileEvent]) -> Storage:
+    """The kind of storage behind the checkpoint at `path`: its scheme, else its files' f_type. Files
+    on several kinds take the one that says least (memory, then unknown below, then network)."""
+    scheme = url_scheme(path)
     if scheme is not None:
         return Storage("object" if scheme in OBJECT_SCHEMES else "unrecognised", f"{scheme}://")
-    magics = [f.get("fs_magic") for f in files if "fs_magic" in f]
+    magics = [f.fs_magic for f in files if f.has_fs_magic]
     if not files or len(magics) < len(files) or any(x is None for x in magics):
         return Storage(None)
     kinds = {kind_of(x) for x in magics}  # {(kind, name)}
@@ -124,34 +129,36 @@ def _flushed_by_app(fe: FileEvidence, ids) -> tuple[bool, set[str]]:
     """(an os.sync inside the window, the paths the app fsync'd/fdatasync'd inside it — under their
     names after a rename that followed)."""
     synced, paths = False, set()
-    evs = sorted((e for i in ids for e in fe.extends.get(i, ())), key=lambda e: e.get("t_ns") or 0)
+    evs = sorted((e for i in ids for e in fe.extends.get(i, ())), key=lambda e: e.t_ns or 0)
     for e in evs:
-        op, path = e.get("op"), e.get("path")
+        op, path = e.op, e.path
         if op == "sync":
             synced = True
         elif op in FLUSHING_OPS and path:
-            paths.add(os.path.normpath(str(path)))
-        elif e.get("renamed_to") and path and os.path.normpath(str(path)) in paths:
-            paths.add(os.path.normpath(str(e["renamed_to"])))
+            paths.add(os.path.normpath(path))
+        elif e.renamed_to and path and os.path.normpath(path) in paths:
+            paths.add(os.path.normpath(e.renamed_to))
     return synced, paths
 
 
-def _at_window_end(w: dict, fe: FileEvidence, ids, files: list[dict], end: dict, basis: list) -> tuple:
+def _at_window_end(
+    w: Window, fe: FileEvidence, ids, files: list[FileEvent], end: CheckpointEnd, basis: list
+) -> tuple[bool | None, float | None]:
     """(durable_at_return, pending_bytes_at_return), judged at the end of the window: after the app's
     own fsync/rename/sync of the save's files (windows.py's app_end_ns), not at the save call's return."""
-    t_end = w["app_end_ns"]
-    at_ret, n_ret = end.get("pending_bytes_at_return"), end.get("files_at_return")
+    t_end = w.app_end_ns
+    at_ret, n_ret = end.pending_bytes_at_return, end.files_at_return
     have_ret = at_ret is not None and n_ret
     if have_ret and at_ret == 0:
         return True, 0.0  # pages only get dirtier by new writes: clean at the call's return, clean after
     extended = any(fe.extends.get(i) for i in ids)  # the app finished the save after the call returned
     synced, fsynced = _flushed_by_app(fe, ids)
 
-    def flushed(f) -> bool:
-        return synced or os.path.normpath(str(f.get("path"))) in fsynced
+    def flushed(f: FileEvent) -> bool:
+        return synced or os.path.normpath(str(f.path)) in fsynced
 
-    def seen_clean(f) -> bool:
-        return f["event"] == "file_durable" and t_end is not None and f["t_ns"] <= t_end
+    def seen_clean(f: FileEvent) -> bool:
+        return f.event == "file_durable" and t_end is not None and f.t_ns is not None and f.t_ns <= t_end
 
     left = [f for f in files if not (flushed(f) or seen_clean(f))]
     if files and t_end is not None and not left:
@@ -166,14 +173,15 @@ def _at_window_end(w: dict, fe: FileEvidence, ids, files: list[dict], end: dict,
         )
         return True, 0.0
     if have_ret and not extended:
-        return False, float(at_ret)  # the look at the call's return is the look at the window's end
-    looks = [f.get("first_poll_pending_bytes") for f in left]
-    after = t_end is not None and all(f.get("first_poll_ns") is not None and f["first_poll_ns"] >= t_end for f in left)
+        return False, float(at_ret or 0.0)  # the look at the call's return is the look at the window's end
+    looks = [f.first_poll_pending_bytes for f in left]
+    polls = [f.first_poll_ns for f in left]
+    after = t_end is not None and all(t is not None and t >= t_end for t in polls)
     if left and all(x is not None for x in looks) and (after or not have_ret):
         # the tracker's first look at the files the app did not flush: pages only get cleaner
         # without new writes, so dirty then means dirty at the end of the window
-        first = float(sum(looks))
-        lag = max(f["first_poll_ns"] for f in left) - t_end if t_end is not None else None
+        first = float(sum(x or 0.0 for x in looks))
+        lag = max(t or 0.0 for t in polls) - t_end if t_end is not None else None
         if lag is not None:
             basis.append(f"at the window's end: the tracker's first look, {lag / 1e6:.0f} ms after it")
         return first == 0, first
@@ -182,45 +190,45 @@ def _at_window_end(w: dict, fe: FileEvidence, ids, files: list[dict], end: dict,
             f"at the window's end: {len(left)} of its {len(files)} file(s) not fsync'd by the app inside the "
             f"window; {_mib(at_ret)} were dirty when the save call returned"
         )
-        return False, float(at_ret)
+        return False, float(at_ret or 0.0)
     return None, None
 
 
-def _object_store(w: dict, fe: FileEvidence, ids, end: dict, out: Verdict) -> Verdict:
+def _object_store(w: Window, fe: FileEvidence, ids, end: CheckpointEnd, out: Verdict) -> Verdict:
     """Durable in the object store once the upload's completing call (the file's close, the
     multipart completion) returned without error: an event of the window says `uploaded: true`."""
-    evs = [end, *(e for i in ids for e in fe.extends.get(i, ()))]
-    done = [e for e in evs if e.get("uploaded") is True]
-    if w["app_end_ns"] is None or not done:
+    evs: list[CheckpointEnd | CheckpointExtend] = [end, *(e for i in ids for e in fe.extends.get(i, ()))]
+    done = [e.t_ns or 0.0 for e in evs if e.uploaded is True]
+    if w.app_end_ns is None or not done:
         out.durable_basis.insert(
             0, "unknown: an object-store path, and no event says its upload completed (the completing call's return)"
         )
         return out
-    t = max(float(e["t_ns"]) for e in done)
-    out.durable, out.durable_at_return = True, t <= w["app_end_ns"]
-    out.durable_end_ns = max(t, float(w["app_end_ns"]))
+    t = max(done)
+    out.durable, out.durable_at_return = True, t <= w.app_end_ns
+    out.durable_end_ns = max(t, float(w.app_end_ns))
     out.durable_where = "object store"
     out.durable_basis.insert(0, "in the object store: the upload's completing call returned without error")
     return out
 
 
-def _written_files(w: dict, fe: FileEvidence, known: set) -> list[dict]:
-    """File events for the files a file-level save wrote (w["files"], analysis/filesaves.py) that
+def _written_files(w: Window, fe: FileEvidence, known: set) -> list[FileEvent]:
+    """File events for the files a file-level save wrote (w.files, analysis/filesaves.py) that
     no call of it named: the tracker watched them from their `file_activity` burst (whoever wrote
     them: a forked writer, a native thread). Per file the first event whose first look came after
     the file's burst began (a later one is a later save's)."""
     out = []
     seen = fe.by_id.get(FILE_ACTIVITY_ID, [])
-    for f in w.get("files") or ():
-        path = f.get("path") if isinstance(f, dict) else None
+    for f in w.files or ():
+        path = f.path
         if not path or path in known:
             continue
-        after = [e for e in seen if e.get("path") == path and (e.get("first_poll_ns") or 0) >= f.get("start_ns", 0)]
+        after = [e for e in seen if e.path == path and (e.first_poll_ns or 0) >= f.start_ns]
         if after:
-            out.append(min(after, key=lambda e: e["first_poll_ns"]))
+            out.append(min(after, key=lambda e: e.first_poll_ns or 0))
         elif seen:  # the tracker watched written files, not this one: its pages are not known
             reason = "the file tracker did not look at it (more files written than it watches, or the recording ended)"
-            out.append({"event": "file_untracked", "path": path, "reason": reason, "id": FILE_ACTIVITY_ID})
+            out.append(FileEvent("file_untracked", FILE_ACTIVITY_ID, path, reason=reason))
     return out
 
 
@@ -238,29 +246,29 @@ class Verdict:
     durable_basis: list[str] = field(default_factory=list)
 
 
-def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
+def durable_end(w: Window, fe: FileEvidence, hint: DurableHint | None = None) -> Verdict:
     """The one durability rule (module docstring)."""
     out = Verdict()
     basis = out.durable_basis
-    app_end = w["app_end_ns"]  # the end of the window: after the app's own fsync/rename (windows.py)
-    end = fe.ends.get(w["id"], {})
-    at_ret, n_ret = end.get("pending_bytes_at_return"), end.get("files_at_return")
+    app_end = w.app_end_ns  # the end of the window: after the app's own fsync/rename (windows.py)
+    end = fe.ends.get(w.id) or CheckpointEnd()
+    at_ret, n_ret = end.pending_bytes_at_return, end.files_at_return
     have_ret = at_ret is not None and n_ret
     # a torch.save / DCP / safetensors save inside `with ckprof.checkpoint():` is part of it: its files too
-    ids = (w["id"], *w.get("nested_ids", ()))
+    ids = (w.id, *w.nested_ids)
     moved = set().union(*(fe.renamed.get(i, set()) for i in ids))
     # a file renamed to its final name did not vanish: the new name is tracked in its place
     # parts of one checkpoint (ranks naming one DCP folder) have the same files watched: each once
     files = list(
         {
-            (f["event"], f.get("path")): f
+            (f.event, f.path): f
             for i in ids
             for f in fe.by_id.get(i, [])
-            if not (f["event"] == "file_gone_before_poll" and f.get("path") in moved)
+            if not (f.event == "file_gone_before_poll" and f.path in moved)
         }.values()
     )
-    files += _written_files(w, fe, {f.get("path") for f in files})
-    storage = storage_of(w, files)
+    files += _written_files(w, fe, {f.path for f in files})
+    storage = storage_of(w.path, files)
     out.file_system = storage.file_system
 
     def unknown(reason: str) -> Verdict:
@@ -274,9 +282,9 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
         return unknown(f"a {storage.file_system} path: ckprof cannot see what is behind it")
     if fe.tracker is None:
         return unknown("recorded without the file tracker (no file-level evidence)")
-    if not fe.tracker.get("ok"):
-        return unknown(f"file tracker did not run: {fe.tracker.get('reason')}")
-    if not w.get("path") and not files:
+    if not fe.tracker.ok:
+        return unknown(f"file tracker did not run: {fe.tracker.reason}")
+    if not w.path and not files:
         return unknown("the checkpoint named no path (ckprof.checkpoint(path=...)), so no file was watched")
     if app_end is None:
         return unknown("the save did not return before the recording ended")
@@ -299,9 +307,9 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
     where = WHERE.get(storage.kind, "device")  # None: today's rule, as a block device's
     on = f"on the {where}" if storage.kind != "object" else "in the object store"
 
-    deleted = [f for f in files if f["event"] == "file_deleted_before_durable"]
-    gone = [f for f in files if f["event"] == "file_gone_before_poll"]
-    if gone and have_ret and at_ret > 0:  # dirty at return, then gone before anyone saw it clean
+    deleted = [f for f in files if f.event == "file_deleted_before_durable"]
+    gone = [f for f in files if f.event == "file_gone_before_poll"]
+    if gone and have_ret and at_ret is not None and at_ret > 0:  # dirty at return, then gone before anyone saw it clean
         deleted += gone
         gone = []
     if deleted:
@@ -311,8 +319,7 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
             0,
             "deleted before durable: "
             + "; ".join(
-                f"{f['path']} ({_mib(f.get('pending_bytes') if f.get('pending_bytes') is not None else at_ret)}"
-                f" not {on})"
+                f"{f.path} ({_mib(f.pending_bytes if f.pending_bytes is not None else at_ret)} not {on})"
                 for f in deleted
             ),
         )
@@ -339,27 +346,27 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
     clean_at_return = have_ret and at_ret == 0
     reasons = []
     for f in files:
-        if f["event"] == "file_gone_before_poll" and not clean_at_return:
+        if f.event == "file_gone_before_poll" and not clean_at_return:
+            reasons.append(f"{f.path} removed before the tracker's first look; whether its pages were {on} is unknown")
+        elif f.event == "file_pending_at_end":
             reasons.append(
-                f"{f['path']} removed before the tracker's first look; whether its pages were {on} is unknown"
+                f"the recording ended with {_mib(f.pending_bytes)} of {f.path} still dirty in the page cache"
             )
-        elif f["event"] == "file_pending_at_end":
-            reasons.append(
-                f"the recording ended with {_mib(f.get('pending_bytes'))} of {f['path']} still dirty in the page cache"
-            )
-        elif f["event"] == "file_untracked":
-            reasons.append(f"{f['path']} could not be watched: {f.get('reason')}")
+        elif f.event == "file_untracked":
+            reasons.append(f"{f.path} could not be watched: {f.reason}")
     if reasons:
         return unknown("; ".join(reasons))
-    durable = [f for f in files if f["event"] == "file_durable"]
+    durable = [f for f in files if f.event == "file_durable"]
     if clean_at_return:
         t = float(app_end)
-        basis.insert(0, f"{on}: every page of its {int(n_ret)} file(s) was clean when the save returned (cachestat)")
+        basis.insert(
+            0, f"{on}: every page of its {int(n_ret or 0)} file(s) was clean when the save returned (cachestat)"
+        )
     elif at_end is True:
         t = float(app_end)
         basis.insert(0, f"{on}: every page of its {len(files)} file(s) was clean at the end of its window")
     else:
-        t = max(float(app_end), max(float(f["t_ns"]) for f in durable))
+        t = max(float(app_end), max(float(f.t_ns or 0.0) for f in durable))
         basis.insert(
             0,
             f"{on}: all {len(durable)} file(s) had no dirty or writeback page (cachestat); "
@@ -372,12 +379,12 @@ def durable_end(w: dict, fe: FileEvidence, hint: dict | None = None) -> Verdict:
     return out
 
 
-def _hint(out: Verdict, hint: dict | None) -> None:
+def _hint(out: Verdict, hint: DurableHint | None) -> None:
     if not hint:
         return
-    at = hint.get("durable_end_ns")
-    what = "no durable end" if at is None else f"a durable end at {(at - hint['start_ns']) / 1e9:.2f} s"
+    at = hint.durable_end_ns
+    what = "no durable end" if at is None else f"a durable end at {(at - hint.start_ns) / 1e9:.2f} s"
     out.durable_basis.append(
         f"hint only, not the verdict (device totals and host Dirty+Writeback are "
-        f"machine-wide): they suggest {what} — " + "; ".join(hint["durable_basis"])
+        f"machine-wide): they suggest {what} — " + "; ".join(hint.durable_basis)
     )

@@ -49,20 +49,28 @@ call; a folder made empty before the call does not count (the call's preparation
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import pandas as pd
-
-from ckprof.jsonsafe import json_value as _clean
-
-from .grouping import _STEP, _merge, step_in_path
+from .grouping import STEP_IN_NAME, merge_parts, step_in_path
+from .model import Writer
+from .model_base import ABSENT
+from .records import ProcessSeen, SavedFile, Window
 
 SAVE_GAP_S = 1.0  # a quiet gap this long within one key starts a new save
 JOIN_SLACK_S = 0.05  # a marker window and a file save this close in time may be one checkpoint
 _WRITES = {"create", "modify", "close_write", "rename"}
 
 
-def source_of(rec) -> dict | None:
+@dataclass(frozen=True, slots=True)
+class ActivitySource:
+    """The recording's `file_activity_source` event: what ran (`fanotify`, or `none: why`) and the
+    paths it watched."""
+
+    source: str
+    paths: list[str]
+
+
+def source_of(rec) -> ActivitySource | None:
     """The recording's `file_activity_source` event (what ran, or why none), or None (older recordings)."""
     ev = rec.events
     if ev.empty or "event" not in ev:
@@ -71,10 +79,8 @@ def source_of(rec) -> dict | None:
     if rows.empty:
         return None
     r = rows.iloc[0]
-    return {
-        "source": str(r.get("file_activity_source")),
-        "paths": list(r.get("paths")) if isinstance(r.get("paths"), list) else [],
-    }
+    paths = r.get("paths")
+    return ActivitySource(str(r.get("file_activity_source")), list(paths) if isinstance(paths, list) else [])
 
 
 @dataclass(slots=True)
@@ -92,40 +98,38 @@ class Burst:
     size_unknown: object
     renamed_from: str | None
 
+    @classmethod
+    def from_entry(cls, f: dict) -> Burst:
+        """One entry of a `file_activity` event's `files`."""
+        get = f.get
+        size = get("size_bytes")
+        return cls(
+            path=str(get("path")),
+            start_ns=float(f["start_ns"]),
+            end_ns=float(f["end_ns"]),
+            ops=list(get("ops") or ()),
+            dir=bool(get("dir", False)),
+            writers=[int(p) for p in get("writers") or ()],
+            size_bytes=None if size is None else float(size),
+            size_unknown=get("size_unknown"),
+            renamed_from=get("renamed_from"),
+        )
 
-def bursts_of(rec) -> tuple[list[Burst], dict[int, dict]]:
-    """(the file_activity bursts, {pid: file_activity_process fields})."""
+
+def bursts_of(rec) -> tuple[list[Burst], dict[int, ProcessSeen]]:
+    """(the file_activity bursts, {pid: its file_activity_process event})."""
     ev = rec.events
     if ev.empty or "event" not in ev:
         return [], {}
     procs = {}
-    for _, r in ev[ev["event"] == "file_activity_process"].iterrows():
-        procs[int(r["pid"])] = {
-            "pid": int(r["pid"]),
-            "ppid": None if pd.isna(r.get("ppid")) else int(r["ppid"]),
-            "comm": _clean(r.get("comm")),
-            "cmdline": r.get("cmdline") if isinstance(r.get("cmdline"), list) else None,
-        }
-        if _clean(r.get("why_unknown")):
-            procs[int(r["pid"])]["why_unknown"] = r["why_unknown"]
-    out = []
+    for r in ev[ev["event"] == "file_activity_process"].to_dict("records"):
+        p = ProcessSeen.from_event(r)
+        procs[p.pid] = p
+    out: list[Burst] = []
     if "files" not in ev:  # no file_activity event: no file was written under the recorded paths
         return out, procs
     for files in ev.loc[ev["event"] == "file_activity", "files"]:
-        for f in files if isinstance(files, list) else ():
-            out.append(
-                Burst(
-                    path=str(f["path"]),
-                    start_ns=float(f["start_ns"]),
-                    end_ns=float(f["end_ns"]),
-                    ops=list(f.get("ops") or ()),
-                    dir=bool(f.get("dir", False)),
-                    writers=[int(p) for p in f.get("writers") or ()],
-                    size_bytes=None if f.get("size_bytes") is None else float(f["size_bytes"]),
-                    size_unknown=f.get("size_unknown"),
-                    renamed_from=f.get("renamed_from"),
-                )
-            )
+        out += [Burst.from_entry(f) for f in (files if isinstance(files, list) else ())]
     return out, procs
 
 
@@ -147,7 +151,7 @@ def _step_of(component: str) -> int | None:
     """The step a path component names (`checkpoint-500`, `iter_0000010`, `ckpt-00003.pt`, `100`)."""
     if component.isdigit():
         return int(component)
-    m = list(_STEP.finditer(component))
+    m = list(STEP_IN_NAME.finditer(component))
     return int(m[-1].group(1)) if m else None
 
 
@@ -167,14 +171,14 @@ def _key(path: str, roots: list[str], is_dir: bool = False) -> tuple | None:
     return ("dir", os.path.join(root, rel[0]))
 
 
-def file_saves(rec) -> list[dict]:
+def file_saves(rec) -> list[Window]:
     """The saves the recording's file activity shows (windows of source `files`), by start."""
     src = source_of(rec)
-    if src is None or src["source"] != "fanotify":
+    if src is None or src.source != "fanotify":
         return []
     bursts, procs = bursts_of(rec)
     _apply_dir_renames(bursts)
-    roots = [os.path.normpath(p) for p in src["paths"]]
+    roots = [os.path.normpath(p) for p in src.paths]
     groups: list[tuple[tuple, list[Burst]]] = []
     open_by_key: dict = {}
     for b in sorted(bursts, key=lambda b: b.start_ns):
@@ -206,35 +210,54 @@ def file_saves(rec) -> list[dict]:
     return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]
 
 
-def _save(n: int, key: tuple, bursts: list[Burst], procs: dict) -> dict:
-    files: dict[str, dict] = {}  # the latest burst of each file: its size after the save
+def _writer(pid: int, procs: dict[int, ProcessSeen], files: int, nbytes: float | None) -> Writer:
+    """A writer of a save: what its file_activity_process event said (ppid and cmdline absent where
+    the process was not seen starting), the files it wrote and the bytes it alone wrote."""
+    p = procs.get(pid)
+    if p is None:
+        return Writer(pid=pid, comm=None, files=files, bytes=nbytes)
+    return Writer(
+        pid=pid,
+        ppid=p.ppid,
+        comm=p.comm,
+        cmdline=p.cmdline,
+        why_unknown=p.why_unknown if p.why_unknown else ABSENT,
+        files=files,
+        bytes=nbytes,
+    )
+
+
+def _save(n: int, key: tuple, bursts: list[Burst], procs: dict[int, ProcessSeen]) -> Window:
+    files: dict[str, SavedFile] = {}  # the latest burst of each file: its size after the save
+    who_wrote: dict[str, set[int]] = {}
     for b in sorted(bursts, key=lambda b: b.end_ns):
         if b.dir:
             continue
         moved = files.pop(b.renamed_from, None) if b.renamed_from else None
         if moved is not None:  # written under a temporary name, then renamed: one file, its final name
-            files[b.path] = {**moved, "path": b.path}
-        f = files.setdefault(b.path, {"path": b.path, "writers": set(), "start_ns": b.start_ns})
-        f["writers"].update(b.writers)
-        f["end_ns"] = b.end_ns
-        f["bytes"] = 0.0 if "delete" in b.ops else b.size_bytes
-        f["size_unknown"] = b.size_unknown
-    sizes = [f["bytes"] for f in files.values()]
-    writers: dict[int, dict] = {}
+            files[b.path] = replace(moved, path=b.path)
+            who_wrote[b.path] = who_wrote.pop(str(b.renamed_from))
+        f = files.setdefault(b.path, SavedFile(path=b.path, start_ns=b.start_ns))
+        who_wrote.setdefault(b.path, set()).update(b.writers)
+        f.end_ns = b.end_ns
+        f.bytes = 0.0 if "delete" in b.ops else b.size_bytes
+        f.size_unknown = b.size_unknown
+    sizes = [f.bytes for f in files.values()]
+    tally: dict[int, list] = {}  # pid → [files, bytes it alone wrote (None: a size unknown)]
     shared = 0.0
     for f in files.values():
-        who = sorted(f["writers"])
-        f["writers"] = who
+        who = sorted(who_wrote[f.path])
+        f.writers = who
         for pid in who:
-            w = writers.setdefault(pid, {**procs.get(pid, {"pid": pid, "comm": None}), "files": 0, "bytes": 0.0})
-            w["files"] += 1
+            t = tally.setdefault(pid, [0, 0.0])
+            t[0] += 1
             if len(who) == 1:  # a file several processes wrote counts to none of them alone
-                w["bytes"] = None if w["bytes"] is None or f["bytes"] is None else w["bytes"] + f["bytes"]
-        if len(who) > 1 and f["bytes"] is not None:
-            shared += f["bytes"]
+                t[1] = None if t[1] is None or f.bytes is None else t[1] + f.bytes
+        if len(who) > 1 and f.bytes is not None:
+            shared += f.bytes
     for b in bursts:  # a directory's creator is a writer of the save too
         for pid in b.writers:
-            writers.setdefault(pid, {**procs.get(pid, {"pid": pid, "comm": None}), "files": 0, "bytes": 0.0})
+            tally.setdefault(pid, [0, 0.0])
     if key[0] == "step":  # the step's folder, or its file; a step's several files: their folder
         names = {os.path.join(key[1], os.path.relpath(b.path, key[1]).split(os.sep)[0]) for b in bursts}
         path = names.pop() if len(names) == 1 else key[1]
@@ -242,100 +265,100 @@ def _save(n: int, key: tuple, bursts: list[Burst], procs: dict) -> dict:
         path = key[1]
         if key[0] == "root" and len(files) == 1:
             path = next(iter(files))
-    pids = sorted(writers)
-    return {
-        "id": f"files:{n}",
-        "source": "files",
-        "kind": "save",
-        "start_ns": min(b.start_ns for b in bursts),
-        "app_end_ns": max(b.end_ns for b in bursts),
-        "bytes_app": None if (not sizes or any(s is None for s in sizes)) else float(sum(sizes)),
-        "path": path,
-        "step": key[2] if key[0] == "step" else step_in_path(path),
-        "rank": None,
-        "name": None,
-        "ok": None,
-        "blocking_s": None,
-        "error": None,
-        "pid": pids[0] if len(pids) == 1 else None,
-        "files": sorted(files.values(), key=lambda f: f["path"]),
-        "writers": [writers[p] for p in pids],
-        "bytes_shared": shared,
-        "file_window": (min(b.start_ns for b in bursts), max(b.end_ns for b in bursts)),
+    pids = sorted(tally)
+    start, end = min(b.start_ns for b in bursts), max(b.end_ns for b in bursts)
+    return Window(
+        id=f"files:{n}",
+        source="files",
+        kind="save",
+        start_ns=start,
+        app_end_ns=end,
+        bytes_app=None if (not sizes or any(s is None for s in sizes)) else float(sum(s or 0.0 for s in sizes)),
+        path=path,
+        step=key[2] if key[0] == "step" else step_in_path(path),
+        pid=pids[0] if len(pids) == 1 else None,
+        files=sorted(files.values(), key=lambda f: f.path),
+        writers=[_writer(p, procs, *tally[p]) for p in pids],
+        bytes_shared=shared,
+        file_window=(start, end),
         # a folder of its own (a step's, or one created in this save) is one save whatever calls
         # wrote it; else the files are a stream a program's calls may tell apart (join)
-        "own_folder": key[0] == "step" or (key[0] == "dir" and any(b.dir and b.path == key[1] for b in bursts)),
-        "_split": (n, key, bursts, procs),
-    }
+        own_folder=key[0] == "step" or (key[0] == "dir" and any(b.dir and b.path == key[1] for b in bursts)),
+        file_group=(n, key, bursts, procs),
+    )
 
 
-def _split_stream(s: dict, ms: list[dict]) -> list[dict]:
+def _split_stream(s: Window, ms: list[Window]) -> list[Window]:
     """A stream's file save that several calls wrote (a loop saving `latest.pt`): each burst goes to
     the latest call that started before it (within JOIN_SLACK_S) and names its file or folder,
     else the latest that started before it; one file save per call."""
-    n, key, bursts, procs = s["_split"]
+    assert s.file_group is not None
+    n, key, bursts, procs = s.file_group
     slack = JOIN_SLACK_S * 1e9
     by_call: dict[int, list[Burst]] = {}
     for b in bursts:
-        started = [k for k, m in enumerate(ms) if m["start_ns"] - slack <= b.start_ns] or [0]
+        started = [k for k, m in enumerate(ms) if m.start_ns - slack <= b.start_ns] or [0]
         named = [k for k in started if _names(ms[k], b.path)]
-        by_call.setdefault(max(named or started, key=lambda k: ms[k]["start_ns"]), []).append(b)
+        by_call.setdefault(max(named or started, key=lambda k: ms[k].start_ns), []).append(b)
     # each piece is its call's: it joins that call alone (a marked window holding the stream's
     # folder would otherwise take the next call's piece too, when the two are within JOIN_SLACK_S)
     return [
-        {**_save(n, key, bs, procs), "id": f"files:{n}.{k + 1}", "call_id": ms[k]["id"]}
+        replace(_save(n, key, bs, procs), id=f"files:{n}.{k + 1}", call_id=ms[k].id)
         for k, bs in sorted(by_call.items())
     ]
 
 
-def _names(m: dict, path: str) -> bool:
-    mp = m.get("path")
-    if not mp:
+def _names(m: Window, path: str) -> bool:
+    if not m.path:
         return False
-    mp = os.path.normpath(os.path.abspath(mp))
+    mp = os.path.normpath(os.path.abspath(m.path))
     return path == mp or path.startswith(mp + os.sep)
 
 
-def _related(m: dict, s: dict) -> bool:
+def _bursts(s: Window) -> list[Burst]:
+    return s.file_group[2] if s.file_group else []
+
+
+def _related(m: Window, s: Window) -> bool:
     """A marker window and a file save are one checkpoint (module docstring)."""
     slack = JOIN_SLACK_S * 1e9
-    m_end = m["app_end_ns"] if m["app_end_ns"] is not None else float("inf")
-    if m["kind"] != "save" or m["start_ns"] > s["app_end_ns"] + slack or s["start_ns"] > m_end + slack:
+    m_end = m.app_end_ns if m.app_end_ns is not None else float("inf")
+    s_end = s.app_end_ns if s.app_end_ns is not None else float("inf")
+    if m.kind != "save" or m.start_ns > s_end + slack or s.start_ns > m_end + slack:
         return False
-    if s["app_end_ns"] <= m["start_ns"] + slack and all(b.start_ns < m["start_ns"] - slack for b in s["_split"][2]):
+    if s_end <= m.start_ns + slack and all(b.start_ns < m.start_ns - slack for b in _bursts(s)):
         # every burst began before the call and the last ended by its start (a close is stamped up to
         # the reader's merge pause late): the program's own file, not the call's (a data file written
         # just before a save); a small file the call made itself begins after the call's start
         return False
-    mp = m.get("path")
-    if not mp:
+    if not m.path:
         # a call naming no path holds the file save, or was made by a process that wrote its files
         # while they were written (a forked writer's torch.save per tensor into its open stream)
-        return (m["start_ns"] - slack <= s["start_ns"] and s["app_end_ns"] <= m_end + slack) or (
-            m.get("pid") is not None and any(w["pid"] == m["pid"] and w["files"] for w in s["writers"])
+        return (m.start_ns - slack <= s.start_ns and s_end <= m_end + slack) or (
+            m.pid is not None and any(w.pid == m.pid and w.files for w in s.writers or ())
         )
-    mp = os.path.normpath(os.path.abspath(mp))
-    sp = os.path.normpath(s["path"])
+    mp = os.path.normpath(os.path.abspath(m.path))
+    sp = os.path.normpath(str(s.path))
     if mp == sp or mp.startswith(sp + os.sep) or sp.startswith(mp + os.sep):
         return True
-    key = s["_split"][1]
-    if key[0] == "step" and os.path.dirname(mp) == key[1] and _step_of(os.path.basename(mp)) == key[2]:
+    key = s.file_group[1] if s.file_group else None
+    if key and key[0] == "step" and os.path.dirname(mp) == key[1] and _step_of(os.path.basename(mp)) == key[2]:
         # the save was written aside under a name of the same step beside the call's folder
         # (`.partial-global_epoch1_step1-…` for `global_epoch1_step1`) and published by a rename
         # this host did not see: another host's rank 0 made it (or this reader read the files'
         # events before it). The host's files are still the call's save, not a second checkpoint.
         return True
-    return any(f["path"] == mp or f["path"].startswith(mp + os.sep) for f in s["files"])
+    return any(f.path == mp or f.path.startswith(mp + os.sep) for f in s.files or ())
 
 
-def join(marked: list[dict], saves: list[dict]) -> list[dict]:
+def join(marked: list[Window], saves: list[Window]) -> list[Window]:
     """Marker checkpoints and file saves → checkpoints: related ones (module docstring) become one,
     whatever many of each — except that a stream's file save several calls wrote is split among
     them first (_split_stream); the rest stay as they are. Ordered by start."""
     split = []
     for s in saves:
         ms = [m for m in marked if _related(m, s)]
-        split.extend(_split_stream(s, ms) if len(ms) > 1 and not s["own_folder"] else [s])
+        split.extend(_split_stream(s, ms) if len(ms) > 1 and not s.own_folder else [s])
     saves = split
     parent = list(range(len(marked) + len(saves)))
 
@@ -347,98 +370,97 @@ def join(marked: list[dict], saves: list[dict]) -> list[dict]:
 
     for i, m in enumerate(marked):
         for j, s in enumerate(saves):
-            if _related(m, s) and s.get("call_id") in (None, m["id"]):
+            if _related(m, s) and s.call_id in (None, m.id):
                 parent[find(i)] = find(len(marked) + j)
     comps: dict[int, tuple[list, list]] = {}
     for i in range(len(marked) + len(saves)):
         ms, ss = comps.setdefault(find(i), ([], []))
         (ms.append(marked[i]) if i < len(marked) else ss.append(saves[i - len(marked)]))
     out = [_one(ms, ss) for ms, ss in comps.values()]
-    return sorted(out, key=lambda w: w["start_ns"])
+    return sorted(out, key=lambda w: w.start_ns)
 
 
-def _one(ms: list[dict], ss: list[dict]) -> dict:
+def _one(ms: list[Window], ss: list[Window]) -> Window:
     if not ss:
         return ms[0] if len(ms) == 1 else _merged_markers(ms)
     s = ss[0] if len(ss) == 1 else _merged_saves(ss)
     if not ms:
         return s
     m = ms[0] if len(ms) == 1 else _merged_markers(ms)
-    ends = [m["app_end_ns"], s["app_end_ns"]]
+    ends = [m.app_end_ns, s.app_end_ns]
     # the call's start, unless its files began well before it (a forked writer's torch.save in a
     # folder its parent made earlier); what comes just before a call is its own preparation, and so
     # is a folder made with no file in it before the call (Megatron's iter_N/, then a barrier)
-    first_file = min((f["start_ns"] for f in s["files"]), default=s["start_ns"])
-    lead = m["start_ns"] - first_file
-    out = {
-        **m,
-        "start_ns": s["start_ns"] if lead > JOIN_SLACK_S * 1e9 else m["start_ns"],
-        "app_end_ns": None
-        if m["app_end_ns"] is None and m.get("ok") is not False
-        else max(e for e in ends if e is not None),
+    first_file = min((f.start_ns for f in s.files or ()), default=s.start_ns)
+    lead = m.start_ns - first_file
+    out = replace(
+        m,
+        start_ns=s.start_ns if lead > JOIN_SLACK_S * 1e9 else m.start_ns,
+        app_end_ns=None if m.app_end_ns is None and m.ok is not False else max(e for e in ends if e is not None),
         # the bytes a program stated for the save it marked (ckprof.checkpoint(bytes=), the workload's
         # shards) are its save's; else the files' sizes (the patch's calls, or no bytes stated)
-        "bytes_app": m["bytes_app"]
-        if m["source"] != "patch" and m["bytes_app"] is not None
-        else s["bytes_app"]
-        if s["bytes_app"] is not None
-        else m["bytes_app"],
-        "files": s["files"],
-        "writers": s["writers"],
-        "bytes_shared": s["bytes_shared"],
-        "file_window": s["file_window"],
-        "seen_by": sorted({"files", str(m["source"])}),
-    }
+        bytes_app=m.bytes_app
+        if m.source != "patch" and m.bytes_app is not None
+        else s.bytes_app
+        if s.bytes_app is not None
+        else m.bytes_app,
+        files=s.files,
+        writers=s.writers,
+        bytes_shared=s.bytes_shared,
+        file_window=s.file_window,
+        seen_by=sorted({"files", str(m.source)}),
+    )
     # a save's own folder, not the one file of it a call named (common.pt); a patched call naming no
     # path (a forked writer's torch.save into an open stream) takes the files' — a window the program
     # marked itself keeps the path it gave, or none (its nested calls name the files)
-    if (not m.get("path") and m["source"] == "patch") or (s["own_folder"] and _names_a_part(m, s)):
-        out["path"] = s["path"]
-    if out["step"] is None:
-        out["step"] = s["step"]
+    if (not m.path and m.source == "patch") or (s.own_folder and _names_a_part(m, s)):
+        out.path = s.path
+    if out.step is None:
+        out.step = s.step
     return out
 
 
-def _names_a_part(m: dict, s: dict) -> bool:
+def _names_a_part(m: Window, s: Window) -> bool:
     """The call named a file or folder inside the save's folder, and the save wrote files beyond it
     (Megatron's torch.save of common.pt among the writers' .distcp files; a folder made for one
     file keeps the file's path)."""
-    if not m.get("path"):
+    if not m.path:
         return False
-    mp = os.path.normpath(os.path.abspath(m["path"]))
-    if not mp.startswith(s["path"] + os.sep):
+    mp = os.path.normpath(os.path.abspath(m.path))
+    if not mp.startswith(str(s.path) + os.sep):
         return False
-    return any(f["path"] != mp and not f["path"].startswith(mp + os.sep) for f in s["files"])
+    return any(f.path != mp and not f.path.startswith(mp + os.sep) for f in s.files or ())
 
 
-def _merged_markers(ms: list[dict]) -> dict:
+def _merged_markers(ms: list[Window]) -> Window:
     """Several marker checkpoints of one save (a forked writer's torch.save per tensor): one, by
     grouping's own merge of their parts."""
-    parts = [p for m in ms for p in (m.get("parts") or [m])]
-    return _merge(parts)
+    return merge_parts([p for m in ms for p in (m.parts or [m])])
 
 
-def _merged_saves(ss: list[dict]) -> dict:
+def _merged_saves(ss: list[Window]) -> Window:
     """File saves under one marker's call (its files in the root and in a folder): one."""
-    files = [f for s in ss for f in s["files"]]
-    writers: dict[int, dict] = {}
+    files = [f for s in ss for f in s.files or ()]
+    writers: dict[int, Writer] = {}
     for s in ss:
-        for w in s["writers"]:
-            cur = writers.get(w["pid"])
+        for w in s.writers or ():
+            cur = writers.get(w.pid)
             if cur is None:
-                writers[w["pid"]] = dict(w)
+                writers[w.pid] = w
             else:
-                cur["files"] += w["files"]
-                cur["bytes"] = None if cur["bytes"] is None or w["bytes"] is None else cur["bytes"] + w["bytes"]
-    known = [s["bytes_app"] for s in ss]
-    return {
-        **ss[0],
-        "start_ns": min(s["start_ns"] for s in ss),
-        "app_end_ns": max(s["app_end_ns"] for s in ss),
-        "bytes_app": None if any(b is None for b in known) else float(sum(known)),
-        "path": os.path.commonpath([s["path"] for s in ss]),
-        "files": files,
-        "writers": [writers[p] for p in sorted(writers)],
-        "bytes_shared": sum(s["bytes_shared"] for s in ss),
-        "file_window": (min(s["start_ns"] for s in ss), max(s["app_end_ns"] for s in ss)),
-    }
+                both = None if cur.bytes is None or w.bytes is None else cur.bytes + w.bytes
+                writers[w.pid] = replace(cur, files=cur.files + w.files, bytes=both)
+    known = [s.bytes_app for s in ss]
+    start = min(s.start_ns for s in ss)
+    end = max(s.app_end_ns or 0.0 for s in ss)  # a file save always ends: its last file event
+    return replace(
+        ss[0],
+        start_ns=start,
+        app_end_ns=end,
+        bytes_app=None if any(b is None for b in known) else float(sum(b or 0.0 for b in known)),
+        path=os.path.commonpath([str(s.path) for s in ss]),
+        files=files,
+        writers=[writers[p] for p in sorted(writers)],
+        bytes_shared=sum(s.bytes_shared or 0.0 for s in ss),
+        file_window=(start, end),
+    )

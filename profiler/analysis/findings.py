@@ -37,6 +37,7 @@ from __future__ import annotations
 from .checkpoints import DEVICE_READ_WARN_SHARE
 from .model import ABSENT, Checkpoint
 from .model_base import Note
+from .records import Window
 
 
 def recorder(text: str) -> Note:
@@ -206,7 +207,7 @@ def _known(v):
     return None if v is ABSENT else v
 
 
-def windows_overlap(wins: list[dict], spans: list[tuple]) -> Note | None:
+def windows_overlap(wins: list[Window], spans: list[tuple]) -> Note | None:
     """What overlapping windows (start → durable end) mean for their figures, or None."""
     order = sorted(range(len(spans)), key=lambda k: spans[k][0])
     groups, end = [], None
@@ -221,7 +222,7 @@ def windows_overlap(wins: list[dict], spans: list[tuple]) -> Note | None:
     if not shared:
         return None
     n = sum(len(g) for g in shared)
-    who = {(wins[k].get("rank"), wins[k].get("pid")) for g in shared for k in g}
+    who = {(wins[k].rank, wins[k].pid) for g in shared for k in g}
     why = (
         f"from {len(who)} processes/ranks saving at once"
         if len(who) > 1

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
+
+from .records import Window
 
 JOIN_GAP_S = 1.0  # another process's (rank's) part of the save may start this long after the last ended
 # one process writes a save's files back to back (ms apart: HF, torch.save of model then
@@ -36,7 +39,7 @@ SAME_PROCESS_GAP_S = 0.2
 # a restore's reads from one process are spread over its start-up (HF loads the model, then the
 # optimizer and RNG state as training starts): they join across this much
 SAME_PROCESS_LOAD_GAP_S = 30.0
-_STEP = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\d+)", re.IGNORECASE)
+STEP_IN_NAME = re.compile(r"(?:checkpoint|ckpt|step|global_step|iter|iteration)[-_=]?(\d+)", re.IGNORECASE)
 # saves whose path is the checkpoint directory itself (they write many files under it)
 DIRECTORY_APIS = ("torch.distributed.checkpoint", "transformers.")
 
@@ -68,148 +71,137 @@ def step_in_path(path: str | None) -> int | None:
         return None
     parts = _norm(path).split(os.sep)[-2:]
     for part in reversed(parts):
-        m = list(_STEP.finditer(part))
+        m = list(STEP_IN_NAME.finditer(part))
         if m:
             return int(m[-1].group(1))
     return None
 
 
-def _is_dir_save(w: dict) -> bool:
-    name = w.get("name") or ""
-    return name.startswith(DIRECTORY_APIS)
+def _is_dir_save(w: Window) -> bool:
+    return (w.name or "").startswith(DIRECTORY_APIS)
 
 
-def checkpoint_key(w: dict):
+def checkpoint_key(w: Window) -> tuple | None:
     """What identifies the checkpoint a window belongs to, or None (a window of its own)."""
-    if w["source"] == "inferred":
+    if w.source == "inferred":
         return None
-    if w.get("step") is not None:
-        return (w["kind"], "step", int(w["step"]))
-    path = w.get("path")
-    if not path:
+    if w.step is not None:
+        return (w.kind, "step", int(w.step))
+    if not w.path:
         return None
     # a marked window's path is what the program called its checkpoint (a file or a folder);
     # an automatic one's is a file in the checkpoint's folder, or that folder (DCP, HF)
-    marked = w["source"] != "patch"
-    folder = _norm(path) if marked or _is_dir_save(w) else os.path.dirname(_norm(path))
-    return (w["kind"], "dir", folder, step_in_path(path))
+    marked = w.source != "patch"
+    folder = _norm(w.path) if marked or _is_dir_save(w) else os.path.dirname(_norm(w.path))
+    return (w.kind, "dir", folder, step_in_path(w.path))
 
 
-def _app_bytes(parts: list[dict]) -> float | None:
+def _app_bytes(parts: list[Window]) -> float | None:
     """Each file once. An automatic part's bytes are the size of its path, measured after the
     save (a DCP directory that every rank reports is counted once, at the largest size seen;
     files under a directory a part reports are in it); a marked part's bytes are what the
     program said that part wrote, so marked parts add up."""
-    known = [p for p in parts if p.get("bytes_app") is not None]
+    known = [p for p in parts if p.bytes_app is not None]
     if not known:
         return None
-    total = sum(float(p["bytes_app"]) for p in known if p["source"] != "patch" or not p.get("path"))
+    total = sum(float(p.bytes_app or 0.0) for p in known if p.source != "patch" or not p.path)
     sizes: dict[str, float] = {}
     for p in known:
-        if p["source"] == "patch" and p.get("path"):
-            key = _norm(p["path"])
-            sizes[key] = max(sizes.get(key, 0.0), float(p["bytes_app"]))
-    dirs = {_norm(p["path"]) for p in parts if p.get("path") and _is_dir_save(p)}
+        if p.source == "patch" and p.path:
+            key = _norm(p.path)
+            sizes[key] = max(sizes.get(key, 0.0), float(p.bytes_app or 0.0))
+    dirs = {_norm(p.path) for p in parts if p.path and _is_dir_save(p)}
     for k, v in sizes.items():
         if not any(k.startswith(d + os.sep) for d in dirs):
             total += v
     return total
 
 
-def _merge(parts: list[dict]) -> dict:
+def _blocking_s(parts: list[Window], first: Window) -> float | None:
+    """The time the slowest part held its caller: an async save's blocking time, else its duration."""
+    if all(p.blocking_s is None for p in parts):
+        return None
+    return max(
+        (p.start_ns - first.start_ns) / 1e9
+        + (p.blocking_s if p.blocking_s is not None else ((p.app_end_ns or p.start_ns) - p.start_ns) / 1e9)
+        for p in parts
+    )
+
+
+def merge_parts(parts: list[Window]) -> Window:
+    """The windows of one save (group_saves) as one checkpoint: first start → last return, its
+    bytes each file once, failed if any part failed; its parts kept (module docstring)."""
     if len(parts) == 1:
         w, key = parts[0], checkpoint_key(parts[0])
-        if w.get("step") is None and key is not None and key[1] == "dir" and key[3] is not None:
-            return {**w, "step": key[3]}  # the step its path names
+        if w.step is None and key is not None and key[1] == "dir" and key[3] is not None:
+            return replace(w, step=key[3])  # the step its path names
         return w
-    first = min(parts, key=lambda p: p["start_ns"])
-    ends = [p["app_end_ns"] for p in parts]
-    app_end = None if any(e is None for e in ends) else max(ends)
-    failed = [p for p in parts if p["ok"] is False]
-    ranks = {p.get("rank") for p in parts}
-    paths = {_norm(p["path"]) for p in parts if p.get("path")}
+    first = min(parts, key=lambda p: p.start_ns)
+    ends = [p.app_end_ns for p in parts]
+    app_end = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+    failed = [p for p in parts if p.ok is False]
+    ranks = {p.rank for p in parts}
+    paths = {_norm(p.path) for p in parts if p.path}
     key = checkpoint_key(first)
     if len(paths) > 1:
         path = _common(sorted(paths))
     else:
         path = next(iter(paths), None)
-    # the time the slowest part held its caller: an async save's blocking time, else its duration
-    blocking = None
-    if any(p.get("blocking_s") is not None for p in parts):
-        blocking = max(
-            (p["start_ns"] - first["start_ns"]) / 1e9
-            + (
-                p["blocking_s"]
-                if p.get("blocking_s") is not None
-                else ((p["app_end_ns"] or p["start_ns"]) - p["start_ns"]) / 1e9
-            )
-            for p in parts
-        )
-    nested = [i for p in parts for i in (p["id"], *p.get("nested_ids", ()))]
+    nested = [i for p in parts for i in (p.id, *p.nested_ids)]
     # a load's page-cache state as the restore started: per path the first part's look (a later
     # part finds the pages an earlier one read, e.g. HF's optimizer load after its model load)
     cache: dict[str, tuple[float, float]] = {}
-    for p in sorted(parts, key=lambda p: p["start_ns"]):
-        if p.get("cached_bytes_at_start") is not None and p.get("file_bytes_at_start"):
-            cache.setdefault(_norm(p.get("path") or p["id"]), (p["cached_bytes_at_start"], p["file_bytes_at_start"]))
-    steps = {p.get("step") for p in parts} - {None}
-    return {
-        **first,
-        "start_ns": first["start_ns"],
-        "app_end_ns": app_end,
-        "bytes_app": _app_bytes(parts),
-        "path": path,
-        "step": next(iter(steps)) if len(steps) == 1 else (key[3] if key and key[1] == "dir" else None),
-        "rank": next(iter(ranks)) if len(ranks) == 1 else None,
-        "ok": False if failed else (None if any(p["ok"] is None for p in parts) else True),
-        "error": failed[0].get("error") if failed else None,
-        "blocking_s": blocking,
-        "nested_ids": nested,
-        "parts": sorted(parts, key=lambda p: (p["start_ns"], str(p.get("rank")))),
-        "own_finish_s": max((p.get("own_finish_s") or 0.0 for p in parts), default=0.0) or None,
-        "cached_bytes_at_start": sum(c for c, _ in cache.values()) if cache else None,
-        "file_bytes_at_start": sum(f for _, f in cache.values()) if cache else None,
-    }
+    for p in sorted(parts, key=lambda p: p.start_ns):
+        if p.cached_bytes_at_start is not None and p.file_bytes_at_start:
+            cache.setdefault(_norm(p.path or p.id), (p.cached_bytes_at_start, p.file_bytes_at_start))
+    steps = {p.step for p in parts} - {None}
+    return replace(
+        first,
+        start_ns=first.start_ns,
+        app_end_ns=app_end,
+        bytes_app=_app_bytes(parts),
+        path=path,
+        step=next(iter(steps)) if len(steps) == 1 else (key[3] if key and key[1] == "dir" else None),
+        rank=next(iter(ranks)) if len(ranks) == 1 else None,
+        ok=False if failed else (None if any(p.ok is None for p in parts) else True),
+        error=failed[0].error if failed else None,
+        blocking_s=_blocking_s(parts, first),
+        nested_ids=nested,
+        parts=sorted(parts, key=lambda p: (p.start_ns, str(p.rank))),
+        own_finish_s=max((p.own_finish_s or 0.0 for p in parts), default=0.0) or None,
+        cached_bytes_at_start=sum(c for c, _ in cache.values()) if cache else None,
+        file_bytes_at_start=sum(f for _, f in cache.values()) if cache else None,
+    )
 
 
-def group_saves(wins: list[dict]) -> list[dict]:
+def group_saves(wins: list[Window]) -> list[Window]:
     """The windows of one save → one checkpoint (module docstring); order by start kept."""
-    groups: list[list[dict]] = []
+    groups: list[list[Window]] = []
     open_by_key: dict = {}  # key → index of its latest group
-    for w in sorted(wins, key=lambda w: w["start_ns"]):
+    for w in sorted(wins, key=lambda w: w.start_ns):
         key = checkpoint_key(w)
         g = open_by_key.get(key) if key is not None else None
-        if g is not None:
+        if g is not None and key is not None:
             parts = groups[g]
-            end = max((p["app_end_ns"] or float("inf")) for p in parts)
-            mine = [p for p in parts if p.get("pid") == w.get("pid")]
-            my_end = max(((p["app_end_ns"] or float("inf")) for p in mine), default=None)
+            end = max((p.app_end_ns or float("inf")) for p in parts)
+            mine = [p for p in parts if p.pid == w.pid]
+            my_end = max(((p.app_end_ns or float("inf")) for p in mine), default=None)
             # the same call on the same path again in one process is the next save (or load); HF's
             # resume reads one folder in four different calls, which are one restore
-            same_file_again = any(
-                p.get("pid") == w.get("pid")
-                and p.get("path")
-                and p.get("path") == w.get("path")
-                and p.get("name") == w.get("name")
-                for p in parts
-            )
+            same_file_again = any(p.pid == w.pid and p.path and p.path == w.path and p.name == w.name for p in parts)
             # a window the program marked itself (ckprof.checkpoint, the workload) is one save
             # by its own word: two from one process stay two
-            marked_twice = w["source"] != "patch" and any(
-                p["source"] != "patch" and p.get("pid") == w.get("pid") for p in parts
-            )
-            near_group = w["start_ns"] <= end + JOIN_GAP_S * 1e9
+            marked_twice = w.source != "patch" and any(p.source != "patch" and p.pid == w.pid for p in parts)
+            near_group = w.start_ns <= end + JOIN_GAP_S * 1e9
             if my_end is None:
                 in_phase = near_group
             elif key[1] == "step":
                 # the step names the save, so a pause up to JOIN_GAP_S is still it; one process's
                 # loads of that step (HF's resume, spread over its start-up) join across more
-                in_phase = near_group or (
-                    w["kind"] == "load" and w["start_ns"] <= my_end + SAME_PROCESS_LOAD_GAP_S * 1e9
-                )
+                in_phase = near_group or (w.kind == "load" and w.start_ns <= my_end + SAME_PROCESS_LOAD_GAP_S * 1e9)
             else:
-                gap = SAME_PROCESS_LOAD_GAP_S if w["kind"] == "load" else SAME_PROCESS_GAP_S
-                in_phase = w["start_ns"] <= my_end + gap * 1e9
+                gap = SAME_PROCESS_LOAD_GAP_S if w.kind == "load" else SAME_PROCESS_GAP_S
+                in_phase = w.start_ns <= my_end + gap * 1e9
             in_phase = in_phase and not marked_twice
             if in_phase and not same_file_again:
                 parts.append(w)
@@ -217,4 +209,4 @@ def group_saves(wins: list[dict]) -> list[dict]:
         groups.append([w])
         if key is not None:
             open_by_key[key] = len(groups) - 1
-    return [_merge(parts) for parts in groups]
+    return [merge_parts(parts) for parts in groups]

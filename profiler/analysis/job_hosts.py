@@ -29,6 +29,7 @@ from . import job_notes, job_throughput
 from .analyze import Analysis, analyze, merged_spans
 from .checkpoints import device_stats, returned_last, unknown_entry, window_device_unknown
 from .job_model import HostPart, LastRank, NodeFigures, NodeSlowDevice
+from .model import Checkpoint, Part
 from .model_base import Note
 
 SLOW_DEVICE_MIN_SHARE = 0.10
@@ -46,21 +47,26 @@ class Window:
     durable_end_s: float | None
     bytes_app: float | None
     path: str | None
-    parts: list[dict]  # for returned_last (analysis/checkpoints.py): the rows themselves
+    parts: list[Part | Checkpoint]  # for returned_last (analysis/checkpoints.py): the rows themselves
 
 
-def windows_of(rows: list[dict]) -> list[Window]:
+def _parts(r: Checkpoint) -> list[Part | Checkpoint]:
+    """A grouped checkpoint's ranks; an ungrouped one is its own one part."""
+    return [*r.parts] if r.parts else [r]
+
+
+def windows_of(rows: list[Checkpoint]) -> list[Window]:
     """The host report's checkpoint rows, read once."""
     return [
         Window(
-            kind=r["kind"],
-            step=r["step"],
-            start_s=r["start_s"],
-            app_end_s=r["app_end_s"],
-            durable_end_s=r["durable_end_s"],
-            bytes_app=r["bytes_app"],
-            path=r.get("path"),
-            parts=r.get("parts") or [r],
+            kind=r.kind,
+            step=r.step,
+            start_s=r.start_s,
+            app_end_s=r.app_end_s,
+            durable_end_s=r.durable_end_s,
+            bytes_app=r.bytes_app,
+            path=r.path,
+            parts=_parts(r),
         )
         for r in rows
     ]
@@ -138,7 +144,7 @@ def node_figures(rec, an: Analysis, ws: list[Window]) -> NodeFigures:
     last = returned_last(parts)  # holds the node's checkpoint up
     return NodeFigures(
         windows=len(parts),
-        ranks=sorted({p["rank"] for p in parts if p["rank"] is not None}),
+        ranks=sorted({p.rank for p in parts if p.rank is not None}),
         start_wall_ns=_wall_ns(rec, tl, start_s),
         end_wall_ns=_wall_ns(rec, tl, end_s),
         seconds=seconds,
@@ -153,7 +159,7 @@ def node_figures(rec, an: Analysis, ws: list[Window]) -> NodeFigures:
         energy_basis=total_basis(energy),
         energy_provenance=sorted({e["provenance"] for e in energy.values()}),
         slowest_device=_slowest_device(devs, dev_bytes, io),
-        last_rank=LastRank(rank=last.get("rank"), seconds=last.get("duration_s"), bytes_app=_f(last.get("bytes_app"))),
+        last_rank=LastRank(rank=last.rank, seconds=last.duration_s, bytes_app=_f(last.bytes_app)),
     )
 
 
@@ -180,7 +186,7 @@ def host_part(name: str, rec, kw: dict, keep: bool = False) -> HostPart | Note:
     an = analyse_host(name, rec, kw)
     if isinstance(an, Note):
         return an
-    grouped = groups(windows_of(an.report["checkpoints"]))
+    grouped = groups(windows_of(an.model.checkpoints))
     return HostPart(
         name=name,
         report={k: v for k, v in an.report.items() if k != "fields"},

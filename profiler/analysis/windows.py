@@ -11,7 +11,7 @@ when some other data reached the disk.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,7 @@ from ckprof.jsonsafe import json_value
 
 from . import filesaves
 from .grouping import group_saves
+from .records import Window
 
 MIB = 1024 * 1024
 
@@ -45,7 +46,7 @@ def baseline_and_threshold(total: pd.DataFrame | None, p: BurstParams) -> tuple[
     return base, base + max(p.min_threshold_bps, p.peak_fraction * (peak - base))
 
 
-def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | None = None) -> list[dict]:
+def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | None = None) -> list[Window]:
     """Windows where the total write rate rises above threshold; a quiet gap of merge_gap_s or
     more separates two windows, a shorter one is a pause inside one checkpoint.
 
@@ -90,36 +91,19 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
         if dev_bytes < p.min_bytes:
             continue
         start, end = float(t1[i] - res_ns), float(t1[j])
-        out.append(
-            {
-                "id": f"inferred:{n}",
-                "source": "inferred",
-                "kind": "save",
-                "start_ns": start,
-                "app_end_ns": end,
-                "bytes_app": None,
-                "path": None,
-                "step": None,
-                "rank": None,
-                "name": None,
-                "ok": None,
-                "blocking_s": None,
-                "error": None,
-                "pid": None,
-            }
-        )
+        out.append(Window(id=f"inferred:{n}", source="inferred", kind="save", start_ns=start, app_end_ns=end))
     for k, w in enumerate(out, 1):
-        w["id"] = f"inferred:{k}"
+        w.id = f"inferred:{k}"
     return out
 
 
-def file_windows(rec) -> list[dict]:
+def file_windows(rec) -> list[Window]:
     """Saves seen at the file level (the `file_activity` events of any writer of the recorded
     tree): analysis/filesaves.py's rule. Empty where the recording has none."""
     return filesaves.file_saves(rec)
 
 
-def join_file_windows(marked: list[dict], saves: list[dict]) -> list[dict]:
+def join_file_windows(marked: list[Window], saves: list[Window]) -> list[Window]:
     """Marker checkpoints and file saves of one save become one checkpoint (filesaves.join)."""
     return filesaves.join(marked, saves)
 
@@ -127,16 +111,69 @@ def join_file_windows(marked: list[dict], saves: list[dict]) -> list[dict]:
 def file_activity_note(rec) -> list[str]:
     """Why windows fell back to device bursts though file activity might have told: [] or one note."""
     src = filesaves.source_of(rec)
-    if src is None or src["source"] == "fanotify":
+    if src is None or src.source == "fanotify":
         return []
-    return [f"file activity not recorded ({src['source'].removeprefix('none: ')})"]
+    return [f"file activity not recorded ({src.source.removeprefix('none: ')})"]
 
 
 def _num(v) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
-def marker_windows(rec) -> list[dict]:
+def _whole(v) -> int | None:
+    return None if v is None or pd.isna(v) else int(v)
+
+
+@dataclass(slots=True)
+class _Finish:
+    """The app's own fsync/rename/sync of a save's files after its call (the patch's
+    checkpoint_extend events of one id): the last one's time, the calls, a rename (from, to)."""
+
+    t_ns: float = 0.0
+    ops: list[str] = field(default_factory=list)
+    renamed: tuple[str, str] | None = None  # written under a temporary name, then renamed
+
+
+def _finishes(ev: pd.DataFrame) -> dict[str, _Finish]:
+    out: dict[str, _Finish] = {}
+    if "op" not in ev:
+        return out
+    for e in ev[ev["event"] == "checkpoint_extend"].to_dict("records"):
+        cur = out.setdefault(str(e["id"]), _Finish())
+        cur.t_ns = max(cur.t_ns, float(e["t_ns"]))
+        cur.ops.append(str(e["op"]))
+        renamed_to = e.get("renamed_to")
+        if isinstance(renamed_to, str):
+            cur.renamed = (str(e["path"]), renamed_to)
+    return out
+
+
+def _marker_window(r: dict, name: str | None, blocking_s: float | None) -> Window:
+    """One row of Recording.checkpoints() (a checkpoint_start and its end) as a window."""
+    get = r.get
+    ok = get("ok")
+    return Window(
+        id=str(get("id")),
+        source=json_value(get("source")) or "api",
+        kind=json_value(get("kind")) or "save",
+        start_ns=float(r["start_ns"]),
+        app_end_ns=_num(get("end_ns")),
+        bytes_app=_num(get("bytes")),
+        path=json_value(get("path")),
+        step=_whole(get("step")),
+        rank=_whole(get("rank")),
+        name=name,
+        ok=None if ok is None or pd.isna(ok) else bool(ok),
+        error=json_value(get("error")),
+        blocking_s=json_value(blocking_s),
+        pid=_whole(get("pid")),
+        host=json_value(get("host")),
+        cached_bytes_at_start=_num(get("cached_bytes_at_start")),
+        file_bytes_at_start=_num(get("file_bytes_at_start")),
+    )
+
+
+def marker_windows(rec) -> list[Window]:
     """Windows from checkpoint_start/checkpoint_end events (ckprof.checkpoint, the patch, workload)."""
     cp = rec.checkpoints()
     if cp.empty:
@@ -147,75 +184,51 @@ def marker_windows(rec) -> list[dict]:
     if "blocking_s" in ev:
         ends = ev[(ev["event"] == "checkpoint_end") & ev["blocking_s"].notna()]
         blocking = dict(zip(ends["id"], ends["blocking_s"]))
-    extend: dict[str, list] = {}  # the app's own fsync/rename/sync of a save's files (the patch's checkpoint_extend)
-    if "op" in ev:
-        for _, e in ev[ev["event"] == "checkpoint_extend"].iterrows():
-            cur = extend.setdefault(str(e["id"]), [0.0, [], None])
-            cur[0] = max(cur[0], float(e["t_ns"]))
-            cur[1].append(str(e["op"]))
-            if isinstance(e.get("renamed_to"), str):
-                cur[2] = (str(e["path"]), e["renamed_to"])  # written under a temporary name, then renamed
-
-    clean = json_value
-
-    for _, r in cp.iterrows():
-        out.append(
-            {
-                "id": str(r["id"]),
-                "source": clean(r.get("source")) or "api",
-                "kind": clean(r.get("kind")) or "save",
-                "start_ns": float(r["start_ns"]),
-                "app_end_ns": None if pd.isna(r["end_ns"]) else float(r["end_ns"]),
-                "bytes_app": None if pd.isna(r.get("bytes")) else float(r["bytes"]),
-                "path": clean(r.get("path")),
-                "step": None if pd.isna(r.get("step")) else int(r["step"]),
-                "rank": None if pd.isna(r.get("rank")) else int(r["rank"]),
-                "name": clean(ev.loc[ev["id"] == r["id"], "name"].iloc[0]) if "name" in ev else None,
-                "ok": None if r.get("ok") is None or pd.isna(r.get("ok")) else bool(r["ok"]),
-                "error": clean(r.get("error")),
-                "blocking_s": clean(blocking.get(r["id"])),
-                "pid": None if pd.isna(r.get("pid")) else int(r["pid"]),
-                "host": clean(r.get("host")),
-                "cached_bytes_at_start": _num(r.get("cached_bytes_at_start")),
-                "file_bytes_at_start": _num(r.get("file_bytes_at_start")),
-            }
-        )
-        w, ext = out[-1], extend.get(out[-1]["id"])
-        if ext and w["app_end_ns"] is not None:
+    names: dict[object, object] = {}
+    if "name" in ev:  # the first event of an id names its call
+        for i, n in zip(ev["id"], ev["name"]):
+            names.setdefault(i, n)
+    finishes = _finishes(ev)  # the app's own fsync/rename/sync of a save's files (checkpoint_extend)
+    for r in cp.to_dict("records"):
+        w = _marker_window(r, json_value(names.get(r["id"])) if "name" in ev else None, blocking.get(r["id"]))
+        out.append(w)
+        ext = finishes.get(w.id)
+        if ext and w.app_end_ns is not None:
             # the save is finished when the app's own fsync/rename of its files returns
-            w["own_finish_s"] = max(0.0, (ext[0] - w["app_end_ns"]) / 1e9)
-            w["app_end_ns"] = max(w["app_end_ns"], ext[0])
-            w["finished_by"] = sorted(set(ext[1]))
-            if ext[2] and w["path"] and os.path.realpath(w["path"]) == ext[2][0]:
-                w["path"] = ext[2][1]  # the checkpoint is the file under its final name
+            w.own_finish_s = max(0.0, (ext.t_ns - w.app_end_ns) / 1e9)
+            w.app_end_ns = max(w.app_end_ns, ext.t_ns)
+            w.finished_by = sorted(set(ext.ops))
+            if ext.renamed and w.path and os.path.realpath(w.path) == ext.renamed[0]:
+                w.path = ext.renamed[1]  # the checkpoint is the file under its final name
     return group_saves(drop_nested_patch(out))
 
 
-def drop_nested_patch(wins: list[dict]) -> list[dict]:
+def drop_nested_patch(wins: list[Window]) -> list[Window]:
     """A torch.save inside `with ckprof.checkpoint():` is one checkpoint, not two: an automatic
     (patch) window inside a marked window of the same process is left out."""
-    marked = [w for w in wins if w["source"] != "patch" and w["app_end_ns"] is not None]
+    marked = [w for w in wins if w.source != "patch" and w.app_end_ns is not None]
 
-    def outer(w):
+    def outer(w: Window) -> Window | None:
         return next(
             (
                 m
                 for m in marked
-                if m["pid"] == w["pid"]
-                and m["start_ns"] <= w["start_ns"]
-                and w["app_end_ns"] is not None
-                and w["app_end_ns"] <= m["app_end_ns"]
+                if m.pid == w.pid
+                and m.start_ns <= w.start_ns
+                and w.app_end_ns is not None
+                and m.app_end_ns is not None
+                and w.app_end_ns <= m.app_end_ns
             ),
             None,
         )
 
     out = []
     for w in wins:
-        m = outer(w) if w["source"] == "patch" else None
+        m = outer(w) if w.source == "patch" else None
         if m is None:
             out.append(w)
         else:  # its files are the marked window's files (durability)
-            m.setdefault("nested_ids", []).append(w["id"])
+            m.nested_ids.append(w.id)
     return out
 
 
@@ -230,7 +243,21 @@ def _device_cum(tl, start_ns: float):
     return t1[first:], np.cumsum(wb[first:])
 
 
-def durable_end_hint(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
+@dataclass(slots=True)
+class DurableHint:
+    """What the machine-wide figures suggest of a window's durability (durable_end_hint): the
+    durable end (monotonic ns; None: not before the recording ended), durable at return, the host's
+    dirty bytes above the level at the start as it returned, and how each was judged; the
+    recording's start (monotonic ns), to say the end in seconds."""
+
+    start_ns: float
+    durable_end_ns: float | None = None
+    durable_at_return: bool | None = None
+    pending_bytes_at_return: float | None = None
+    durable_basis: list[str] = field(default_factory=list)
+
+
+def durable_end_hint(w: Window, tl, thr_bps: float, end_ns: float) -> DurableHint:
     """A hint at the durable end from machine-wide figures — never the verdict (durability.py).
 
     With the checkpoint's size known and block samples, the recorded devices are the witness
@@ -238,23 +265,22 @@ def durable_end_hint(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
     return if the devices had written 90 % of its bytes by then, and becomes durable when they
     have and their write rate is back to baseline. Otherwise the host's Dirty + Writeback are
     used: back to the level at the start, then device writes back to baseline.
-    Returns {durable_end_ns, durable_at_return, pending_bytes_at_return, durable_basis}.
     `durable_end_ns` is None when that did not happen before the recording ended.
     """
-    app_end = w["app_end_ns"] if w["app_end_ns"] is not None else end_ns
-    size = w["bytes_app"] or 0.0
-    out = {"durable_end_ns": None, "durable_at_return": None, "pending_bytes_at_return": None, "durable_basis": []}
+    app_end = w.app_end_ns if w.app_end_ns is not None else end_ns
+    size = w.bytes_app or 0.0
+    out = DurableHint(start_ns=tl.start_ns)
     pending = None
     drained_at = None
     if tl.dirty is not None and len(tl.dirty) >= 2:
         t = tl.dirty["t_ns"].to_numpy()
         v = tl.dirty["dirty_wb_bytes"].to_numpy()
-        before = t <= w["start_ns"]
+        before = t <= w.start_ns
         base = float(v[before][-1]) if before.any() else float(v[0])
         # the first reading at or after the return: pages dirtied by the save are all counted there
         at_ret = float(v[min(int(np.searchsorted(t, app_end)), len(t) - 1)])
         pending = max(0.0, at_ret - base)
-        out["pending_bytes_at_return"] = pending
+        out.pending_bytes_at_return = pending
         # a checkpoint counts as still in the page cache when at least half its bytes (8 MiB when
         # its size is unknown) are dirty above the level at its start; drained once within
         # max(4 MiB, a quarter of its size) of that level
@@ -265,47 +291,45 @@ def durable_end_hint(w: dict, tl, thr_bps: float, end_ns: float) -> dict:
     have_dev = tl.total is not None and len(tl.total) > 0
     t_ready = None
     if size and have_dev:
-        t1, cum = _device_cum(tl, w["start_ns"])
+        t1, cum = _device_cum(tl, w.start_ns)
         got = np.flatnonzero(cum >= DEVICE_SHARE * size)
         # bytes completed before the return are read at the next reading of the counters: allow
         # one interval after the bin that holds the return
         ret_bin = int(np.searchsorted(t1, app_end)) + 1
         at_ret = float(cum[min(ret_bin, len(cum) - 1)]) if len(cum) else 0.0
         if at_ret >= DEVICE_SHARE * size:
-            out["durable_at_return"] = True
+            out.durable_at_return = True
         elif pending is not None and pending < flag_at:
-            out["durable_at_return"] = None  # neither the devices nor the page cache hold it
-            out["durable_basis"].append(
+            out.durable_at_return = None  # neither the devices nor the page cache hold it
+            out.durable_basis.append(
                 "the recorded devices had not written the bytes and the page cache "
                 "did not hold them either: are these the devices behind the path?"
             )
         else:
-            out["durable_at_return"] = False
+            out.durable_at_return = False
         if len(got):
             t_ready = max(app_end, float(t1[got[0]]))
-            out["durable_basis"].append(f"recorded devices wrote {DEVICE_SHARE:.0%} of the checkpoint's bytes")
+            out.durable_basis.append(f"recorded devices wrote {DEVICE_SHARE:.0%} of the checkpoint's bytes")
         else:
-            out["durable_basis"].append(
-                "recorded devices never wrote the checkpoint's bytes before the recording ended"
-            )
+            out.durable_basis.append("recorded devices never wrote the checkpoint's bytes before the recording ended")
             return out
     elif pending is not None:
-        out["durable_at_return"] = bool(pending < flag_at)
+        out.durable_at_return = bool(pending < flag_at)
         if drained_at is None:
-            out["durable_basis"].append("host Dirty+Writeback (never drained before the recording ended)")
+            out.durable_basis.append("host Dirty+Writeback (never drained before the recording ended)")
             return out
         t_ready = max(app_end, drained_at)
-        out["durable_basis"].append("host Dirty+Writeback back to its level at the start")
+        out.durable_basis.append("host Dirty+Writeback back to its level at the start")
     if have_dev:
         t_ready = app_end if t_ready is None else t_ready
         t1 = tl.total["t_ns"].to_numpy()
         r = tl.total["write_bytes_per_s"].to_numpy()
         quiet = np.flatnonzero((t1 > t_ready) & (r <= thr_bps))
         if len(quiet) == 0:
-            out["durable_basis"].append("device writes (still above baseline at the end)")
+            out.durable_basis.append("device writes (still above baseline at the end)")
             return out
         # the bin that is quiet began one resolution step before its end time
         t_ready = max(t_ready, float(t1[quiet[0]] - tl.res_s * 1e9))
-        out["durable_basis"].append("device write rate back to baseline")
-    out["durable_end_ns"] = t_ready
+        out.durable_basis.append("device write rate back to baseline")
+    out.durable_end_ns = t_ready
     return out

@@ -78,7 +78,7 @@ print(json.dumps(out))
 def is_url(path: str) -> bool:
     """A target with a scheme (s3://, gs://, http://, ...; not file://): not on this machine's file
     systems (the durability analysis' rule)."""
-    storage = storage_of({"path": path}, [])
+    storage = storage_of(path, [])
     return storage.kind in ("object", "unrecognised") and str(storage.file_system).endswith("://")
 
 
@@ -107,7 +107,7 @@ def python_check(python: str, probe: str | None = None) -> dict:
 
 
 def url_lines(url: str, python: str, probe: bool = False) -> list[str]:
-    storage = storage_of({"path": url}, [])
+    storage = storage_of(url, [])
     scheme = str(storage.file_system)
     head = f"{url}: not a local path ({scheme}): no mount, no device"
     if storage.kind != "object":

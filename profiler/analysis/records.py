@@ -1,0 +1,207 @@
+"""The analysis's own typed records: a checkpoint window as the steps build it (windows.py →
+grouping.py → filesaves.py → durability.py → checkpoints.py), and the recording's events they read,
+each parsed once where the events are read (`from_event`), so the steps read attributes.
+
+The recording's format is unchanged (events.jsonl, docs/recording-format.md): these are read-side
+views of it. A NaN a pandas row holds for a field an event did not have is None here
+(ckprof.jsonsafe.json_value, the one NaN rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckprof.jsonsafe import json_value
+
+from .model import Writer
+
+
+def _v(row: Any, key: str) -> Any:
+    """An event's field as a plain value (None where the event lacks it or pandas filled NaN)."""
+    return json_value(row.get(key)) if hasattr(row, "get") else None
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+@dataclass(slots=True)
+class SavedFile:
+    """One file of a file-level save (filesaves.py): its path after any rename, the processes that
+    wrote it, its first burst's start and last burst's end (monotonic ns), its size after the save
+    (bytes; None: unknown, 0.0: deleted) and why the size is unknown, where the recorder said."""
+
+    path: str
+    start_ns: float
+    end_ns: float = 0.0
+    writers: list[int] = field(default_factory=list)
+    bytes: float | None = None
+    size_unknown: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSeen:
+    """A `file_activity_process` event: a process of the recorded tree that wrote under --path."""
+
+    pid: int
+    ppid: int | None
+    comm: str | None
+    cmdline: list[str] | None
+    why_unknown: str | None
+
+    @classmethod
+    def from_event(cls, row: Any) -> ProcessSeen:
+        cmdline = row.get("cmdline")
+        return cls(
+            pid=int(row["pid"]),
+            ppid=_int(_v(row, "ppid")),
+            comm=_v(row, "comm"),
+            cmdline=list(cmdline) if isinstance(cmdline, list) else None,
+            why_unknown=_v(row, "why_unknown") or None,
+        )
+
+
+@dataclass(slots=True)
+class Window:
+    """One checkpoint window (a save or a load): its id and where it came from (`source`: api,
+    patch, workload... for markers; files; inferred), its start and application end (monotonic ns;
+    the end None: it never returned), and what the markers, the file activity and the grouping
+    said of it. Built by windows.py (markers, bursts), filesaves.py (file saves, the join) and
+    grouping.py (one checkpoint per save, `parts` the windows it was made of)."""
+
+    id: str
+    source: str
+    kind: str
+    start_ns: float
+    app_end_ns: float | None
+    bytes_app: float | None = None  # B: what the program said it wrote, or its files' sizes
+    path: str | None = None
+    step: int | None = None
+    rank: int | None = None
+    name: str | None = None  # the framework call (torch.save, ...): the report's `api`
+    ok: bool | None = None
+    blocking_s: float | None = None  # s the caller was held (an async save's blocking part)
+    error: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    # a load's page-cache look as it started (cachestat(2)), bytes
+    cached_bytes_at_start: float | None = None
+    file_bytes_at_start: float | None = None
+    own_finish_s: float | None = None  # s the app's own fsync/rename of its files took after the return
+    finished_by: list[str] | None = None  # those calls: fsync, rename, sync...
+    nested_ids: list[str] = field(default_factory=list)  # ids of windows folded into this one
+    parts: list[Window] | None = None  # a grouped checkpoint's windows
+    # what the file activity showed (filesaves.py): its files, writers, the bytes several wrote
+    files: list[SavedFile] | None = None
+    writers: list[Writer] | None = None
+    bytes_shared: float | None = None
+    file_window: tuple[float, float] | None = None  # first file event → last, monotonic ns
+    own_folder: bool = False  # a folder of its own: one save whatever calls wrote it
+    seen_by: list[str] | None = None  # a marker joined with file activity: both sources
+    call_id: str | None = None  # a stream's piece: the call it belongs to
+    # a file save's makings, to split a stream among several calls (filesaves._split_stream)
+    file_group: tuple[Any, ...] | None = None
+
+
+# -- the file tracker's events (record/filetracker.py), read by durability.py -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileEvent:
+    """A file tracker's verdict on one file of a checkpoint (`file_durable`,
+    `file_deleted_before_durable`, `file_gone_before_poll`, `file_pending_at_end`,
+    `file_untracked`): when (monotonic ns), the tracker's first look (ns, and its dirty bytes),
+    the dirty bytes it ended with, the f_type behind it (`fs_magic`; `has_fs_magic` False where the
+    recording has no such field: made before ckprof recorded it)."""
+
+    event: str
+    id: str
+    path: str | None
+    t_ns: float | None = None
+    pending_bytes: float | None = None
+    first_poll_ns: float | None = None
+    first_poll_pending_bytes: float | None = None
+    fs_magic: int | None = None
+    has_fs_magic: bool = False
+    reason: str | None = None
+
+    @classmethod
+    def from_event(cls, row: Any) -> FileEvent:
+        return cls(
+            event=str(row["event"]),
+            id=str(row["id"]),
+            path=_str(_v(row, "path")),
+            t_ns=_float(_v(row, "t_ns")),
+            pending_bytes=_float(_v(row, "pending_bytes")),
+            first_poll_ns=_float(_v(row, "first_poll_ns")),
+            first_poll_pending_bytes=_float(_v(row, "first_poll_pending_bytes")),
+            fs_magic=_int(_v(row, "fs_magic")),
+            has_fs_magic="fs_magic" in row,
+            reason=_str(_v(row, "reason")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerRun:
+    """The `file_tracker` event: whether the tracker ran, and why not."""
+
+    ok: bool
+    reason: str | None
+
+    @classmethod
+    def from_event(cls, row: Any) -> TrackerRun:
+        return cls(ok=bool(_v(row, "ok")), reason=_str(_v(row, "reason")))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEnd:
+    """A `checkpoint_end` event's durability fields: the dirty bytes of its files as the call
+    returned and how many files were looked at, whether an upload's completing call returned
+    without error (`uploaded`), when (monotonic ns)."""
+
+    t_ns: float | None = None
+    pending_bytes_at_return: float | None = None
+    files_at_return: int | None = None
+    uploaded: bool | None = None
+
+    @classmethod
+    def from_event(cls, row: Any) -> CheckpointEnd:
+        up = _v(row, "uploaded")
+        return cls(
+            t_ns=_float(_v(row, "t_ns")),
+            pending_bytes_at_return=_float(_v(row, "pending_bytes_at_return")),
+            files_at_return=_int(_v(row, "files_at_return")),
+            uploaded=up if isinstance(up, bool) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointExtend:
+    """A `checkpoint_extend` event: the app's own fsync/fdatasync/rename/sync of a save's file
+    after the call (`op`, the path, the name it was renamed to), or an upload's completion."""
+
+    t_ns: float | None
+    op: str | None
+    path: str | None
+    renamed_to: str | None
+    uploaded: bool | None
+
+    @classmethod
+    def from_event(cls, row: Any) -> CheckpointExtend:
+        up = _v(row, "uploaded")
+        return cls(
+            t_ns=_float(_v(row, "t_ns")),
+            op=_str(_v(row, "op")),
+            path=_str(_v(row, "path")),
+            renamed_to=_str(_v(row, "renamed_to")) or None,
+            uploaded=up if isinstance(up, bool) else None,
+        )
