@@ -253,7 +253,7 @@ def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[Checkpoin
     saves = [r for r in rows if r.kind == "save" and r.ok is not False]  # a failed save is no sample
     loads = [r for r in rows if r.kind == "load"]
     wall_s = inp.timeline.duration_s
-    blocked = _union_s([(r.start_s, r.start_s + r.blocking_s) for r in saves if r.blocking_s is not None])
+    blocked = union_s([(r.start_s, r.start_s + r.blocking_s) for r in saves if r.blocking_s is not None])
     share = blocked / wall_s if wall_s > 0 else None
     idle_w, sources = ctx.idle_w, ctx.sources
     return Run(
@@ -398,7 +398,7 @@ def merged_spans(intervals) -> list[tuple[float, float]]:
     return [(a, b) for a, b in out]
 
 
-def _union_s(intervals: list[tuple[float, float]]) -> float:
+def union_s(intervals: list[tuple[float, float]]) -> float:
     """Seconds covered by the intervals, each second once."""
     return sum(b - a for a, b in merged_spans(intervals))
 

@@ -29,7 +29,7 @@ from ckprof.units import GIB
 from ckprof.version import VERSION
 
 from . import host_summary, job_notes, job_throughput
-from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, _union_s
+from .analyze import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Analysis, union_s
 from .fields import FIELDS
 from .job_hosts import host_part
 from .job_model import (
@@ -278,7 +278,7 @@ def wall_s(inp: JobInput) -> float:
 def run_totals(inp: JobInput, cps: list[JobCheckpoint]) -> JobRun:
     """Step 3: the run's totals over its saves."""
     saves = [c for c in cps if c.kind == "save"]
-    blocked = _union_s(
+    blocked = union_s(
         [(c.start_wall_ns / 1e9, c.start_wall_ns / 1e9 + c.stall_s) for c in saves if c.stall_s is not None]
     )
     slowest_counts: dict[str, int] = {}
