@@ -120,6 +120,7 @@ def test_two_ranks_save_and_load_are_the_servers_objects_and_requests(tmp_path, 
     )  # fmt: skip
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert "S3 objects, 8.00 MiB parts" in r.stdout and "verified" in r.stdout, r.stdout
+    assert f"s3://{BUCKET}/{prefix} is an object store: no local device to record" in r.stderr, r.stderr
     lines = launcher_checks(after(moto, before), prefix)
 
     objs = objects(moto, prefix)
@@ -326,6 +327,8 @@ def test_a_non_block_target_is_not_refused(tmp_path, kind):
                        str(tmp_path / "rec"), timeout=300, env=clean_env())  # fmt: skip
         assert r.returncode == 0, r.stderr[-3000:]
         assert "verified" in r.stdout
+        said = {"tmpfs": "is on tmpfs (memory): no storage behind it", "bindfs": "is on FUSE"}[kind]
+        assert said in " ".join(r.stderr.split()), r.stderr
         cps = report(tmp_path / "rec")["checkpoints"]
         assert [c["kind"] for c in cps] == ["save", "load"] and cps[0]["bytes_app"] == 16 * MiB
         if kind == "bindfs":  # FUSE: the backing file is not visible to ckprof, so durability is unknown
@@ -343,3 +346,23 @@ def test_a_non_block_target_is_not_refused(tmp_path, kind):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def test_async_stages_then_uploads_the_same_objects(moto):
+    """--async: each rank stages its shard in memory, then uploads it while the next compute phase
+    runs; the objects and the manifest are there, and the load verifies them."""
+    prefix = "async"
+    r = workload(
+        "--total-size", "24MiB", "--ranks", "2", "--count", "2", "--interval", "0.2s", "--async", "--load",
+        "--no-record", "--target", f"s3://{BUCKET}/{prefix}", env=s3_env(moto),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = " ".join(r.stdout.split())  # the table wraps at 132 columns
+    assert "verified" in out and "until the last rank's objects were uploaded" in out, out
+    objs = objects(moto, prefix)
+    for step in (1, 2):
+        top = f"{prefix}/global_epoch1_step{step}/"
+        m = json.loads(moto.client.get_object(Bucket=BUCKET, Key=top + MANIFEST)["Body"].read())
+        assert {f["name"]: f["bytes"] for f in m["files"]} == {
+            k[len(top) :]: n for k, n in objs.items() if k.startswith(top) and not k.endswith(MANIFEST)
+        }

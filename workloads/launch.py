@@ -56,9 +56,10 @@ class Interrupted(BaseException):
             return f"{head} after the ranks had finished: the summary was cut short, the run's work was done"
         done = f"; this run published {', '.join(self.published)} before it" if self.published else ""
         if self.removed:
+            what = "its objects deleted" if store.is_s3(self.target) else "the unfinished directory removed"
             return (
                 f"{head} while writing {', '.join(self.removed)} in {self.target}: the ranks were stopped and "
-                f"the unfinished directory removed; nothing partial was published{done}"
+                f"{what}; nothing partial was published{done}"
             )
         return f"{head}: the ranks were stopped; nothing partial was published{done}"
 

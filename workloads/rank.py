@@ -202,10 +202,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
     mine_on_node = node_ranks(comm)
     node_bytes = sum(plan.ranks[r].nbytes for r in mine_on_node if r < len(plan.ranks))
     st = store.open_store(cfg.target, cfg.threads)
-    if not st.local:
-        from .s3io import record_requests
-
-        record_requests(rank)
+    st.prepare(rank)  # an object store's client and its request events: before any save's clock
     results: list[dict] = []
     pending = None  # --async: (ckpt record, thread, box) of the checkpoint still being written
     if cfg.has_compute_phases:
@@ -394,10 +391,7 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
     """All ranks read the checkpoint at `path` and verify every file; the slowest rank sets the time.
     A manifest rank r's files are read by rank r % size."""
     st = store.open_store(path, cfg.threads)
-    if not st.local:
-        from .s3io import record_requests
-
-        record_requests(comm.rank)
+    st.prepare(comm.rank)
     manifest = st.read_manifest(path)
     rank, size = comm.rank, comm.size
     chunk = int(manifest["chunk_bytes"])

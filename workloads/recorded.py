@@ -30,6 +30,12 @@ def recording(cfg, path: str | None, argv: list[str]):
     from ckprof.record.sources import SourceOptions, build_sources
 
     sources = build_sources(SourceOptions(paths=[path] if path else [], devices=[], interval_s=cfg.sample_interval_s))
+    if path is None:
+        sources.notes.append(
+            f"{cfg.target} is an object store: no local device to record; every rank's S3 requests are "
+            "recorded (s3_request events) with the network interfaces, and a save is durable in the object "
+            "store once its objects' completing calls returned (docs/remote.md)"
+        )
     out_dir = prepare_output(cfg.output or default_output_dir(), cfg.force)
     session = open_session(out_dir, sources, argv, cfg.sample_interval_s)
     session.recorder.start()
