@@ -175,3 +175,39 @@ def test_a_long_run_s_step_bars_widen_to_whole_seconds_and_stay_few():
     assert t.total == 2 * len(ends) == int(t.count.sum()) and t.processes == 2
     assert set(t.count.tolist()) == {20}  # 2 processes × 2 a second × 5 s
     assert "40,000 training steps (2 process(es)) drawn as steps ended per 5 s" in t.note
+
+
+def test_each_phase_s_gpu_idle_is_shown_where_a_gpu_was_recorded(steps_an):
+    """The H200's NVML samples give each phase its GPU idle seconds (analysis/gpu_idle.py): the
+    Markdown's phase table and the timeline's hover show them, with what they stand on."""
+    md = render.to_markdown(steps_an.model)
+    assert "| GPU idle [s] [d] | device-to-host copy: bytes [m], seconds [d], GiB/s [d] |" in md
+    for c in steps_an.model.checkpoints:
+        for p in c.phases:
+            assert f"| {p.name} |" in md
+            assert f"{p.gpu_idle_s:.3f} s ({p.gpu_idle_basis})" in md
+    ph = source_data(interactive.timeline_item(steps_an), interactive.PHASES)
+    idle = [p.gpu_idle_s for c in steps_an.model.checkpoints for p in c.phases]
+    assert [float(x.split(" s (")[0]) for x in ph["gpu_idle"]] == pytest.approx(idle, abs=5e-4)
+    assert set(ph["d2h"]) == {"—"}  # recorded before the patch said its D2H bytes: nothing to show
+
+
+def test_a_staging_event_s_device_to_host_copy_is_shown(tmp_path):
+    """A stager's event that carries the D2H bytes and seconds (the patch writes them on a GPU:
+    tests/test_async_d2h.py): the staging row and its hover say bytes, seconds and GiB/s."""
+    rb = RecordingBuilder(tmp_path / "d2h", duration_s=5)
+    rb.block("sda", lambda t: 0.0)
+    rb.checkpoint(2, 3, GiB, step=1, blocking_s=0.05)
+    basis = "the staging span: no CUDA event brackets the copy"
+    rb.event(
+        "checkpoint_phase", 2.25, id=rb.last_checkpoint_id, phase="staging", ok=True, staged_by="stager",
+        d2h_bytes=GiB, d2h_s=0.25, d2h_basis=basis,
+    )  # fmt: skip
+    an = analyze(ckprof.load(rb.finish()))
+    (st,) = [p for p in an.model.checkpoints[0].phases if p.name == "staging"]
+    assert (st.d2h_bytes, st.d2h_s) == (GiB, 0.25)
+    want = f"1.00 GiB, 0.250 s, 4.000 GiB/s ({basis})"
+    (row,) = [line for line in render.to_markdown(an.model).splitlines() if line.startswith("| 1 | staging |")]
+    assert row.endswith(f"| {want} |") and "| — | " in row  # no GPU recorded: its idle is "—", not 0
+    ph = source_data(interactive.timeline_item(an), interactive.PHASES)
+    assert ph["d2h"][ph["name"].index("staging")] == want

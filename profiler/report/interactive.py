@@ -155,6 +155,8 @@ def _lanes_figure(lanes: P.PhaseLanes, xr, band_src, durable_src):
             "gib_per_s": [_text(b.gib_per_s, "{:.3f} GiB/s", "n/a") for b in bars],
             "provenance": [b.provenance for b in bars],
             "basis": [b.basis for b in bars],
+            "gpu_idle": [b.gpu_idle for b in bars],
+            "d2h": [b.d2h for b in bars],
         },
         name=PHASES,
     )
@@ -203,6 +205,8 @@ def _lanes_figure(lanes: P.PhaseLanes, xr, band_src, durable_src):
                 ("bytes", "@bytes"),
                 ("rate", "@gib_per_s"),
                 ("basis", "@basis"),
+                *([("GPU idle", "@gpu_idle")] if any(b.gpu_idle != "—" for b in bars) else []),
+                *([("device → host", "@d2h")] if any(b.d2h != "—" for b in bars) else []),
             ],
             description="async save phases",
         )

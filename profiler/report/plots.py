@@ -17,7 +17,7 @@ import numpy as np
 from ckprof.analysis.model import Checkpoint
 from ckprof.units import GIB
 
-from .tables import known
+from .tables import d2h_cell, gpu_idle_cell, known
 
 MAX_POINTS = 4000
 # ckprof.mark() lines per timeline: about one per pixel column of its width (more cannot be told
@@ -188,6 +188,8 @@ class PhaseBar:
     gib_per_s: float | None
     provenance: str
     basis: str
+    gpu_idle: str = "—"  # its GPU idle seconds and their basis (tables.gpu_idle_cell), where a GPU was recorded
+    d2h: str = "—"  # a staging phase's device-to-host copy (tables.d2h_cell), where the save said
 
 
 def phase_bars(rows: list[Checkpoint]) -> list[PhaseBar]:
@@ -198,7 +200,19 @@ def phase_bars(rows: list[Checkpoint]) -> list[PhaseBar]:
             if p.start_s is None or p.end_s is None:
                 continue
             out.append(
-                PhaseBar(n, p.name, p.start_s, p.end_s, p.duration_s, p.bytes, p.gib_per_s, p.provenance, p.basis)
+                PhaseBar(
+                    n,
+                    p.name,
+                    p.start_s,
+                    p.end_s,
+                    p.duration_s,
+                    p.bytes,
+                    p.gib_per_s,
+                    p.provenance,
+                    p.basis,
+                    gpu_idle_cell(p),
+                    d2h_cell(p),
+                )
             )
     return out
 

@@ -64,7 +64,7 @@ def to_markdown(rep: Report | dict) -> str:
         ar, line = T.async_rows(rep), T.async_line(rep)
         if ar:
             L += ["", "### Async phases (saves with a background write)", ""] + md_table(T.ASYNC_HEADERS, ar)
-            L += ["", "#### Each phase", ""] + md_table(T.PHASE_HEADERS, T.phase_rows(rep))
+            L += ["", "#### Each phase", ""] + md_table(*T.phase_table(rep))
         if line:
             L += ["", f"- {_md_cell(line)}"]
         rr = T.remote_rows(rep)
@@ -186,7 +186,7 @@ def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None 
             parts += ["<h3>Async phases (saves with a background write)</h3>", _html_table(T.ASYNC_HEADERS, ar)]
             parts += [
                 "<details id='async-phase-rows'><summary>each phase: start, end, bytes, rate, measured or derived"
-                "</summary>" + _html_table(T.PHASE_HEADERS, T.phase_rows(rep)) + "</details>"
+                "</summary>" + _html_table(*T.phase_table(rep)) + "</details>"
             ]
         if line:
             parts.append(f"<p id='async-effect'>{_h(line)}</p>")

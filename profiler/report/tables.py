@@ -466,29 +466,51 @@ PHASE_HEADERS = [
     "provenance",
     "basis",
 ]
+# columns only a report whose phases have them gets (a GPU recorded; a staging event's D2H copy)
+PHASE_GPU_HEADERS = ["GPU idle [s] [d]", "device-to-host copy: bytes [m], seconds [d], GiB/s [d]"]
 
 
-def phase_rows(rep: Report | dict) -> list[list[str]]:
+def gpu_idle_cell(p) -> str:
+    """A phase's GPU idle seconds with what they stand on; "unknown (why)" where the GPUs were not known."""
+    v, basis = known(p.gpu_idle_s), known(p.gpu_idle_basis)
+    if v is None:
+        return f"unknown ({basis.removeprefix('unknown: ')})" if basis else "—"
+    return f"{v:.3f} s ({basis})" if basis else f"{v:.3f} s"
+
+
+def d2h_cell(p) -> str:
+    """A staging phase's device-to-host copy: bytes, seconds and GiB/s, or why they are unknown."""
+    basis = known(p.d2h_basis)
+    if basis is None:
+        return "—"
+    n, secs, rate = known(p.d2h_bytes), known(p.d2h_s), known(p.d2h_gib_per_s)
+    if n is None and secs is None:
+        return f"unknown ({basis})"
+    return f"{b(n)}, {num(secs, '{:.3f} s')}, {num(rate, '{:.3f} GiB/s')} ({basis})"
+
+
+def phase_table(rep: Report | dict) -> tuple[list[str], list[list[str]]]:
     """One row per phase of every save with phases: its times, bytes and rate, each with its unit,
-    and how its ends are known (measured or derived) and from what."""
+    how its ends are known (measured or derived) and from what; its GPU idle seconds and its
+    device-to-host copy where the report has them."""
     rep = Report.from_jsonable(rep)  # or its JSON form
+    phases = [(i, p) for i, r in enumerate(rep.checkpoints, 1) for p in known(r.phases) or []]
+    gpu = any(known(p.gpu_idle_basis) is not None or known(p.d2h_basis) is not None for _, p in phases)
     out = []
-    for i, r in enumerate(rep.checkpoints, 1):
-        for p in known(r.phases) or []:
-            out.append(
-                [
-                    str(i),
-                    p.name,
-                    num(p.start_s, "{:.3f}"),
-                    num(p.end_s, "{:.3f}"),
-                    num(p.duration_s, "{:.3f}"),
-                    "n/a (moves no bytes of its own)" if p.bytes is None else b(p.bytes),
-                    num(p.gib_per_s, "{:.3f}", none="n/a"),
-                    p.provenance,
-                    p.basis,
-                ]
-            )
-    return out
+    for i, p in phases:
+        row = [
+            str(i),
+            p.name,
+            num(p.start_s, "{:.3f}"),
+            num(p.end_s, "{:.3f}"),
+            num(p.duration_s, "{:.3f}"),
+            "n/a (moves no bytes of its own)" if p.bytes is None else b(p.bytes),
+            num(p.gib_per_s, "{:.3f}", none="n/a"),
+            p.provenance,
+            p.basis,
+        ]
+        out.append(row + ([gpu_idle_cell(p), d2h_cell(p)] if gpu else []))
+    return PHASE_HEADERS + (PHASE_GPU_HEADERS if gpu else []), out
 
 
 def async_line(rep: Report | dict) -> str | None:
