@@ -88,7 +88,7 @@ def test_a_second_beyond_the_rate_is_one_sum_and_counts_the_same():
     assert events.index(s) == mod.PER_SECOND_EACH
 
     df = pd.DataFrame(events)
-    reqs = ObjectStoreRequests(
+    reqs = ObjectStoreRequests.of_frames(
         df[df["event"] == "s3_request"].reset_index(drop=True), df[df["event"] == "s3_requests"].reset_index(drop=True)
     )
     fig = object_store_window(reqs, 0, 2**63 - 1)
@@ -136,7 +136,7 @@ def test_a_window_without_requests_is_none_and_unknown_retries_are_null():
             },
         ]
     )
-    reqs = ObjectStoreRequests(df, pd.DataFrame())
+    reqs = ObjectStoreRequests.of_frames(df, pd.DataFrame())
     assert object_store_window(reqs, 30, 40) is None
     fig = object_store_window(reqs, 0, 25)
     assert fig["retries"] is None and "retries" in fig["unknown"]
@@ -195,6 +195,6 @@ def test_a_length_no_request_said_makes_the_bytes_null_with_the_reason():
             },
         ]
     )
-    fig = object_store_window(ObjectStoreRequests(df, pd.DataFrame()), 0, 20)
+    fig = object_store_window(ObjectStoreRequests.of_frames(df, pd.DataFrame()), 0, 20)
     assert fig["bytes_sent"] is None and "PutObject/UploadPart" in fig["unknown"]["bytes_sent"]
     assert fig["bytes_received"] == 7 and "bytes_received" not in fig["unknown"]

@@ -20,7 +20,9 @@ A figure no request could give is null, never 0, with the reason in `unknown`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,119 +52,205 @@ OBJECT_MADE = ("PutObject", "CompleteMultipartUpload", "CopyObject")
 BODY_SENT = ("PutObject", "UploadPart")
 
 
+def _get(row: dict, key: str) -> Any:
+    """An event's field, None where the event lacks it (pandas fills NaN)."""
+    v = row.get(key)
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def _caller(row: dict) -> str:
+    """The caller's rank, else its pid (`pid N`), as a LIST storm's rows are named."""
+    rank, pid = _get(row, "rank"), _get(row, "pid")
+    return f"rank {int(rank)}" if rank is not None else f"pid {int(pid)}" if pid is not None else "unknown"
+
+
+def _counts(v: Any) -> dict[str, int]:
+    return {str(k): int(n) for k, n in v.items()} if isinstance(v, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class S3Request:
+    """One `s3_request` event: the operation, when its reply came back (monotonic ns), the call's
+    latency (s; NaN where not said), its body's or reply's bytes (None: not said), the error code
+    of a request that failed after its retries, botocore's RetryAttempts (None: a failure without a
+    reply that says them), every failed attempt by code, the endpoint and the caller."""
+
+    t_ns: int
+    op: str
+    latency_s: float
+    bytes: float | None
+    error_code: str | None
+    retries: int | None
+    failed_attempts: dict[str, int]
+    endpoint: str | None
+    caller: str
+
+    @classmethod
+    def from_event(cls, row: dict) -> S3Request:
+        lat, nbytes, retries, endpoint = (_get(row, k) for k in ("latency_s", "bytes", "retries", "endpoint"))
+        error = _get(row, "error_code")
+        return cls(
+            t_ns=int(row["t_ns"]),
+            op=str(row["op"]),
+            latency_s=math.nan if lat is None else float(lat),
+            bytes=None if nbytes is None else float(nbytes),
+            error_code=None if error is None else str(error),
+            retries=None if retries is None else int(retries),
+            failed_attempts=_counts(_get(row, "failed_attempts")),
+            endpoint=None if endpoint is None else str(endpoint),
+            caller=_caller(row),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class S3Sum:
+    """One `s3_requests` event: a second's requests of one operation beyond the per-request rate,
+    summed (their count, bytes and how many did not say theirs, multipart parts, latencies as
+    {bucket's upper bound in ms: count}, retries and how many could not say, errors and failed
+    attempts by code), when its last one came back (monotonic ns), the endpoint and the caller."""
+
+    t_ns: int
+    op: str
+    requests: int
+    bytes: float
+    bytes_unknown: int
+    parts: int
+    latency_ms_buckets: dict[str, int]
+    retries: int
+    retries_unknown: int
+    errors: dict[str, int]
+    failed_attempts: dict[str, int]
+    endpoint: str | None
+    caller: str
+
+    @classmethod
+    def from_event(cls, row: dict) -> S3Sum:
+        def n(key: str) -> Any:
+            return _get(row, key) or 0
+
+        endpoint = _get(row, "endpoint")
+        return cls(
+            t_ns=int(row["t_ns"]),
+            op=str(row["op"]),
+            requests=int(n("requests")),
+            bytes=float(n("bytes")),
+            bytes_unknown=int(n("bytes_unknown")),
+            parts=int(n("parts")),
+            latency_ms_buckets=_counts(_get(row, "latency_ms_buckets")),
+            retries=int(n("retries")),
+            retries_unknown=int(n("retries_unknown")),
+            errors=_counts(_get(row, "errors")),
+            failed_attempts=_counts(_get(row, "failed_attempts")),
+            endpoint=None if endpoint is None else str(endpoint),
+            caller=_caller(row),
+        )
+
+
 @dataclass(frozen=True)
 class ObjectStoreRequests:
-    """A recording's S3 requests (one row per s3_request event) and per-second sums (s3_requests)."""
+    """A recording's S3 requests (s3_request events) and per-second sums (s3_requests), each in
+    the order of its reply's time."""
 
-    requests: pd.DataFrame
-    sums: pd.DataFrame
+    requests: list[S3Request]
+    sums: list[S3Sum]
 
     @classmethod
     def of(cls, rec) -> ObjectStoreRequests:
         ev = rec.events
         if ev.empty or "event" not in ev:
-            return cls(pd.DataFrame(), pd.DataFrame())
-        req = ev[ev["event"] == "s3_request"].sort_values("t_ns").reset_index(drop=True)
-        sums = ev[ev["event"] == "s3_requests"].sort_values("t_ns").reset_index(drop=True)
-        return cls(req, sums)
+            return cls([], [])
+        return cls.of_frames(ev[ev["event"] == "s3_request"], ev[ev["event"] == "s3_requests"])
+
+    @classmethod
+    def of_frames(cls, requests: pd.DataFrame, sums: pd.DataFrame) -> ObjectStoreRequests:
+        """From the events' rows of each kind (events.jsonl read as a table)."""
+
+        def rows(df: pd.DataFrame) -> list[dict]:
+            return df.sort_values("t_ns").to_dict("records") if not df.empty else []
+
+        return cls([S3Request.from_event(r) for r in rows(requests)], [S3Sum.from_event(r) for r in rows(sums)])
 
     @property
     def empty(self) -> bool:
-        return self.requests.empty and self.sums.empty
-
-
-def _who(row) -> str:
-    """The caller's rank, else its pid (`pid N`), as a LIST storm's rows are named."""
-    rank = row.get("rank")
-    if rank is not None and not (isinstance(rank, float) and np.isnan(rank)):
-        return f"rank {int(rank)}"
-    return f"pid {int(row['pid'])}" if "pid" in row and pd.notna(row["pid"]) else "unknown"
-
-
-def _col(df: pd.DataFrame, name: str) -> pd.Series:
-    return df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+        return not self.requests and not self.sums
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q, method="inverted_cdf")) if len(values) else None
 
 
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for code, n in counts.items():
+        into[code] = into.get(code, 0) + n
+
+
 def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> dict | None:
     """The window [a, b] (ns)'s object-store figures; None when no request came back in it."""
-    r, s = reqs.requests, reqs.sums
-    if not r.empty:
-        r = r[(r["t_ns"] >= a_ns) & (r["t_ns"] <= b_ns)]
-    if not s.empty:
-        s = s[(s["t_ns"] >= a_ns) & (s["t_ns"] <= b_ns)]
-    if r.empty and s.empty:
+    r = [x for x in reqs.requests if a_ns <= x.t_ns <= b_ns]
+    s = [x for x in reqs.sums if a_ns <= x.t_ns <= b_ns]
+    if not r and not s:
         return None
     unknown: dict[str, str] = {}
-    failed = _col(r, "error_code").notna()
-    ok = r[~failed]
-    by_op: dict[str, int] = {str(k): int(v) for k, v in r["op"].value_counts().items()} if not r.empty else {}
-    for _, a in s.iterrows():
-        by_op[a["op"]] = by_op.get(a["op"], 0) + int(a["requests"])
+    ok = [x for x in r if x.error_code is None]
+    by_op: dict[str, int] = {}
+    _add(by_op, {op: sum(1 for x in r if x.op == op) for op in {x.op for x in r}})
+    _add(by_op, {op: sum(x.requests for x in s if x.op == op) for op in {x.op for x in s}})
 
     # bytes: a length a request could not tell (a body stream without one, a GET reply without a
     # ContentLength) makes the sum unknown, with the reason
-    def summed_bytes(ops, figure: str) -> float | None:
-        rows = ok[ok["op"].isin(ops)] if not ok.empty else ok
-        b = _col(rows, "bytes")
-        agg = s[s["op"].isin(ops)] if not s.empty else s
-        n_unknown = int(b.isna().sum()) + (int(agg["bytes_unknown"].sum()) if len(agg) else 0)
+    def summed_bytes(ops: tuple[str, ...], figure: str) -> float | None:
+        sent = [x.bytes for x in ok if x.op in ops]
+        agg = [x for x in s if x.op in ops]
+        n_unknown = sum(1 for b in sent if b is None) + sum(x.bytes_unknown for x in agg)
         if n_unknown:
             unknown[figure] = f"{n_unknown} {'/'.join(ops)} request(s) that did not say their length"
             return None
-        return (float(b.sum()) if len(b) else 0.0) + (float(agg["bytes"].sum()) if len(agg) else 0.0)
+        return float(sum(b or 0.0 for b in sent)) + float(sum(x.bytes for x in agg))
 
-    objects = int(ok["op"].isin(OBJECT_MADE).sum()) if not ok.empty else 0
-    objects += int(s[s["op"].isin(OBJECT_MADE)]["requests"].sum() - _agg_errors(s, OBJECT_MADE)) if not s.empty else 0
-    parts = int((ok["op"] == "UploadPart").sum()) if not ok.empty else 0
-    parts += int(s["parts"].sum()) if not s.empty else 0
+    objects = sum(1 for x in ok if x.op in OBJECT_MADE)
+    objects += sum(x.requests - sum(x.errors.values()) for x in s if x.op in OBJECT_MADE)
+    parts = sum(1 for x in ok if x.op == "UploadPart") + sum(x.parts for x in s)
 
-    lat_ms = (r["latency_s"].to_numpy(dtype=float) * 1e3) if not r.empty else np.array([])
-    from_buckets = False
-    if not s.empty:
-        extra = [float(b) for bs in s["latency_ms_buckets"] for b, n in bs.items() for _ in range(int(n))]
-        from_buckets = bool(extra)
-        lat_ms = np.concatenate([lat_ms, np.array(extra)])
+    lat_ms = np.array([x.latency_s for x in r], dtype=float) * 1e3
+    extra = [float(b) for x in s for b, n in x.latency_ms_buckets.items() for _ in range(n)]
+    lat_ms = np.concatenate([lat_ms, np.array(extra)])
     latency_by_op = {}
-    for op, g in r.groupby("op") if not r.empty else []:
-        v = g["latency_s"].to_numpy(dtype=float) * 1e3
-        latency_by_op[str(op)] = {"p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99), "max_ms": float(v.max())}
+    for op in sorted({x.op for x in r}):
+        v = np.array([x.latency_s for x in r if x.op == op], dtype=float) * 1e3
+        latency_by_op[op] = {"p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99), "max_ms": float(v.max())}
 
-    retries_col = _col(r, "retries")
-    n_unknown = int(retries_col.isna().sum()) + (int(s["retries_unknown"].sum()) if not s.empty else 0)
+    n_unknown = sum(1 for x in r if x.retries is None) + sum(x.retries_unknown for x in s)
     if n_unknown:
         retries = None
         unknown["retries"] = f"{n_unknown} request(s) failed without a reply that says its retries"
     else:
-        retries = int(retries_col.sum()) + (int(s["retries"].sum()) if not s.empty else 0)
+        retries = sum(x.retries or 0 for x in r) + sum(x.retries for x in s)
 
-    errors: dict[str, int] = {str(k): int(v) for k, v in _col(r, "error_code")[failed].value_counts().items()}
-    for es in s["errors"] if not s.empty else []:
-        for code, n in es.items():
-            errors[code] = errors.get(code, 0) + int(n)
+    errors: dict[str, int] = {}
+    for x in r:
+        if x.error_code is not None:
+            _add(errors, {x.error_code: 1})
+    for y in s:
+        _add(errors, y.errors)
     # every failed attempt, retried or not (botocore's needs-retry event): why the retries were made
     attempts: dict[str, int] = {}
-    for fa in list(_col(r, "failed_attempts").dropna()) + (
-        list(s["failed_attempts"]) if "failed_attempts" in s else []
-    ):
-        for code, n in fa.items():
-            attempts[code] = attempts.get(code, 0) + int(n)
+    for fa in [x.failed_attempts for x in r] + [y.failed_attempts for y in s]:
+        _add(attempts, fa)
     lists: dict[str, int] = {}
-    for _, row in r[r["op"].isin(LIST_OPS)].iterrows() if not r.empty else []:
-        lists[_who(row)] = lists.get(_who(row), 0) + 1
-    for _, a in s[s["op"].isin(LIST_OPS)].iterrows() if not s.empty else []:
-        lists[_who(a)] = lists.get(_who(a), 0) + int(a["requests"])
-    endpoints = sorted({str(e) for e in pd.concat([_col(r, "endpoint"), _col(s, "endpoint")]).dropna()})
+    for x in r:
+        if x.op in LIST_OPS:
+            _add(lists, {x.caller: 1})
+    for y in s:
+        if y.op in LIST_OPS:
+            _add(lists, {y.caller: y.requests})
+    endpoints = sorted({e for e in [x.endpoint for x in r] + [y.endpoint for y in s] if e is not None})
     sent = summed_bytes(BODY_SENT, "bytes_sent")
     window_s = (b_ns - a_ns) / 1e9
     return {
         "window_s": window_s,
         "requests": sum(by_op.values()),
         "requests_by_op": dict(sorted(by_op.items())),
-        "aggregated_requests": int(s["requests"].sum()) if not s.empty else 0,
+        "aggregated_requests": sum(x.requests for x in s),
         "objects_written": objects,
         "bytes_sent": sent,
         "gib_per_s_sent": None if sent is None or window_s <= 0 else sent / window_s / 2**30,
@@ -170,7 +258,7 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
         "multipart_parts": parts,
         "latency_p50_ms": _pct(lat_ms, 50),
         "latency_p99_ms": _pct(lat_ms, 99),
-        "latency_from_buckets": from_buckets,
+        "latency_from_buckets": bool(extra),
         "latency_by_op": latency_by_op,
         "retries": retries,
         "errors": sum(errors.values()),
@@ -182,7 +270,3 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
         "endpoints": endpoints,
         "unknown": unknown,
     }
-
-
-def _agg_errors(s: pd.DataFrame, ops) -> int:
-    return int(sum(sum(es.values()) for es in s[s["op"].isin(ops)]["errors"]))
