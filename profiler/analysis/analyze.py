@@ -209,11 +209,15 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     sampling = device_sampling(tl, inp.events, finished=inp.status == "complete", stopped_why=stopped)
     unknown = [window_device_unknown(sampling, a, b, tl, w.path) for (a, b, _, _), w in zip(spans, wins)]
     shares = attribute_device_bytes(tl, spans, unknown)
-    rows = [checkpoint_row(w, d, tl, ctx, sh, u) for w, d, sh, u in zip(wins, durs, shares, unknown)]
-    workload_note = add_workload_seconds(rows, inp.meta)
-    for r, d in zip(rows, durs):  # what is behind its files: where it is durable (durability.py)
-        r["durable_where"], r["file_system"] = d.durable_where, d.file_system
-    return Rows([Checkpoint.from_jsonable(r) for r in rows], spans, sampling, workload_note)
+    rows = [
+        # with what is behind its files: where it is durable (durability.py)
+        Checkpoint.from_jsonable(
+            {**checkpoint_row(w, d, tl, ctx, sh, u), "durable_where": d.durable_where, "file_system": d.file_system}
+        )
+        for w, d, sh, u in zip(wins, durs, shares, unknown)
+    ]
+    rows, workload_note = add_workload_seconds(rows, inp.meta)
+    return Rows(rows, spans, sampling, workload_note)
 
 
 def measure_phases(inp: Input, rows: Rows, ctx: Context) -> P.AsyncPhases:
@@ -359,11 +363,9 @@ def analyze(
     model = predict(model, read_bps, read_bps_basis)
     model = replace(model, advice=advise(model))
     an = Analysis(model.to_jsonable(), tl, ctx, sampling=rows.sampling, model=model)
-    an.plot = {"temp_vs_bw": plot_tb}
     n_bins = int(np.ceil(max(tl.duration_s, tl.res_s) / tl.res_s))
-    if ctx.sources:
-        an.plot["power"] = power_by_component(ctx.sources, tl.start_ns, tl.res_s, n_bins)
-    an.plot["marks"] = _marks(inp.events, tl.start_ns)
+    power = {"power": power_by_component(ctx.sources, tl.start_ns, tl.res_s, n_bins)} if ctx.sources else {}
+    an.plot = {"temp_vs_bw": plot_tb, **power, "marks": _marks(inp.events, tl.start_ns)}
     return an
 
 
@@ -403,23 +405,26 @@ def union_s(intervals: list[tuple[float, float]]) -> float:
     return sum(b - a for a, b in merged_spans(intervals))
 
 
-def add_workload_seconds(rows: list[dict], meta: dict) -> Note | None:
+def add_workload_seconds(rows: list[Checkpoint], meta: dict) -> tuple[list[Checkpoint], Note | None]:
     """A `ckprof workload` recording's own seconds per save beside its window: barrier to the last
     rank's fsync (MLPerf's slowest-rank rule, meta.json workload.results) as `workload_write_s`.
     The window also holds what follows the writes (the manifest, the rename, the directory fsync)
-    and waits at the barrier; the note says how much. None where the recording is not a workload's."""
+    and waits at the barrier; the note says how much (None where the recording is not a workload's)."""
     workload = meta.get("workload") if isinstance(meta.get("workload"), dict) else {}
     results = workload.get("results") if isinstance(workload.get("results"), dict) else {}
     by_step = {c.get("step"): c for c in results.get("checkpoints") or [] if isinstance(c, dict)}
     pairs = []
+    out = []
     for r in rows:
-        c = by_step.get(r["step"]) if (r["source"] == "workload" and r["kind"] == "save") else None
-        r["workload_write_s"] = float(c["seconds"]) if c and isinstance(c.get("seconds"), (int, float)) else None
-        if r["workload_write_s"] is not None and r["duration_s"]:
-            pairs.append((r["workload_write_s"], r["duration_s"]))
+        c = by_step.get(r.step) if (r.source == "workload" and r.kind == "save") else None
+        seconds = c.get("seconds") if c else None
+        r = replace(r, workload_write_s=float(seconds) if isinstance(seconds, (int, float)) else None)
+        out.append(r)
+        if r.workload_write_s is not None and r.duration_s:
+            pairs.append((r.workload_write_s, r.duration_s))
     if not pairs:
-        return None
-    return F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs])
+        return out, None
+    return out, F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs])
 
 
 def _sum_known(vals):

@@ -24,6 +24,7 @@ from ckprof.recording.remote_rates import interface_rates, nfs_mount_rates, nfs_
 
 from .fuse import fuse_intervals, fuse_window
 from .model import FuseMount, InterfaceFigures, NfsMount, ObjectStoreFigures, Remote
+from .model_base import ABSENT
 from .object_store import ObjectStoreRequests, object_store_window
 from .timeline import in_window
 
@@ -105,7 +106,8 @@ def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str
         w = in_window(g.sort_values("t_ns"), a_ns, b_ns)
         if w.empty:
             continue
-        fig: dict = {"span_s": _span_s(w)}
+        span_s = _span_s(w)
+        fig: dict = {"span_s": span_s}
         for c in (
             "rx_bytes",
             "tx_bytes",
@@ -117,8 +119,8 @@ def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str
             "tx_dropped",
         ):
             fig[c] = _sum(w[c]) if c in w else None
-        fig["tx_gib_per_s"] = None if fig["tx_bytes"] is None else fig["tx_bytes"] / fig["span_s"] / GIB
-        out[str(iface)] = fig
+        tx = _sum(w["tx_bytes"]) if "tx_bytes" in w else None
+        out[str(iface)] = {**fig, "tx_gib_per_s": None if tx is None else tx / span_s / GIB}
     return out
 
 
@@ -145,13 +147,9 @@ class OffHost:
         fuse = fuse_window(self.fuse_samples, self.fuse_intervals, a_ns, b_ns)
         if not (nfs or ifaces or s3 or fuse):
             return None
-        kw: dict = {}
-        if nfs:
-            kw["nfs"] = {m: NfsMount.from_jsonable(f) for m, f in nfs.items()}
-        if ifaces:
-            kw["interfaces"] = {i: InterfaceFigures.from_jsonable(f) for i, f in ifaces.items()}
-        if s3:
-            kw["object_store"] = ObjectStoreFigures.from_jsonable(s3)
-        if fuse:
-            kw["fuse"] = {m: FuseMount.from_jsonable(f) for m, f in fuse.items()}
-        return Remote(**kw)
+        return Remote(
+            nfs={m: NfsMount.from_jsonable(f) for m, f in nfs.items()} if nfs else ABSENT,
+            interfaces={i: InterfaceFigures.from_jsonable(f) for i, f in ifaces.items()} if ifaces else ABSENT,
+            object_store=ObjectStoreFigures.from_jsonable(s3) if s3 else ABSENT,
+            fuse={m: FuseMount.from_jsonable(f) for m, f in fuse.items()} if fuse else ABSENT,
+        )
