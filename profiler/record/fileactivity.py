@@ -173,6 +173,7 @@ class FileActivity:
         self._scanned: dict[str, tuple[str, str]] = {}  # a path → the key of its burst found by a scan
         self.dir_marks = 0  # directories marked (less those deleted)
         self.fs_marked: dict[str, str] = {}  # a root → why its whole file system is marked
+        self._root_marked: dict[str, tuple[int, int] | None] = {}  # a root → the inode its mark is on
         self._procs: set[int] = set()
         self._mine_ns = -(1 << 62)  # when the tree's events were last read
         self._offset_ns: int | None = None
@@ -307,7 +308,17 @@ class FileActivity:
         if not self.group.mark_directory(d):
             return False
         self.dir_marks += 1
+        if d in self.roots:
+            self._root_marked[d] = self._identity(d)
         return True
+
+    @staticmethod
+    def _identity(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     def _mark_tree(self, top: str, scan_ns: int | None) -> None:
         """Mark `top` and the directories under it, each before it is listed; with `scan_ns`, the
@@ -377,11 +388,18 @@ class FileActivity:
 
     def _root_gone(self, t_ns: int) -> None:
         """A --path deleted or moved away took its mark with it: mark its nearest existing
-        ancestor, to see it made again (then it is marked and listed as a new directory is)."""
+        ancestor, to see it made again (then it is marked and listed as a new directory is). Made
+        again already (this event read late): the new directory is marked now, and what is made
+        in it from now on is seen (what was made before, by whoever made it, is not the tree's by
+        any event: not listed)."""
         try:
             for r in self.roots:
-                if r not in self.fs_marked and not os.path.isdir(r):
+                if r in self.fs_marked:
+                    continue
+                if not os.path.isdir(r):
                     self._mark_root(r, scan_ns=None)
+                elif self._identity(r) != self._root_marked.get(r):
+                    self._mark_tree(r, scan_ns=None)
         except (_TooMany, F.Unavailable) as e:
             self._fall_back(e)
 
