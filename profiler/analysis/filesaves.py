@@ -38,7 +38,11 @@ rename this host did not see: another host's), or the marker names no path and t
 file save lies inside its time or the marker's process wrote the save's files (a forked writer's
 torch.save per tensor into its open .distcp stream) — but not a save whose files were all written
 and closed before the call began (each burst begun more than JOIN_SLACK_S before the call, the last
-ended within JOIN_SLACK_S after the call's start: the reader stamps a close late). The checkpoint keeps the
+ended within JOIN_SLACK_S after the call's start: the reader stamps a close late). A save of the
+call's step seen only after the call returned, nothing created in sight and first seen within
+grouping's JOIN_GAP_S of its end, is the call's too (its folder was made outside the recorded tree,
+another host's rank 0, and watched late: the files' later events are stamped when read); it keeps
+the call's end. The checkpoint keeps the
 call's id, step, blocking time and path, spans both (the call's start to the later of its return
 and the last file write); its bytes are those the program stated for a save it marked itself
 (ckprof.checkpoint(bytes=), the workload), else the files' when every size is known, else the
@@ -51,7 +55,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from .grouping import STEP_IN_NAME, merge_parts, step_in_path
+from .grouping import JOIN_GAP_S, STEP_IN_NAME, merge_parts, step_in_path
 from .model import Writer
 from .model_base import ABSENT
 from .records import ProcessSeen, SavedFile, Window
@@ -319,12 +323,24 @@ def _bursts(s: Window) -> list[Burst]:
     return s.file_group[2] if s.file_group else []
 
 
+def _seen_late(m: Window, s: Window) -> bool:
+    """The call's own files, seen only after it returned: a save of the call's step (a step is saved
+    once) with no file or folder created in sight, first seen within grouping's JOIN_GAP_S of the
+    call's end. Its folder was made by a process outside the recorded tree (another host's rank 0,
+    or another recorded tree on this machine) and watched only once its creation was read, after
+    the tree's ranks had made their files; their later events are stamped when read."""
+    if m.kind != "save" or m.step is None or s.step != m.step or m.app_end_ns is None:
+        return False
+    after_s = (s.start_ns - m.app_end_ns) / 1e9
+    return JOIN_SLACK_S < after_s <= JOIN_GAP_S and all("create" not in b.ops for b in _bursts(s))
+
+
 def _related(m: Window, s: Window) -> bool:
     """A marker window and a file save are one checkpoint (module docstring)."""
     slack = JOIN_SLACK_S * 1e9
     m_end = m.app_end_ns if m.app_end_ns is not None else float("inf")
     s_end = s.app_end_ns if s.app_end_ns is not None else float("inf")
-    if m.kind != "save" or m.start_ns > s_end + slack or s.start_ns > m_end + slack:
+    if m.kind != "save" or m.start_ns > s_end + slack or (s.start_ns > m_end + slack and not _seen_late(m, s)):
         return False
     if s_end <= m.start_ns + slack and all(b.start_ns < m.start_ns - slack for b in _bursts(s)):
         # every burst began before the call and the last ended by its start (a close is stamped up to
@@ -387,7 +403,8 @@ def _one(ms: list[Window], ss: list[Window]) -> Window:
     if not ms:
         return s
     m = ms[0] if len(ms) == 1 else _merged_markers(ms)
-    ends = [m.app_end_ns, s.app_end_ns]
+    # files seen only after the call returned keep the call's end: their stamps are when they were read
+    ends = [m.app_end_ns] if _seen_late(m, s) else [m.app_end_ns, s.app_end_ns]
     # the call's start, unless its files began well before it (a forked writer's torch.save in a
     # folder its parent made earlier); what comes just before a call is its own preparation, and so
     # is a folder made with no file in it before the call (Megatron's iter_N/, then a barrier)
