@@ -385,29 +385,32 @@ def restore_truth(w: Window, dev_read_bytes: float | None) -> dict:
     (the files' pages already cached), and derived from the devices' reads."""
     app = w.file_bytes_at_start or w.bytes_app
     cached = w.cached_bytes_at_start
-    out = {
-        "restore_bytes_app": _f(app),
-        "restore_bytes_device": _f(dev_read_bytes),
-        "cache_served_share": _f(min(1.0, cached / app)) if (cached is not None and app) else None,
-        "device_read_share": _f(dev_read_bytes / app) if (dev_read_bytes is not None and app) else None,
-        "restore_basis": [],
-    }
-    b = out["restore_basis"]
-    if out["cache_served_share"] is not None:
-        b.append(
+    cache_share = _f(min(1.0, cached / app)) if (cached is not None and app) else None
+    device_share = _f(dev_read_bytes / app) if (dev_read_bytes is not None and app) else None
+    basis = []
+    if cache_share is not None and cached is not None and app:
+        basis.append(
             f"cachestat(2) as the load started: {cached / 2**20:.1f} MiB of its {app / 2**20:.1f} MiB "
             "already in the page cache (measured)"
         )
     else:
-        b.append("page cache at start unknown: no cachestat(2) look (a marker without path=, or a kernel before 6.5)")
-    if out["device_read_share"] is not None:
-        b.append(f"the recorded devices read {dev_read_bytes / 2**20:.1f} MiB during it (derived)")
-        if out["device_read_share"] > 1.0:
-            b.append(
+        basis.append(
+            "page cache at start unknown: no cachestat(2) look (a marker without path=, or a kernel before 6.5)"
+        )
+    if device_share is not None and dev_read_bytes is not None:
+        basis.append(f"the recorded devices read {dev_read_bytes / 2**20:.1f} MiB during it (derived)")
+        if device_share > 1.0:
+            basis.append(
                 "the devices read more than the load's files in its sampling intervals: other reads "
                 "shared them, so the device share is an upper bound"
             )
-    return out
+    return {
+        "restore_bytes_app": _f(app),
+        "restore_bytes_device": _f(dev_read_bytes),
+        "cache_served_share": cache_share,
+        "device_read_share": device_share,
+        "restore_basis": basis,
+    }
 
 
 def returned_last(parts: Sequence[_P]) -> _P:

@@ -29,7 +29,7 @@ def host_series(rec, tl) -> HostSeries | None:
     if total is None or total.empty:
         return None
     res_ns = tl.res_s * 1e9
-    middle_wall_ns = rec.timebase.to_wall_ns(total["t_ns"].to_numpy(dtype=float) - res_ns / 2)
+    middle_wall_ns = rec.timebase.to_wall_ns(total.t_ns.astype(float) - res_ns / 2)
     span_s = (middle_wall_ns.max() - middle_wall_ns.min()) / 1e9 + tl.res_s
     bin_s = 2 ** math.ceil(math.log2(max(tl.res_s, span_s / MAX_HOST_BINS, 1.0)))  # ≥ 1 s
     idx = np.floor(middle_wall_ns / (bin_s * 1e9)).astype(np.int64)
@@ -41,8 +41,8 @@ def host_series(rec, tl) -> HostSeries | None:
     return HostSeries(
         bin_s=bin_s,
         first_bin=first,
-        write_bytes=np.rint(np.bincount(idx - first, total["write_bytes"].to_numpy(), n)).astype(int).tolist(),
-        read_bytes=np.rint(np.bincount(idx - first, total["read_bytes"].to_numpy(), n)).astype(int).tolist(),
+        write_bytes=np.rint(np.bincount(idx - first, total.write_bytes, n)).astype(int).tolist(),
+        read_bytes=np.rint(np.bincount(idx - first, total.read_bytes, n)).astype(int).tolist(),
     )
 
 

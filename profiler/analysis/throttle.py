@@ -19,7 +19,7 @@ def _grid_temp(tl, temps) -> np.ndarray | None:
     if not temps or tl.total is None:
         return None
     ssd = [t for t in temps if t.component == "ssd"] or temps
-    t_end = tl.total["t_ns"].to_numpy(dtype=float)
+    t_end = tl.total.t_ns.astype(float)
     out = np.full(len(t_end), np.nan)
     for t in ssd:
         if len(t.t_ns) == 0:
@@ -68,7 +68,7 @@ def throttling(tl, ctx, rows: list[Checkpoint]) -> tuple[Throttling, pd.DataFram
     points = None
     corr = None
     if temp is not None:
-        points = pd.DataFrame({"temp_c": temp, "write_gib_per_s": tl.total["write_bytes_per_s"].to_numpy() / GIB})
+        points = pd.DataFrame({"temp_c": temp, "write_gib_per_s": tl.total.write_bytes_per_s / GIB})
         points = points.dropna()
         if len(points) > 2 and points["temp_c"].std() > 0 and points["write_gib_per_s"].std() > 0:
             corr = float(np.corrcoef(points["temp_c"], points["write_gib_per_s"])[0, 1])

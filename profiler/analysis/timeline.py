@@ -24,14 +24,45 @@ NEEDED = [c for c in BLOCK_COUNTERS if not c.startswith(("discard", "flush"))]
 MAX_BINS = 100_000  # finer than this, a day's recording would not fit the memory target
 
 
+@dataclass(frozen=True)
+class Total:
+    """The recorded devices' block I/O summed on the analysis grid, one entry a bin: the bin's end
+    (`t_ns`, monotonic ns), the bytes written and read in it (B) and their rates (B/s)."""
+
+    t_ns: np.ndarray
+    write_bytes: np.ndarray
+    read_bytes: np.ndarray
+    write_bytes_per_s: np.ndarray
+    read_bytes_per_s: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    @property
+    def empty(self) -> bool:
+        return len(self.t_ns) == 0
+
+
+@dataclass(frozen=True)
+class DirtyPages:
+    """The host's Dirty + Writeback pages (/proc/meminfo, Documentation/filesystems/proc.rst) at
+    each host sample: `t_ns` (monotonic ns), `dirty_wb_bytes` (B)."""
+
+    t_ns: np.ndarray
+    dirty_wb_bytes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+
 @dataclass
 class Timeline:
     start_ns: int
     end_ns: int
     res_s: float
     devices: dict[str, pd.DataFrame] = field(default_factory=dict)  # per device: block rates
-    total: pd.DataFrame | None = None  # t_ns (bin end), write_bytes, read_bytes, write_bytes_per_s, read_bytes_per_s
-    dirty: pd.DataFrame | None = None  # t_ns, dirty_wb_bytes
+    total: Total | None = None  # the devices' sum on the grid
+    dirty: DirtyPages | None = None
     columns: list = field(default_factory=list)  # series.Column of every collector
     busy: pd.DataFrame | None = None  # t_ns, device, io_ticks_ms: the block counters' busy time, binned
     bin_ns: int = 0  # series are reduced to this resolution as they are read (0: as sampled)
@@ -161,22 +192,18 @@ def build(rec) -> Timeline:
         # every bin an interval went to: an interval's middle can lie a bin before its end's bin, so
         # bounds taken from the readings' times dropped a device's first interval (its bytes too)
         idx = np.arange(used[0], used[1] + 1)
-        tl.total = pd.DataFrame(
-            {
-                "t_ns": rec.start_ns + (idx + 1) * res_ns,
-                "write_bytes": w_bytes[idx],
-                "read_bytes": r_bytes[idx],
-                "write_bytes_per_s": w_bytes[idx] / res_s,
-                "read_bytes_per_s": r_bytes[idx] / res_s,
-            }
+        tl.total = Total(
+            t_ns=rec.start_ns + (idx + 1) * res_ns,
+            write_bytes=w_bytes[idx],
+            read_bytes=r_bytes[idx],
+            write_bytes_per_s=w_bytes[idx] / res_s,
+            read_bytes_per_s=r_bytes[idx] / res_s,
         )
     if "host" in rec.collectors:
         h = rec.samples("host", columns=["dirty_bytes", "writeback_bytes"])
         if not h.empty and "dirty_bytes" in h:
             wb = h["writeback_bytes"] if "writeback_bytes" in h else 0
-            tl.dirty = pd.DataFrame(
-                {"t_ns": h["t_ns"].to_numpy(), "dirty_wb_bytes": (h["dirty_bytes"] + wb).to_numpy(dtype=float)}
-            )
+            tl.dirty = DirtyPages(h["t_ns"].to_numpy(), (h["dirty_bytes"] + wb).to_numpy(dtype=float))
     return tl
 
 

@@ -21,6 +21,7 @@ from ckprof.jsonsafe import json_value
 from . import filesaves
 from .grouping import group_saves
 from .records import Window
+from .timeline import Total
 
 MIB = 1024 * 1024
 
@@ -36,17 +37,17 @@ class BurstParams:
     min_bytes: float = 1 * MIB  # smaller bursts are background noise
 
 
-def baseline_and_threshold(total: pd.DataFrame | None, p: BurstParams) -> tuple[float, float]:
+def baseline_and_threshold(total: Total | None, p: BurstParams) -> tuple[float, float]:
     """(baseline, threshold) of the devices' total write rate in bytes/s."""
     if total is None or total.empty:
         return 0.0, float("inf")
-    r = total["write_bytes_per_s"].to_numpy()
+    r = total.write_bytes_per_s
     base = float(np.quantile(r, p.baseline_quantile))
     peak = float(np.quantile(r, 0.99))
     return base, base + max(p.min_threshold_bps, p.peak_fraction * (peak - base))
 
 
-def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | None = None) -> list[Window]:
+def infer_windows(total: Total | None, res_s: float, p: BurstParams | None = None) -> list[Window]:
     """Windows where the total write rate rises above threshold; a quiet gap of merge_gap_s or
     more separates two windows, a shorter one is a pause inside one checkpoint.
 
@@ -61,9 +62,9 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
     if total is None or total.empty:
         return []
     base, thr = baseline_and_threshold(total, p)
-    t1 = total["t_ns"].to_numpy()
+    t1 = total.t_ns
     res_ns = res_s * 1e9
-    rate = total["write_bytes_per_s"].to_numpy()
+    rate = total.write_bytes_per_s
     low = base + p.min_threshold_bps / 4
     bursts: list[list[int]] = []  # [first row, last row], extended
     for i in np.flatnonzero(rate > thr):
@@ -85,7 +86,7 @@ def infer_windows(total: pd.DataFrame | None, res_s: float, p: BurstParams | Non
             merged.append(bu)
     bursts = merged
     out = []
-    wb = total["write_bytes"].to_numpy()
+    wb = total.write_bytes
     for n, (i, j) in enumerate(bursts, 1):
         dev_bytes = float(wb[i : j + 1].sum())
         if dev_bytes < p.min_bytes:
@@ -237,8 +238,8 @@ DEVICE_SHARE = 0.9  # the devices got the checkpoint once they wrote this share 
 
 def _device_cum(tl, start_ns: float):
     """(bin end times, bytes written by the recorded devices since the bin holding start)."""
-    t1 = tl.total["t_ns"].to_numpy(dtype=float)
-    wb = tl.total["write_bytes"].to_numpy()
+    t1 = np.asarray(tl.total.t_ns, dtype=float)
+    wb = tl.total.write_bytes
     first = int(np.searchsorted(t1, start_ns, side="right"))  # the bin whose end is after start
     return t1[first:], np.cumsum(wb[first:])
 
@@ -273,8 +274,7 @@ def durable_end_hint(w: Window, tl, thr_bps: float, end_ns: float) -> DurableHin
     pending = None
     drained_at = None
     if tl.dirty is not None and len(tl.dirty) >= 2:
-        t = tl.dirty["t_ns"].to_numpy()
-        v = tl.dirty["dirty_wb_bytes"].to_numpy()
+        t, v = tl.dirty.t_ns, tl.dirty.dirty_wb_bytes
         before = t <= w.start_ns
         base = float(v[before][-1]) if before.any() else float(v[0])
         # the first reading at or after the return: pages dirtied by the save are all counted there
@@ -322,8 +322,7 @@ def durable_end_hint(w: Window, tl, thr_bps: float, end_ns: float) -> DurableHin
         out.durable_basis.append("host Dirty+Writeback back to its level at the start")
     if have_dev:
         t_ready = app_end if t_ready is None else t_ready
-        t1 = tl.total["t_ns"].to_numpy()
-        r = tl.total["write_bytes_per_s"].to_numpy()
+        t1, r = tl.total.t_ns, tl.total.write_bytes_per_s
         quiet = np.flatnonzero((t1 > t_ready) & (r <= thr_bps))
         if len(quiet) == 0:
             out.durable_basis.append("device writes (still above baseline at the end)")

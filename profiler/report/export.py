@@ -24,13 +24,13 @@ def timeline_frame(an) -> pd.DataFrame:
     """One row per analysis interval: t_s, per-device write MiB/s and aqu-sz, temps, power, GPU util."""
     tl = an.timeline
     if tl.total is not None:
-        t_end = tl.total["t_ns"].to_numpy(dtype=float)
+        t_end = tl.total.t_ns.astype(float)
     else:
         n = int(np.ceil(max(tl.duration_s, tl.res_s) / tl.res_s))
         t_end = tl.start_ns + (np.arange(n) + 1) * tl.res_s * 1e9
     out = {"t_s": (t_end - tl.start_ns) / 1e9}
     if tl.total is not None:
-        out["total_write_mib_per_s"] = tl.total["write_bytes_per_s"].to_numpy() / 2**20
+        out["total_write_mib_per_s"] = tl.total.write_bytes_per_s / 2**20
     for dev, df in sorted(tl.devices.items()):
         t = df["t_ns"].to_numpy(dtype=float)
         out[f"{dev}.write_mib_per_s"] = np.interp(

@@ -104,16 +104,12 @@ def timeline_panels(an, max_devices: int = 8) -> list[Panel]:
                 bw.traces.append(Trace(f"{d} read", x, df["read_bytes_per_s"].to_numpy() / GIB, "measured", "read"))
             qd.traces.append(Trace(d, x, df["aqu_sz"].to_numpy(), "derived"))
         if len(tl.devices) > 1 and tl.total is not None:
-            x = (tl.total["t_ns"].to_numpy() - t0) / 1e9
+            x = (tl.total.t_ns - t0) / 1e9
             n = len(tl.devices)
-            bw.traces.append(
-                Trace(f"all {n} devices write", x, tl.total["write_bytes_per_s"].to_numpy() / GIB, "measured", "total")
-            )
+            bw.traces.append(Trace(f"all {n} devices write", x, tl.total.write_bytes_per_s / GIB, "measured", "total"))
             if any(d["read_bytes"].sum() > 0 for d in tl.devices.values()):
                 bw.traces.append(
-                    Trace(
-                        f"all {n} devices read", x, tl.total["read_bytes_per_s"].to_numpy() / GIB, "measured", "total"
-                    )
+                    Trace(f"all {n} devices read", x, tl.total.read_bytes_per_s / GIB, "measured", "total")
                 )
         panels += [bw, qd]
     if an.ctx.temps:
