@@ -366,3 +366,28 @@ def test_async_stages_then_uploads_the_same_objects(moto):
         assert {f["name"]: f["bytes"] for f in m["files"]} == {
             k[len(top) :]: n for k, n in objs.items() if k.startswith(top) and not k.endswith(MANIFEST)
         }
+
+
+def test_under_ckprof_record_every_request_is_recorded_and_no_upload_is_a_save_of_its_own(tmp_path, moto):
+    """`ckprof record -- ckprof workload --target s3://…`: the injected instrumentation wraps botocore
+    in the launcher and in every rank, so the recording holds every request the server saw (the
+    launcher's checks too); the workload's markers are the saves, and no rank's multipart upload
+    becomes a checkpoint of its own (rank 1's are in another process than the marking rank 0)."""
+    prefix, rec = "under-record", tmp_path / "rec"
+    here = tmp_path / "here"
+    here.mkdir()
+    before = len(served(moto))
+    r = ckprof_cmd(
+        "record", "-q", "-o", str(rec), "--path", str(here), "--",
+        sys.executable, "-m", "ckprof", "workload", "--total-size", "40MiB", "--ranks", "2",
+        "--target", f"s3://{BUCKET}/{prefix}", env=s3_env(moto), timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    lines = after(moto, before)
+    events = [json.loads(x) for x in (rec / "events.jsonl").read_text().splitlines()]
+    requests = [e for e in events if e["event"] == "s3_request"]
+    assert len(requests) == len(lines), (len(requests), lines)
+    starts = [e for e in events if e["event"] == "checkpoint_start"]
+    assert [(e["source"], e["path"]) for e in starts] == [("workload", f"s3://{BUCKET}/{prefix}/global_epoch1_step1")]
+    ends = [e for e in events if e["event"] == "checkpoint_end"]
+    assert len(ends) == 1 and ends[0]["ok"] is True and ends[0]["uploaded"] is True

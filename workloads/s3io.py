@@ -147,9 +147,11 @@ def upload_objects(
                     release(buf)
                 continue
             try:
-                body = bytes(view)
-                if release is not None:
-                    release(buf)
+                try:
+                    body = bytes(view)
+                finally:
+                    if release is not None:
+                        release(buf)  # copied out: the producer may stamp the next chunk into it
                 if u.upload_id is None:
                     r = s3.put_object(Bucket=bucket, Key=u.key, Body=body)
                 else:
