@@ -11,6 +11,7 @@ Throttle signals, each with its rule's source:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -55,21 +56,19 @@ class Temperature:
     values: np.ndarray
 
 
+def _series(rec, col: S.Column, tl, how: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """Each entity's (series name, t_ns, values) of one column on the analysis grid (reduced by `how`)."""
+    for ent, df in S.load_column(rec, col, tl, how).items():
+        yield S.series_name(col, ent), df["t_ns"].to_numpy(dtype=float), df["value"].to_numpy()
+
+
 def temperatures(rec, tl) -> list[Temperature]:
-    out = []
-    for col in S.temperatures(tl.columns):
-        for ent, df in S.load_column(rec, col, tl, "max").items():
-            if len(df):
-                out.append(
-                    Temperature(
-                        S.series_name(col, ent),
-                        col.component,
-                        col.provenance,
-                        df["t_ns"].to_numpy(dtype=float),
-                        df["value"].to_numpy(),
-                    )
-                )
-    return out
+    return [
+        Temperature(name, col.component, col.provenance, t, v)
+        for col in S.temperatures(tl.columns)
+        for name, t, v in _series(rec, col, tl, "max")
+        if len(t)
+    ]
 
 
 def _time_scale(col: S.Column) -> float:
@@ -79,59 +78,32 @@ def _time_scale(col: S.Column) -> float:
     return 1.0 if col.name.startswith("thm_") else 60.0
 
 
+# each group of recording/columns.throttle_columns: how it is reduced to the grid, in the order the
+# report's throttle_by_source lists the signals
+_REDUCED_BY = {"smart_counters": "last", "critical_warning": "or", "levels": "max", "gpu_reasons": "or"}
+
+
+def _signal(group: str, col: S.Column, name: str, t: np.ndarray, v: np.ndarray) -> Signal:
+    if group == "smart_counters":
+        kind = "events" if ("count" in col.name or "events" in col.name) else "seconds"
+        scale = _time_scale(col) if kind == "seconds" else 1.0
+        return Signal(name, kind, t, v, scale, what="NVMe SMART " + col.name)
+    if group == "critical_warning":
+        what = "NVMe critical warning bit 1 (temperature)"
+        return Signal(name, "flag", t, v, mask=CRITICAL_WARNING_TEMPERATURE, what=what)
+    if group == "levels":
+        return Signal(name, "flag", t, v, mask=-1, what=f"{col.collector} {col.name}")
+    return Signal(name, "flag", t, v, mask=GPU_THERMAL_REASONS, what="GPU clock event reason: thermal slowdown")
+
+
 def signals(rec, tl) -> list[Signal]:
     cols = S.throttle_columns(tl.columns)
-    out = []
-    for col in cols["smart_counters"]:
-        kind = "events" if ("count" in col.name or "events" in col.name) else "seconds"
-        for ent, df in S.load_column(rec, col, tl, "last").items():
-            out.append(
-                Signal(
-                    S.series_name(col, ent),
-                    kind,
-                    df["t_ns"].to_numpy(dtype=float),
-                    df["value"].to_numpy(),
-                    _time_scale(col) if kind == "seconds" else 1.0,
-                    what="NVMe SMART " + col.name,
-                )
-            )
-    for col in cols["critical_warning"]:
-        for ent, df in S.load_column(rec, col, tl, "or").items():
-            out.append(
-                Signal(
-                    S.series_name(col, ent),
-                    "flag",
-                    df["t_ns"].to_numpy(dtype=float),
-                    df["value"].to_numpy(),
-                    mask=CRITICAL_WARNING_TEMPERATURE,
-                    what="NVMe critical warning bit 1 (temperature)",
-                )
-            )
-    for col in cols["levels"]:
-        for ent, df in S.load_column(rec, col, tl, "max").items():
-            out.append(
-                Signal(
-                    S.series_name(col, ent),
-                    "flag",
-                    df["t_ns"].to_numpy(dtype=float),
-                    df["value"].to_numpy(),
-                    mask=-1,
-                    what=f"{col.collector} {col.name}",
-                )
-            )
-    for col in cols["gpu_reasons"]:
-        for ent, df in S.load_column(rec, col, tl, "or").items():
-            out.append(
-                Signal(
-                    S.series_name(col, ent),
-                    "flag",
-                    df["t_ns"].to_numpy(dtype=float),
-                    df["value"].to_numpy(),
-                    mask=GPU_THERMAL_REASONS,
-                    what="GPU clock event reason: thermal slowdown",
-                )
-            )
-    return out
+    return [
+        _signal(group, col, name, t, v)
+        for group, how in _REDUCED_BY.items()
+        for col in cols[group]
+        for name, t, v in _series(rec, col, tl, how)
+    ]
 
 
 def signal_in_window(sig: Signal, a: float, b: float) -> tuple[int, float]:
