@@ -30,7 +30,9 @@ reader in turn (ckprof.record.fanreplay), --rounds times, each reader's thread C
 and the ratio Python ÷ C.
 
 With --reader-only, the source alone runs in this process (FileActivity, a real group, the real
-proc connector, the C reader and the Python reader alternately, --rounds each) while GEN writes new
+proc connector; the C reader with its read cycle in C, the C reader called from the Python loop
+(CKPROF_FILE_ACTIVITY_CYCLE=python: the code before fr_cycle) and the Python reader, in turn,
+--rounds each) while GEN writes new
 small files for --seconds: its thread's CPU per second of the command and the files a second it
 saw, without the rest of the recorder competing for the two cores (under `ckprof record` the
 generator often falls short of the rate asked on this VM, and per-file figures at different rates
@@ -160,22 +162,30 @@ def replay(tmp: str, files: int, rate: float, rounds: int) -> None:
 
 def reader_only(tmp: str, gen: str, rate: float, seconds: float, rounds: int) -> None:
     """The source's thread alone, with each reader, on the same generator (module doc)."""
-    from ckprof.record import fanreader
+    from ckprof.record import fanreader, fileactivity
     from ckprof.record.clock import MonotonicClock
     from ckprof.record.fanreplay import EncodingWriter
     from ckprof.record.fileactivity import FileActivity
 
-    cpu: dict[str, list[float]] = {"c": [], "python": []}
+    # the C reader with its read cycle in C; the C reader called from the Python loop (the code
+    # before fr_cycle); the Python reader
+    envs = {
+        "c": {},
+        "c, Python cycle": {fileactivity.CYCLE_ENV: "python"},
+        "python": {fanreader.ENV: "python"},
+    }
+    cpu: dict[str, list[float]] = {r: [] for r in envs}
+    files: dict[str, list[float]] = {r: [] for r in envs}
     for k in range(rounds):
-        for reader in ("c", "python") if k % 2 == 0 else ("python", "c"):
+        for reader in list(envs) if k % 2 == 0 else list(envs)[::-1]:
             root = os.path.join(tmp, "reader_only")
             os.makedirs(root)
-            if reader == "python":
-                os.environ[fanreader.ENV] = "python"
+            os.environ.update(envs[reader])
             try:
                 fa = FileActivity(EncodingWriter(), MonotonicClock(), [root]).start()
             finally:
-                os.environ.pop(fanreader.ENV, None)
+                for name in envs[reader]:
+                    os.environ.pop(name, None)
             p = subprocess.Popen(
                 [sys.executable, gen, root, str(rate), str(seconds)], stdout=subprocess.PIPE, text=True
             )
@@ -184,12 +194,19 @@ def reader_only(tmp: str, gen: str, rate: float, seconds: float, rounds: int) ->
             meta = fa.stop()
             shutil.rmtree(root)
             cpu[reader].append(100 * meta["cpu_s"] / seconds)
+            files[reader].append(meta["files"] / seconds)
             print(
-                f"reader-only round {k + 1} {meta['reader']!r}: {cpu[reader][-1]:.3f} % of a core, "
-                f"{meta['files'] / seconds:.0f} files/s (generator offered {said} events/s)"
+                f"reader-only round {k + 1} {reader} ({meta['reader']}): {cpu[reader][-1]:.3f} % of a core, "
+                f"{files[reader][-1]:.0f} files/s (generator offered {said} events/s), load average "
+                f"{os.getloadavg()[0]:.1f}"
             )
-    c_m, py_m = statistics.median(cpu["c"]), statistics.median(cpu["python"])
-    print(f"== reader-only: C reader {c_m:.3f} % of a core, Python reader {py_m:.3f} %; Python ÷ C {py_m / c_m:.2f}×")
+    print(
+        "== reader-only: "
+        + "; ".join(
+            f"{r} {statistics.median(cpu[r]):.3f} % of a core at {statistics.median(files[r]):.0f} files/s"
+            for r in envs
+        )
+    )
 
 
 def main() -> None:
