@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -15,7 +15,7 @@ from ckprof.units import GIB
 from . import thermal as T
 from .durability import Verdict, storage_of
 from .gpu_idle import window_idle
-from .model import UNKNOWN_DEVICE_ORDER, Part
+from .model import DeviceFigures, DeviceUnknown, Part
 from .records import Window
 from .timeline import in_window
 
@@ -213,12 +213,10 @@ class _Returning(Protocol):
 
 _P = TypeVar("_P", bound=_Returning)  # a Part, or a Checkpoint that is its own one part
 
-FIGURES = UNKNOWN_DEVICE_ORDER  # a device's figures (analysis/model.py DeviceFigures)
-
 
 def device_stats(
     tl, a: float, b: float, direction: str = "write", unknown: dict | None = None
-) -> tuple[dict, float | None, float | None]:
+) -> tuple[dict[str, DeviceFigures], float | None, float | None]:
     """Per-device figures over the sampling intervals that [a, b] touches.
 
     The counters are read once per interval, so bytes cannot be placed inside one: a window's
@@ -227,11 +225,12 @@ def device_stats(
     the entry as `unknown`, and it is left out of the total. Returns (per device, total bytes in
     `direction` — write for a save, read for a load — and the longest span in s).
     """
-    out, total, longest = {}, None, None
+    out: dict[str, DeviceFigures] = {}
+    total, longest = None, None
     unknown = unknown or {}
     for dev, df in tl.devices.items():
         if dev in unknown:
-            out[dev] = {**dict.fromkeys(FIGURES), "unknown": unknown[dev]}
+            out[dev] = DeviceFigures(unknown=DeviceUnknown.from_jsonable(unknown[dev]))
             continue
         w = in_window(df, a, b)
         if w.empty:
@@ -243,11 +242,7 @@ def device_stats(
             inflight = w["in_flight_max"].max()
         elif "in_flight" in w:
             inflight = w["in_flight"].max()
-        d = {
-            "span_s": span_s,
-            "longest_interval_s": float(w["dt_s"].max()) if "dt_s" in w else None,
-            "unknown": None,
-        }
+        d: dict = {"span_s": span_s, "longest_interval_s": float(w["dt_s"].max()) if "dt_s" in w else None}
         for io in ("write", "read"):
             n = float(w[f"{io}_bytes"].sum())
             d[f"{io}_bytes"] = n
@@ -262,7 +257,7 @@ def device_stats(
                 "peak_in_flight": _f(inflight),
             }
         )
-        out[dev] = d
+        out[dev] = DeviceFigures(**d)
         total = (total or 0.0) + d[f"{direction}_bytes"]
         longest = max(longest or 0.0, span_s)
     return out, total, longest
@@ -355,7 +350,7 @@ def ssd_efficiency(devs: dict, sources: list, ssd_devices: dict, a: float, b: fl
         if s.component != "ssd":
             continue
         behind = ssd_devices.get(s.device) or []
-        got = [devs[d][f"{io}_bytes"] for d in behind if d in devs]
+        got = [getattr(devs[d], f"{io}_bytes") for d in behind if d in devs]
         nbytes = None if any(x is None for x in got) else sum(got)  # a device's figure unknown: unknown
         j = s.energy_j(a, b)
         if j is None or np.isnan(j) or j <= 0:
@@ -460,17 +455,19 @@ def checkpoint_row(w: Window, dur: Verdict, tl, ctx, share: dict | None = None, 
     if share is not None:
         dev_bytes = None if not devs else 0.0
         for dev, d in devs.items():
-            if d["unknown"] is not None:
+            if d.unknown is not None:
                 continue
             got = share.get(dev, {"write_bytes": 0.0, "read_bytes": 0.0})
+            mine = {}
             for x in ("write", "read"):
-                d[f"{x}_bytes"] = got[f"{x}_bytes"]
-                d[f"mean_{x}_gib_per_s"] = got[f"{x}_bytes"] / d["span_s"] / GIB
+                mine[f"{x}_bytes"] = got[f"{x}_bytes"]
+                mine[f"mean_{x}_gib_per_s"] = got[f"{x}_bytes"] / d.span_s / GIB
+            devs[dev] = replace(d, **mine)  # this window's share of the bytes (attribute_device_bytes)
             dev_bytes += got[f"{io}_bytes"]
     if unknown:  # a device's share unknown: the sum over the devices is not known either
         dev_bytes = None
     span_s = dev_span if dev_span else (end_used - a) / 1e9
-    gap_s = max((d["longest_interval_s"] or 0 for d in devs.values()), default=0.0)
+    gap_s = max((d.longest_interval_s or 0 for d in devs.values()), default=0.0)
     sampling_gap = gap_s > GAP_FACTOR * tl.res_s
     bytes_app = w.bytes_app
     gib_basis = (bytes_app or dev_bytes or 0) / GIB

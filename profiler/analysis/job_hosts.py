@@ -29,7 +29,7 @@ from . import job_notes, job_throughput
 from .analyze import Analysis, analyze, merged_spans
 from .checkpoints import device_stats, returned_last, unknown_entry, window_device_unknown
 from .job_model import HostPart, LastRank, NodeFigures, NodeSlowDevice
-from .model import Checkpoint, Part
+from .model import Checkpoint, DeviceFigures, Part
 from .model_base import Note
 
 SLOW_DEVICE_MIN_SHARE = 0.10
@@ -109,14 +109,15 @@ def saves_energy_j(an: Analysis, grouped: dict[tuple, list[Window]]) -> float | 
     return None if not totals or any(t is None for t in totals) else float(sum(totals))
 
 
-def _slowest_device(devs: dict, dev_bytes: float | None, io: str) -> NodeSlowDevice | None:
+def _slowest_device(devs: dict[str, DeviceFigures], dev_bytes: float | None, io: str) -> NodeSlowDevice | None:
     rate, moved = f"mean_{io}_gib_per_s", f"{io}_bytes"
-    carrying = {d: v for d, v in devs.items() if dev_bytes and v[moved] >= SLOW_DEVICE_MIN_SHARE * dev_bytes}
+    carrying = {d: v for d, v in devs.items() if dev_bytes and getattr(v, moved) >= SLOW_DEVICE_MIN_SHARE * dev_bytes}
     if not carrying:
         return None
-    d = min(carrying, key=lambda d: carrying[d][rate])
+    d = min(carrying, key=lambda d: getattr(carrying[d], rate))
+    slowest = carrying[d]
     return NodeSlowDevice(
-        device=d, gib_per_s=_f(carrying[d][rate]), bytes=_f(carrying[d][moved]), of_devices=len(carrying)
+        device=d, gib_per_s=_f(getattr(slowest, rate)), bytes=_f(getattr(slowest, moved)), of_devices=len(carrying)
     )
 
 
