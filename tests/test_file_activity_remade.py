@@ -69,3 +69,28 @@ def test_a_path_made_again_before_its_deletion_was_read_is_marked_again(reader, 
         fa.tree.close()
         if fa._c is not None:
             fa._c.close()
+
+
+def test_a_directory_marked_twice_is_counted_once(reader, tmp_path):
+    """meta.json's `marks.directories` counts directories, not marks made: a folder renamed (a save
+    written under a temporary name, then renamed) is marked again under its new name, and a folder
+    made while its parent's listing runs is marked by the listing and again by its own event (the
+    scope test's count read 13 for 10 directories in 2 of 5 runs)."""
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    fa = _by_hand(str(root))
+    try:
+        (root / "tmp-step_1" / "shards").mkdir(parents=True)
+        fa._read_all()  # marked and listed: ckpt, tmp-step_1, shards
+        assert fa.dir_marks == 3
+        os.rename(root / "tmp-step_1", root / "step_1")
+        fa._read_all()
+        assert fa.dir_marks == 3, fa._marks()
+        shutil.rmtree(root / "step_1")
+        fa._read_all()
+        assert fa.dir_marks == 1, fa._marks()
+    finally:
+        fa.group.close()
+        fa.tree.close()
+        if fa._c is not None:
+            fa._c.close()

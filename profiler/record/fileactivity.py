@@ -176,9 +176,11 @@ class FileActivity:
         self._dir_keep: dict[bytes, tuple[str | None, int]] = {}  # handle → (path, _NONE/_ALL/_EACH)
         self._ops: dict[int, list[str]] = {}  # a burst's mask → its ops' names
         self._scanned: dict[str, tuple[str, str]] = {}  # a path → the key of its burst found by a scan
-        self.dir_marks = 0  # directories marked (less those deleted)
+        # each directory marked, by path → its inode (st_dev, st_ino), and the inodes: a directory
+        # marked twice (renamed, or listed and then seen made) is one directory, one mark
+        self._marked: dict[str, tuple[int, int] | None] = {}
+        self._marked_inodes: set[tuple[int, int] | None] = set()
         self.fs_marked: dict[str, str] = {}  # a root → why its whole file system is marked
-        self._root_marked: dict[str, tuple[int, int] | None] = {}  # a root → the inode its mark is on
         self._procs: set[int] = set()
         self._mine_ns = -(1 << 62)  # when the tree's events were last read
         self._offset_ns: int | None = None
@@ -312,10 +314,14 @@ class FileActivity:
             raise _TooMany(f"more than {MAX_DIR_MARKS} directories under the paths")
         if not self.group.mark_directory(d):
             return False
-        self.dir_marks += 1
-        if d in self.roots:
-            self._root_marked[d] = self._identity(d)
+        self._marked[d] = inode = self._identity(d)
+        self._marked_inodes.add(inode)
         return True
+
+    @property
+    def dir_marks(self) -> int:
+        """Directories marked, less those deleted."""
+        return len(self._marked_inodes)
 
     @staticmethod
     def _identity(path: str) -> tuple[int, int] | None:
@@ -376,7 +382,10 @@ class FileActivity:
         roots = [r for r in self.roots if r not in self.fs_marked]
         if mask & F.FAN_DELETE:
             if any(_under(path, (r,)) for r in roots):
-                self.dir_marks = max(0, self.dir_marks - 1)  # its mark went with its inode
+                # its mark went with its inode, as did those of the directories that were in it (whose
+                # own deletions may not be resolved to a path: their parent was gone when read)
+                for p in [p for p in self._marked if p == path or p.startswith(path + "/")]:
+                    self._marked_inodes.discard(self._marked.pop(p))
             return
         # made by the tree: what was made in it before its mark is the tree's too
         scan_ns = t_ns if mask & F.FAN_CREATE and self.tree.contains(pid) else None
@@ -403,7 +412,7 @@ class FileActivity:
                     continue
                 if not os.path.isdir(r):
                     self._mark_root(r, scan_ns=None)
-                elif self._identity(r) != self._root_marked.get(r):
+                elif self._identity(r) != self._marked.get(r):
                     self._mark_tree(r, scan_ns=None)
         except (_TooMany, F.Unavailable) as e:
             self._fall_back(e)
