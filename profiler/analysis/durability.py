@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from ckprof.recording.format import FILE_ACTIVITY_ID
 from ckprof.recording.fstypes import OBJECT_SCHEMES, kind_of, url_scheme
 
-from .records import CheckpointEnd, CheckpointExtend, FileEvent, TrackerRun, Window
+from .records import CheckpointEnd, CheckpointExtend, FileEvent, TrackerRun, Window, checkpoint_ends, checkpoint_extends
 from .windows import DurableHint
 
 FILE_EVENTS = (
@@ -81,13 +81,12 @@ class FileEvidence:
         for r in ev[ev["event"].isin(FILE_EVENTS)].to_dict("records"):
             f = FileEvent.from_event(r)
             out.by_id.setdefault(f.id, []).append(f)
-        for r in ev[ev["event"] == "checkpoint_end"].to_dict("records"):
-            out.ends[str(r["id"])] = CheckpointEnd.from_event(r)
-        for r in ev[ev["event"] == "checkpoint_extend"].to_dict("records"):
-            e = CheckpointExtend.from_event(r)
-            out.extends.setdefault(str(r["id"]), []).append(e)
+        for end in checkpoint_ends(ev):
+            out.ends[end.id] = end
+        for e in checkpoint_extends(ev):
+            out.extends.setdefault(e.id, []).append(e)
             if e.renamed_to:
-                out.renamed.setdefault(str(r["id"]), set()).add(str(e.path))
+                out.renamed.setdefault(e.id, set()).add(str(e.path))
         return out
 
 
@@ -198,7 +197,7 @@ def _object_store(w: Window, fe: FileEvidence, ids, end: CheckpointEnd, out: Ver
     """Durable in the object store once the upload's completing call (the file's close, the
     multipart completion) returned without error: an event of the window says `uploaded: true`."""
     evs: list[CheckpointEnd | CheckpointExtend] = [end, *(e for i in ids for e in fe.extends.get(i, ()))]
-    done = [e.t_ns or 0.0 for e in evs if e.uploaded is True]
+    done = [float(e.t_ns or 0.0) for e in evs if e.uploaded is True]
     if w.app_end_ns is None or not done:
         out.durable_basis.insert(
             0, "unknown: an object-store path, and no event says its upload completed (the completing call's return)"

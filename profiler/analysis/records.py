@@ -166,30 +166,37 @@ class TrackerRun:
 class CheckpointEnd:
     """A `checkpoint_end` event's durability fields: the dirty bytes of its files as the call
     returned and how many files were looked at, whether an upload's completing call returned
-    without error (`uploaded`), when (monotonic ns)."""
+    without error (`uploaded`), when (monotonic ns); the seconds an async save held its caller
+    (`blocking_s`)."""
 
+    id: str = ""
     t_ns: float | None = None
     pending_bytes_at_return: float | None = None
     files_at_return: int | None = None
     uploaded: bool | None = None
+    blocking_s: float | None = None
 
     @classmethod
     def from_event(cls, row: Any) -> CheckpointEnd:
         up = _v(row, "uploaded")
         return cls(
+            id=str(row["id"]),
             t_ns=_float(_v(row, "t_ns")),
             pending_bytes_at_return=_float(_v(row, "pending_bytes_at_return")),
             files_at_return=_int(_v(row, "files_at_return")),
             uploaded=up if isinstance(up, bool) else None,
+            blocking_s=_v(row, "blocking_s"),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointExtend:
-    """A `checkpoint_extend` event: the app's own fsync/fdatasync/rename/sync of a save's file
-    after the call (`op`, the path, the name it was renamed to), or an upload's completion."""
+    """A `checkpoint_extend` event of the window `id`: the app's own fsync/fdatasync/rename/sync of
+    a save's file after the call (`op`, the path, the name it was renamed to), or an upload's
+    completion; when (monotonic ns)."""
 
-    t_ns: float | None
+    id: str
+    t_ns: float
     op: str | None
     path: str | None
     renamed_to: str | None
@@ -199,9 +206,22 @@ class CheckpointExtend:
     def from_event(cls, row: Any) -> CheckpointExtend:
         up = _v(row, "uploaded")
         return cls(
-            t_ns=_float(_v(row, "t_ns")),
+            id=str(row["id"]),
+            t_ns=float(row["t_ns"]),
             op=_str(_v(row, "op")),
             path=_str(_v(row, "path")),
-            renamed_to=_str(_v(row, "renamed_to")) or None,
+            renamed_to=_str(_v(row, "renamed_to")),
             uploaded=up if isinstance(up, bool) else None,
         )
+
+
+def checkpoint_ends(events: Any) -> list[CheckpointEnd]:
+    """The recording's `checkpoint_end` events, in the events' order (events.jsonl as a table)."""
+    rows = events[events["event"] == "checkpoint_end"] if "event" in events else events.iloc[0:0]
+    return [CheckpointEnd.from_event(r) for r in rows.to_dict("records")]
+
+
+def checkpoint_extends(events: Any) -> list[CheckpointExtend]:
+    """The recording's `checkpoint_extend` events, in the events' order."""
+    rows = events[events["event"] == "checkpoint_extend"] if "event" in events else events.iloc[0:0]
+    return [CheckpointExtend.from_event(r) for r in rows.to_dict("records")]

@@ -20,7 +20,7 @@ from ckprof.jsonsafe import json_value
 
 from . import filesaves
 from .grouping import group_saves
-from .records import Window
+from .records import Window, checkpoint_ends, checkpoint_extends
 from .timeline import Total
 
 MIB = 1024 * 1024
@@ -137,19 +137,16 @@ class _Finish:
 
 def _finishes(ev: pd.DataFrame) -> dict[str, _Finish]:
     out: dict[str, _Finish] = {}
-    if "op" not in ev:
-        return out
-    for e in ev[ev["event"] == "checkpoint_extend"].to_dict("records"):
-        cur = out.setdefault(str(e["id"]), _Finish())
-        cur.t_ns = max(cur.t_ns, float(e["t_ns"]))
-        cur.ops.append(str(e["op"]))
-        renamed_to = e.get("renamed_to")
-        if isinstance(renamed_to, str):
-            cur.renamed = (str(e["path"]), renamed_to)
+    for e in checkpoint_extends(ev):
+        cur = out.setdefault(e.id, _Finish())
+        cur.t_ns = max(cur.t_ns, e.t_ns)
+        cur.ops.append(str(e.op))
+        if e.renamed_to is not None:
+            cur.renamed = (str(e.path), e.renamed_to)
     return out
 
 
-def _marker_window(r: dict, name: str | None, blocking_s: float | None) -> Window:
+def _marker_window(r: dict) -> Window:
     """One row of Recording.checkpoints() (a checkpoint_start and its end) as a window."""
     get = r.get
     ok = get("ok")
@@ -163,10 +160,8 @@ def _marker_window(r: dict, name: str | None, blocking_s: float | None) -> Windo
         path=json_value(get("path")),
         step=_whole(get("step")),
         rank=_whole(get("rank")),
-        name=name,
         ok=None if ok is None or pd.isna(ok) else bool(ok),
         error=json_value(get("error")),
-        blocking_s=json_value(blocking_s),
         pid=_whole(get("pid")),
         host=json_value(get("host")),
         cached_bytes_at_start=_num(get("cached_bytes_at_start")),
@@ -181,17 +176,14 @@ def marker_windows(rec) -> list[Window]:
         return []
     out = []
     ev = rec.events
-    blocking = {}
-    if "blocking_s" in ev:
-        ends = ev[(ev["event"] == "checkpoint_end") & ev["blocking_s"].notna()]
-        blocking = dict(zip(ends["id"], ends["blocking_s"]))
-    names: dict[object, object] = {}
-    if "name" in ev:  # the first event of an id names its call
-        for i, n in zip(ev["id"], ev["name"]):
-            names.setdefault(i, n)
+    blocking = {e.id: e.blocking_s for e in checkpoint_ends(ev) if e.blocking_s is not None}
+    names: dict[str, object] = {}
+    for i, n in zip(ev["id"], ev["name"]) if "name" in ev else ():  # the first event of an id names its call
+        names.setdefault(str(i), n)
     finishes = _finishes(ev)  # the app's own fsync/rename/sync of a save's files (checkpoint_extend)
     for r in cp.to_dict("records"):
-        w = _marker_window(r, json_value(names.get(r["id"])) if "name" in ev else None, blocking.get(r["id"]))
+        w = _marker_window(r)
+        w.blocking_s, w.name = blocking.get(w.id), json_value(names.get(w.id))
         out.append(w)
         ext = finishes.get(w.id)
         if ext and w.app_end_ns is not None:
