@@ -13,7 +13,10 @@ and the save has a staging and an upload completion). Single process, no process
 --truth FILE gets one JSON line per fact, times from CLOCK_MONOTONIC in ns (the clock ckprof records
 with), so a recording's phases and step figures can be checked against what the program saw:
   {"ev": "step", "step": i, "start_ns", "end_ns"}           every training step (GPU synchronised)
-  {"ev": "save_call", "step", "start_ns", "return_ns"}      the call the loop waited on
+  {"ev": "save_call", "step", "start_ns", "return_ns", "state_cuda_bytes"}   the call the loop waited
+      on; state_cuda_bytes: the bytes of GPU memory the state holds, counted from the model (its
+      parameters, and AdamW's two moments of each: 3 × the parameters' bytes; its step counters
+      are on the CPU), what staging copies to host memory
   {"ev": "staged", "step", "done_ns"}                       async-staged: the staging future completed
   {"ev": "save_done", "step", "done_ns", "bytes"}           the save's future completed; bytes on disk
 Completion times are taken by polling the futures after every step and at the end, so each is late by
@@ -78,6 +81,17 @@ def main(argv=None) -> None:
         )
     pending: list[dict] = []  # saves whose futures have not completed
 
+    def state_cuda_bytes() -> int:
+        """The program's own count of its state on the GPU: parameters + AdamW's exp_avg and exp_avg_sq."""
+        params = sum(p.numel() * p.element_size() for p in model.parameters() if p.is_cuda)
+        moments = sum(
+            t.numel() * t.element_size()
+            for st in opt.state.values()
+            for k, t in st.items()
+            if k in ("exp_avg", "exp_avg_sq") and t.is_cuda
+        )
+        return params + moments
+
     def poll(final: bool = False) -> None:
         for p in list(pending):
             if p.get("staging") is not None and "staged_ns" not in p and (final or p["staging"].done()):
@@ -113,7 +127,7 @@ def main(argv=None) -> None:
         kw = {"async_stager": stager} if stager is not None else {}
         result = dcp.async_save(state, checkpoint_id=path, no_dist=True, **kw)
         c1 = now_ns()
-        log(ev="save_call", step=step, start_ns=c0, return_ns=c1)
+        log(ev="save_call", step=step, start_ns=c0, return_ns=c1, state_cuda_bytes=state_cuda_bytes())
         staging = getattr(result, "staging_completion", None)
         upload = getattr(result, "upload_completion", result)
         pending.append({"step": step, "path": path, "staging": staging, "upload": upload})

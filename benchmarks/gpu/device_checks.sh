@@ -5,7 +5,9 @@
 #  1. the real-NVML tests (tests/test_gpu.py::test_real_nvml, tests/test_gpu_idle_real.py);
 #  2. examples/train_async_checkpoint.py on the GPU under `ckprof record`, in its three modes (dcp.save,
 #     dcp.async_save, async_save with DCP's pinned-memory DefaultStager), each with the program's own
-#     truth log, reported as JSON; every recording is kept (tar) for tests and the issue's note.
+#     truth log, reported as JSON; every recording is kept (tar) for tests and the issue's note;
+#  3. per async save, the staging phase's device-to-host bytes against the program's own count of its
+#     CUDA state (benchmarks/gpu/d2h_check.py): d2h.txt, PASS within ±5 % (issue 25).
 set -uo pipefail
 OUT=${OUT:-/tmp/ckprof-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -17,7 +19,8 @@ export PYTHONPATH=/tmp/site
 CK="python3 -m ckprof"
 { nvidia-smi -L; uname -r; python3 -c 'import torch, ckprof.record as r, os; print("torch", torch.__version__, torch.cuda.get_device_name(0)); print("colsampler", any(f.startswith("_colsampler") for f in os.listdir(os.path.dirname(r.__file__))))'; } 2>&1 | tee "$OUT/machine.txt"
 python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu.py::test_real_nvml tests/test_gpu_idle_real.py \
-  tests/test_gpu_async_real.py tests/test_report_async_phases.py tests/test_train_steps.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
+  tests/test_gpu_async_real.py tests/test_report_async_phases.py tests/test_train_steps.py \
+  tests/test_async_d2h.py tests/test_async_gpu_idle.py 2>&1 | tail -15 | tee "$OUT/pytest.txt"
 $CK doctor --path /tmp 2>&1 | tail -25 > "$OUT/doctor.txt"
 for m in sync async async-staged; do
   rm -rf /tmp/ckpt-$m /tmp/rec-$m /tmp/truth-$m.jsonl
@@ -30,5 +33,6 @@ for m in sync async async-staged; do
   $CK report /tmp/rec-$m --format md 2>&1 | head -60 >> "$OUT/record-$m.txt"
   tail -5 "$OUT/record-$m.txt"
 done
+python3 benchmarks/gpu/d2h_check.py /tmp 2>&1 | tee "$OUT/d2h.txt"
 tar -C /tmp -czf "$OUT/recordings.tgz" rec-sync rec-async rec-async-staged report-sync.json report-async.json report-async-staged.json
 ls -la "$OUT"

@@ -351,6 +351,10 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
             path = path_of(args, kwargs)
         except Exception:
             pass
+        if path and "://" not in path and not os.path.isabs(path):
+            # a checkpoint_id relative to the program's working directory: the recorder's file
+            # tracker and the analysis (which joins this call with the files it wrote) need it whole
+            path = os.path.abspath(path)
         try:
             step = step_of(args, kwargs) if step_of else None
         except Exception:
@@ -537,6 +541,8 @@ def _d2h_fields(d2h, staging_ns, basis):
     if d2h is None:
         return {}
     n, why = d2h
+    if n == 0:
+        why = "no CUDA tensors in the state dict (nothing copied to host)"
     return {
         "d2h_bytes": n,
         "d2h_s": None if not n else staging_ns / 1e9,
