@@ -198,7 +198,7 @@ def test_a_devices_first_interval_counts_in_the_hosts_total(tmp_path):
     )
     tl = timeline.build(ckprof.load(rb.finish(tmp_path / "rec")))
     written = (len(times) - 1) * 2048 * 512
-    assert tl.devices["vda"]["write_bytes"].sum() == written
+    assert tl.devices["vda"].write_bytes.sum() == written
     assert tl.total.write_bytes.sum() == written  # the first interval's 1 MiB was dropped before
 
 

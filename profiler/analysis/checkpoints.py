@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
@@ -17,7 +18,7 @@ from .durability import Verdict, storage_of
 from .gpu_idle import window_idle
 from .model import DeviceFigures, DeviceUnknown, Part
 from .records import Window
-from .timeline import in_window
+from .timeline import rows_in
 
 # A block-sample interval this many times the analysis resolution inside a window is a gap in
 # sampling (a stalled or starved recorder): its device rate is not measured.
@@ -96,14 +97,14 @@ def device_sampling(tl, events, finished: bool, stopped_why: str | None = None) 
     /proc/diskstats."""
     gone = devices_gone(events, tl.devices)
     slack_ns = GAP_FACTOR * tl.res_s * 1e9
-    ends = [float(df["t_ns"].iloc[-1]) for df in tl.devices.values() if not df.empty]
+    ends = [float(d.t_ns[-1]) for d in tl.devices.values() if not d.empty]
     final = max(ends, default=None)
     out = {}
-    for dev, df in tl.devices.items():
-        if df.empty:
+    for dev, d in tl.devices.items():
+        if d.empty:
             continue
-        t1 = df["t_ns"].to_numpy(dtype=float)
-        t0 = t1 - df["dt_s"].to_numpy() * 1e9
+        t1 = d.t_ns.astype(float)
+        t0 = t1 - d.dt_s * 1e9
         last = float(t1[-1])
         if last < final - slack_ns:  # the others were sampled on
             why = "it was no longer in /proc/diskstats after that: gone without a uevent ckprof saw"
@@ -177,7 +178,7 @@ def device_figure_unknown(
             edge,
             dev,
         )
-    i, j = _rows_touched(s.t0_ns, s.t1_ns, a_ns, b_ns)
+    i, j = rows_in(s.t1_ns, s.t0_ns, a_ns, b_ns)
     if j - i == 1 and s.t1_ns[i] - s.t0_ns[i] > slack:  # one interval holds the whole window: no sample in it
         t0, t1 = at(s.t0_ns[i]), at(s.t1_ns[i])
         return unknown_entry(
@@ -228,33 +229,28 @@ def device_stats(
     out: dict[str, DeviceFigures] = {}
     total, longest = None, None
     unknown = unknown or {}
-    for dev, df in tl.devices.items():
+    for dev, rates in tl.devices.items():
         if dev in unknown:
             out[dev] = DeviceFigures(unknown=DeviceUnknown.from_jsonable(unknown[dev]))
             continue
-        w = in_window(df, a, b)
+        w = rates.window(a, b)
         if w.empty:
             continue
-        t1 = w["t_ns"].to_numpy()
-        span_s = max((t1.max() - (t1 - w["dt_s"].to_numpy() * 1e9).min()) / 1e9, 1e-9)
-        inflight = None
-        if "in_flight_max" in w:
-            inflight = w["in_flight_max"].max()
-        elif "in_flight" in w:
-            inflight = w["in_flight"].max()
-        d: dict = {"span_s": span_s, "longest_interval_s": float(w["dt_s"].max()) if "dt_s" in w else None}
+        span_s = max((w.t_ns.max() - w.t0_ns.min()) / 1e9, 1e-9)
+        in_flight = w.in_flight_max if w.in_flight_max is not None else w.in_flight
+        d: dict = {"span_s": span_s, "longest_interval_s": float(w.dt_s.max())}
         for io in ("write", "read"):
-            n = float(w[f"{io}_bytes"].sum())
+            n = float(np.nansum(getattr(w, f"{io}_bytes")))
             d[f"{io}_bytes"] = n
             d[f"mean_{io}_gib_per_s"] = n / span_s / GIB
-            d[f"peak_{io}_gib_per_s"] = _f(w[f"{io}_bytes_per_s"].max() / GIB)
+            d[f"peak_{io}_gib_per_s"] = _f(_skipnan_max(getattr(w, f"{io}_bytes_per_s")) / GIB)
         d.update(
             {
                 "mean_aqu_sz": _f(
-                    np.average(w["aqu_sz"], weights=w["dt_s"]) if w["dt_s"].sum() > 0 else w["aqu_sz"].mean()
+                    np.average(w.aqu_sz, weights=w.dt_s) if np.nansum(w.dt_s) > 0 else _skipnan_mean(w.aqu_sz)
                 ),
-                "peak_aqu_sz": _f(w["aqu_sz"].max()),
-                "peak_in_flight": _f(inflight),
+                "peak_aqu_sz": _f(_skipnan_max(w.aqu_sz)),
+                "peak_in_flight": _f(None if in_flight is None else _skipnan_max(in_flight)),
             }
         )
         out[dev] = DeviceFigures(**d)
@@ -263,14 +259,18 @@ def device_stats(
     return out, total, longest
 
 
-def _rows_touched(t0: np.ndarray, t1: np.ndarray, a: float, b: float) -> tuple[int, int]:
-    """[i, j) of the intervals (t0, t1] that [a, b] touches: timeline.in_window's rule."""
-    i = int(np.searchsorted(t1, a, side="right"))
-    j = int(np.searchsorted(t0, b, side="left"))
-    if j <= i:
-        i = min(i, len(t1) - 1)
-        j = i + 1
-    return max(i, 0), j
+def _skipnan_max(a: np.ndarray) -> float:
+    """The largest value that is not NaN (pandas' max); NaN when there is none."""
+    known = np.asarray(a, dtype=float)
+    known = known[~np.isnan(known)]
+    return float(known.max()) if len(known) else math.nan
+
+
+def _skipnan_mean(a: np.ndarray) -> float:
+    """The mean of the values that are not NaN (pandas' mean); NaN when there is none."""
+    known = np.asarray(a, dtype=float)
+    known = known[~np.isnan(known)]
+    return float(known.mean()) if len(known) else math.nan
 
 
 def attribute_device_bytes(
@@ -291,18 +291,18 @@ def attribute_device_bytes(
     known = [s[3] for s in spans if s[3]]
     default = float(np.mean(known)) if known else 1.0
     out: list[dict] = [{} for _ in spans]
-    for dev, df in tl.devices.items():
-        if df.empty:
+    for dev, rates in tl.devices.items():
+        if rates.empty:
             continue
-        t1 = df["t_ns"].to_numpy(dtype=float)
-        t0 = t1 - df["dt_s"].to_numpy() * 1e9
+        t1 = rates.t_ns.astype(float)
+        t0 = t1 - rates.dt_s * 1e9
         den = {"save": np.zeros(len(t1)), "load": np.zeros(len(t1))}
         parts = []
         for n, (a, b, kind, size) in enumerate(spans):
             if unknown and dev in unknown[n]:
                 parts.append(None)
                 continue
-            i, j = _rows_touched(t0, t1, a, b)
+            i, j = rows_in(t1, t0, a, b)
             cover = np.clip(np.minimum(t1[i:j], b) - np.maximum(t0[i:j], a), 1.0, None)  # ≥ 1 ns: touched
             wgt = cover * (size or default)
             k = "load" if kind == "load" else "save"
@@ -315,7 +315,7 @@ def attribute_device_bytes(
             other = "save" if k == "load" else "load"
             d = {}
             for io, first in (("write", "save"), ("read", "load")):
-                got = df[f"{io}_bytes"].to_numpy()[i:j]
+                got = getattr(rates, f"{io}_bytes")[i:j]
                 mine, theirs = den[k][i:j], den[other][i:j]
                 # this kind's windows have the interval when they are first in line for this
                 # direction, or when none of the first in line touch it
@@ -329,13 +329,13 @@ def _busy_s(tl, a: float, b: float, unknown: dict) -> float | None:
     """Seconds the busiest recorded device was busy (iostat %util × time) over [a, b]'s intervals;
     a device whose figures are unknown there (`unknown`) is left out."""
     best = None
-    for dev, df in tl.devices.items():
+    for dev, rates in tl.devices.items():
         if dev in unknown:
             continue
-        w = in_window(df, a, b)
-        if w.empty or "util_pct" not in w:
+        w = rates.window(a, b)
+        if w.empty:
             continue
-        busy = float(np.nansum(w["util_pct"].to_numpy() / 100.0 * w["dt_s"].to_numpy()))
+        busy = float(np.nansum(w.util_pct / 100.0 * w.dt_s))
         best = busy if best is None else max(best, busy)
     return best
 

@@ -24,6 +24,66 @@ NEEDED = [c for c in BLOCK_COUNTERS if not c.startswith(("discard", "flush"))]
 MAX_BINS = 100_000  # finer than this, a day's recording would not fit the memory target
 
 
+def rows_in(t1: np.ndarray, t0: np.ndarray, a_ns: float, b_ns: float) -> tuple[int, int]:
+    """[i, j) of the rows whose interval (t0, t1] overlaps [a, b] (at least the row covering a):
+    the rule every figure over a window follows (the counters are read once per interval, so an
+    interval's movement cannot be placed inside it)."""
+    i = int(np.searchsorted(t1, a_ns, side="right"))
+    j = int(np.searchsorted(t0, b_ns, side="left"))
+    if j <= i:
+        i = min(i, len(t1) - 1)
+        j = i + 1
+    return max(i, 0), j
+
+
+@dataclass(frozen=True)
+class DeviceRates:
+    """One block device's figures per sampling interval (t_ns − dt_s, t_ns], iostat's formulas
+    (recording/rates.block_rates) at the analysis resolution: the interval's end (monotonic ns) and
+    length (s), the bytes written and read in it and their rates (B/s), the mean queue length
+    (aqu-sz, requests), the utilisation (%), the requests in flight (the interval's mean and
+    maximum; None where the recording has none). NaN: not known for that interval."""
+
+    t_ns: np.ndarray
+    dt_s: np.ndarray
+    write_bytes: np.ndarray
+    read_bytes: np.ndarray
+    write_bytes_per_s: np.ndarray
+    read_bytes_per_s: np.ndarray
+    aqu_sz: np.ndarray
+    util_pct: np.ndarray
+    in_flight: np.ndarray | None = None
+    in_flight_max: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> DeviceRates:
+        """From block_rates' table, read once."""
+        cols = {c: df[c].to_numpy() for c in df.columns if c in _RATE_FIELDS}
+        return cls(**cols)
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    @property
+    def empty(self) -> bool:
+        return len(self.t_ns) == 0
+
+    @property
+    def t0_ns(self) -> np.ndarray:
+        """Each interval's start (monotonic ns)."""
+        return self.t_ns - self.dt_s * 1e9
+
+    def window(self, a_ns: float, b_ns: float) -> DeviceRates:
+        """The intervals that overlap [a, b] (at least the one covering a): in_window's rule."""
+        i, j = rows_in(self.t_ns, self.t0_ns, a_ns, b_ns)
+        return DeviceRates(
+            **{f: None if (v := getattr(self, f)) is None else v[i:j] for f in _RATE_FIELDS}  # type: ignore[arg-type]
+        )
+
+
+_RATE_FIELDS = tuple(DeviceRates.__dataclass_fields__)
+
+
 @dataclass(frozen=True)
 class Total:
     """The recorded devices' block I/O summed on the analysis grid, one entry a bin: the bin's end
@@ -60,7 +120,7 @@ class Timeline:
     start_ns: int
     end_ns: int
     res_s: float
-    devices: dict[str, pd.DataFrame] = field(default_factory=dict)  # per device: block rates
+    devices: dict[str, DeviceRates] = field(default_factory=dict)  # per device: block rates
     total: Total | None = None  # the devices' sum on the grid
     dirty: DirtyPages | None = None
     columns: list = field(default_factory=list)  # series.Column of every collector
@@ -178,13 +238,13 @@ def build(rec) -> Timeline:
             "aqu_sz",
             "util_pct",
         ] + [c for c in ("in_flight", "in_flight_max") if c in df]
-        df = df[keep].reset_index(drop=True)
-        tl.devices[dev] = df
+        rates = DeviceRates.of(df[keep].reset_index(drop=True))
+        tl.devices[dev] = rates
         # each interval goes to the bin holding its middle
-        mid = df["t_ns"].to_numpy() - df["dt_s"].to_numpy() * 5e8
+        mid = rates.t_ns - rates.dt_s * 5e8
         b = np.clip((mid - rec.start_ns) // res_ns, 0, n_bins - 1).astype(np.int64)
-        np.add.at(w_bytes, b, df["write_bytes"].to_numpy())
-        np.add.at(r_bytes, b, df["read_bytes"].to_numpy())
+        np.add.at(w_bytes, b, rates.write_bytes)
+        np.add.at(r_bytes, b, rates.read_bytes)
         used = (min(used[0], int(b.min())), max(used[1], int(b.max()))) if used else (int(b.min()), int(b.max()))
     if busy:
         tl.busy = pd.concat(busy, ignore_index=True)
@@ -211,9 +271,5 @@ def in_window(df: pd.DataFrame, a_ns: float, b_ns: float) -> pd.DataFrame:
     """Rows whose interval (t_ns − dt_s, t_ns] overlaps [a, b] (at least the row covering a)."""
     t1 = df["t_ns"].to_numpy()
     t0 = t1 - df["dt_s"].to_numpy() * 1e9 if "dt_s" in df else t1
-    i = int(np.searchsorted(t1, a_ns, side="right"))
-    j = int(np.searchsorted(t0, b_ns, side="left"))
-    if j <= i:
-        i = min(i, len(df) - 1)
-        j = i + 1
-    return df.iloc[max(i, 0) : j]
+    i, j = rows_in(t1, t0, a_ns, b_ns)
+    return df.iloc[i:j]

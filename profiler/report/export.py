@@ -31,12 +31,10 @@ def timeline_frame(an) -> pd.DataFrame:
     out = {"t_s": (t_end - tl.start_ns) / 1e9}
     if tl.total is not None:
         out["total_write_mib_per_s"] = tl.total.write_bytes_per_s / 2**20
-    for dev, df in sorted(tl.devices.items()):
-        t = df["t_ns"].to_numpy(dtype=float)
-        out[f"{dev}.write_mib_per_s"] = np.interp(
-            t_end, t, df["write_bytes_per_s"].to_numpy() / 2**20, left=np.nan, right=np.nan
-        )
-        out[f"{dev}.aqu_sz"] = np.interp(t_end, t, df["aqu_sz"].to_numpy(), left=np.nan, right=np.nan)
+    for dev, rates in sorted(tl.devices.items()):
+        t = rates.t_ns.astype(float)
+        out[f"{dev}.write_mib_per_s"] = np.interp(t_end, t, rates.write_bytes_per_s / 2**20, left=np.nan, right=np.nan)
+        out[f"{dev}.aqu_sz"] = np.interp(t_end, t, rates.aqu_sz, left=np.nan, right=np.nan)
     for temp in an.ctx.temps:
         out[f"{temp.name}"] = np.interp(t_end, temp.t_ns, temp.values, left=np.nan, right=np.nan)
     for s in an.ctx.sources:

@@ -90,24 +90,23 @@ def timeline_panels(an, max_devices: int = 8) -> list[Panel]:
     tl = an.timeline
     panels = []
     t0 = tl.start_ns
-    devs = sorted(tl.devices, key=lambda d: -(tl.devices[d]["write_bytes"].sum() + tl.devices[d]["read_bytes"].sum()))[
-        :max_devices
-    ]
+    moved = {d: float(np.nansum(r.write_bytes) + np.nansum(r.read_bytes)) for d, r in tl.devices.items()}
+    devs = sorted(tl.devices, key=lambda d: -moved[d])[:max_devices]
     if devs:
         bw = Panel("bw", "bandwidth, GiB/s (measured, /proc/diskstats): write solid, read dashed", "bandwidth", "GiB/s")
         qd = Panel("qd", "queue depth, aqu-sz (derived from /proc/diskstats as iostat does)", "queue depth", "requests")
         for d in devs:
-            df = tl.devices[d]
-            x = (df["t_ns"].to_numpy() - t0) / 1e9
-            bw.traces.append(Trace(f"{d} write", x, df["write_bytes_per_s"].to_numpy() / GIB, "measured"))
-            if df["read_bytes"].sum() > 0:
-                bw.traces.append(Trace(f"{d} read", x, df["read_bytes_per_s"].to_numpy() / GIB, "measured", "read"))
-            qd.traces.append(Trace(d, x, df["aqu_sz"].to_numpy(), "derived"))
+            rates = tl.devices[d]
+            x = (rates.t_ns - t0) / 1e9
+            bw.traces.append(Trace(f"{d} write", x, rates.write_bytes_per_s / GIB, "measured"))
+            if np.nansum(rates.read_bytes) > 0:
+                bw.traces.append(Trace(f"{d} read", x, rates.read_bytes_per_s / GIB, "measured", "read"))
+            qd.traces.append(Trace(d, x, rates.aqu_sz, "derived"))
         if len(tl.devices) > 1 and tl.total is not None:
             x = (tl.total.t_ns - t0) / 1e9
             n = len(tl.devices)
             bw.traces.append(Trace(f"all {n} devices write", x, tl.total.write_bytes_per_s / GIB, "measured", "total"))
-            if any(d["read_bytes"].sum() > 0 for d in tl.devices.values()):
+            if any(np.nansum(r.read_bytes) > 0 for r in tl.devices.values()):
                 bw.traces.append(
                     Trace(f"all {n} devices read", x, tl.total.read_bytes_per_s / GIB, "measured", "total")
                 )
