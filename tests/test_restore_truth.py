@@ -17,6 +17,11 @@ MiB = 2**20
 
 CHILD = """
 import json, os, sys, time, torch, ckprof
+def waited_ns():  # this thread's time waiting for a CPU (run_delay, Documentation/scheduler/sched-stats.rst)
+    try:
+        return int(open("/proc/thread-self/schedstat").read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0  # no schedstat (CONFIG_SCHED_INFO off): no allowance, the bound stays 5 %
 path = os.path.join(sys.argv[1], "ck.pt")
 torch.save({"w": torch.randn(16 * 2**20 // 4 * 4)}, path)  # 64 MiB of float32
 fd = os.open(path, os.O_RDONLY); os.fsync(fd); os.close(fd)
@@ -26,7 +31,8 @@ for how in ("warm", "cold"):
     if how == "cold":
         ckprof.evict(path)
         time.sleep(0.3)
-    t0 = time.monotonic_ns(); sd = torch.load(path); loads.append([how, t0, time.monotonic_ns()])
+    w0 = waited_ns(); t0 = time.monotonic_ns(); sd = torch.load(path); t1 = time.monotonic_ns()
+    loads.append([how, t0, t1, waited_ns() - w0])
     del sd  # freeing 64 MiB is not part of the load
     time.sleep(0.5)
 print(json.dumps(loads))
@@ -68,11 +74,22 @@ def test_warm_load_is_cache_served_and_cold_load_reads_the_device(loop_ext4, tmp
     assert "### Restores: storage or page cache?" in md and "NOT A STORAGE READ (page cache)" in md
     # the windows are the loads the script timed
     start = ckprof.load(str(out)).start_ns
-    for c, (_, a, b) in zip(rows, loads):
+    for c, (_, a, b, waited) in zip(rows, loads):
         s0, e0 = start + c["start_s"] * 1e9, start + c["app_end_s"] * 1e9
         cover = (min(e0, b) - max(s0, a)) / (b - a)
-        print(f"{c['id']}: window covers {cover:.1%} of the load the script timed ({(b - a) / 1e6:.1f} ms)")
-        assert cover >= 0.95
+        print(
+            f"{c['id']}: window covers {cover:.1%} of the load the script timed ({(b - a) / 1e6:.1f} ms), "
+            f"{(b - e0) / 1e6:.2f} ms after its end; the script waited {waited / 1e6:.1f} ms for a CPU in it"
+        )
+        # The window starts where the call did (the patch's stamp on entry): at most 5 % late.
+        assert s0 - a <= 0.05 * (b - a), (s0 - a, b - a)
+        # It ends at the stamp taken just before its checkpoint_end line is written. Under load the
+        # script's thread then waits for a CPU before its own clock read (the write wakes the
+        # recorder's threads, and other processes' that watch the file system): 10-44 ms at a load
+        # average of ~10 on 2 cores, where cover fell to 74-94 % of a 65-160 ms warm load. That wait
+        # is no part of the load and no window can hold it, so what the window misses beyond 5 % may
+        # be at most the time the script measured itself waiting (0 without schedstat: 5 % as before).
+        assert (1 - cover) * (b - a) <= 0.05 * (b - a) + waited, (cover, waited)
 
 
 def test_evict_command_drops_only_the_files(tmp_path):
