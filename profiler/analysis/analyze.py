@@ -39,7 +39,7 @@ from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row,
 from .fields import FIELDS
 from .model import Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Remote, Report, Run, Scale
 from .model_base import ABSENT, Note
-from .records import Window
+from .records import Window, events_of
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -236,7 +236,7 @@ def measure_remote(inp: Input, rows: Rows) -> list[Remote | None]:
 
 
 def _has_s3(events: pd.DataFrame) -> bool:
-    return not events.empty and "event" in events and bool(events["event"].isin(("s3_request", "s3_requests")).any())
+    return not events_of(events, "s3_request", "s3_requests").empty
 
 
 def with_phases_and_remote(rows: Rows, ph: P.AsyncPhases, remote: list[Remote | None]) -> Rows:
@@ -476,6 +476,6 @@ def _marks(events: pd.DataFrame, start_ns: int) -> list[tuple[float, str]]:
     ev = events
     if ev.empty or "event" not in ev or "t_ns" not in ev:
         return []
-    m = ev[ev["event"] == "mark"]
+    m = events_of(ev, "mark")
     texts = m["text"] if "text" in m else [None] * len(m)
     return [((int(t) - start_ns) / 1e9, "" if x is None or x != x else str(x)) for t, x in zip(m["t_ns"], texts)]

@@ -17,7 +17,7 @@ from . import thermal as T
 from .durability import Verdict, storage_of
 from .gpu_idle import window_idle
 from .model import DeviceFigures, DeviceUnknown, Part
-from .records import Window
+from .records import Window, events_of
 from .timeline import rows_in
 
 # A block-sample interval this many times the analysis resolution inside a window is a gap in
@@ -60,7 +60,8 @@ def devices_gone(events, devices) -> dict[str, tuple[int, str]]:
     out: dict[str, tuple[int, str]] = {}
     if events is None or events.empty or "event" not in events or "device" not in events:
         return out
-    ev = events[events["event"].isin(["device_remove", "device_change"]) & events["device"].isin(list(devices))]
+    ev = events_of(events, "device_remove", "device_change")
+    ev = ev[ev["device"].isin(list(devices))]
     uevents = ev["uevent"] if "uevent" in ev else [None] * len(ev)
     for t_ns, event, dev, props in zip(ev["t_ns"], ev["event"], ev["device"], uevents):
         props = props if isinstance(props, dict) else {}

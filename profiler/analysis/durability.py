@@ -44,7 +44,16 @@ from dataclasses import dataclass, field
 from ckprof.recording.format import FILE_ACTIVITY_ID
 from ckprof.recording.fstypes import OBJECT_SCHEMES, kind_of, url_scheme
 
-from .records import CheckpointEnd, CheckpointExtend, FileEvent, TrackerRun, Window, checkpoint_ends, checkpoint_extends
+from .records import (
+    CheckpointEnd,
+    CheckpointExtend,
+    FileEvent,
+    TrackerRun,
+    Window,
+    checkpoint_ends,
+    checkpoint_extends,
+    events_of,
+)
 from .windows import DurableHint
 
 FILE_EVENTS = (
@@ -75,10 +84,10 @@ class FileEvidence:
         out = cls()
         if ev.empty or "event" not in ev:
             return out
-        tr = ev[ev["event"] == "file_tracker"]
+        tr = events_of(ev, "file_tracker")
         if len(tr):
             out.tracker = TrackerRun.from_event(tr.iloc[-1])
-        for r in ev[ev["event"].isin(FILE_EVENTS)].to_dict("records"):
+        for r in events_of(ev, *FILE_EVENTS).to_dict("records"):
             f = FileEvent.from_event(r)
             out.by_id.setdefault(f.id, []).append(f)
         for end in checkpoint_ends(ev):

@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from .grouping import JOIN_GAP_S, STEP_IN_NAME, merge_parts, step_in_path
 from .model import Writer
 from .model_base import ABSENT
-from .records import ProcessSeen, SavedFile, Window
+from .records import ProcessSeen, SavedFile, Window, events_of
 
 SAVE_GAP_S = 1.0  # a quiet gap this long within one key starts a new save
 JOIN_SLACK_S = 0.05  # a marker window and a file save this close in time may be one checkpoint
@@ -79,7 +79,7 @@ def source_of(rec) -> ActivitySource | None:
     ev = rec.events
     if ev.empty or "event" not in ev:
         return None
-    rows = ev[ev["event"] == "file_activity_source"]
+    rows = events_of(ev, "file_activity_source")
     if rows.empty:
         return None
     r = rows.iloc[0]
@@ -126,13 +126,13 @@ def bursts_of(rec) -> tuple[list[Burst], dict[int, ProcessSeen]]:
     if ev.empty or "event" not in ev:
         return [], {}
     procs = {}
-    for r in ev[ev["event"] == "file_activity_process"].to_dict("records"):
+    for r in events_of(ev, "file_activity_process").to_dict("records"):
         p = ProcessSeen.from_event(r)
         procs[p.pid] = p
     out: list[Burst] = []
     if "files" not in ev:  # no file_activity event: no file was written under the recorded paths
         return out, procs
-    for files in ev.loc[ev["event"] == "file_activity", "files"]:
+    for files in events_of(ev, "file_activity")["files"]:
         out += [Burst.from_entry(f) for f in (files if isinstance(files, list) else ())]
     return out, procs
 

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .records import events_of
+
 # botocore/retries/standard.py ThrottledRetryableChecker._THROTTLED_ERROR_CODES (botocore 1.43),
 # which S3's 503 "SlowDown" belongs to (docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html)
 THROTTLING_CODES = frozenset(
@@ -159,7 +161,7 @@ class ObjectStoreRequests:
         ev = rec.events
         if ev.empty or "event" not in ev:
             return cls([], [])
-        return cls.of_frames(ev[ev["event"] == "s3_request"], ev[ev["event"] == "s3_requests"])
+        return cls.of_frames(events_of(ev, "s3_request"), events_of(ev, "s3_requests"))
 
     @classmethod
     def of_frames(cls, requests: pd.DataFrame, sums: pd.DataFrame) -> ObjectStoreRequests:

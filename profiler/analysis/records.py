@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from ckprof.jsonsafe import json_value
 
 from .model import Writer
@@ -215,13 +217,19 @@ class CheckpointExtend:
         )
 
 
-def checkpoint_ends(events: Any) -> list[CheckpointEnd]:
-    """The recording's `checkpoint_end` events, in the events' order (events.jsonl as a table)."""
-    rows = events[events["event"] == "checkpoint_end"] if "event" in events else events.iloc[0:0]
-    return [CheckpointEnd.from_event(r) for r in rows.to_dict("records")]
+def events_of(events: pd.DataFrame, *kinds: str) -> pd.DataFrame:
+    """The rows of events.jsonl (read as a table, Recording.events) of the given kinds, in their
+    order; none where the table has no `event` column (a recording without events)."""
+    if "event" not in events:
+        return events.iloc[0:0]
+    return events[events["event"].isin(kinds)]
 
 
-def checkpoint_extends(events: Any) -> list[CheckpointExtend]:
+def checkpoint_ends(events: pd.DataFrame) -> list[CheckpointEnd]:
+    """The recording's `checkpoint_end` events, in the events' order."""
+    return [CheckpointEnd.from_event(r) for r in events_of(events, "checkpoint_end").to_dict("records")]
+
+
+def checkpoint_extends(events: pd.DataFrame) -> list[CheckpointExtend]:
     """The recording's `checkpoint_extend` events, in the events' order."""
-    rows = events[events["event"] == "checkpoint_extend"] if "event" in events else events.iloc[0:0]
-    return [CheckpointExtend.from_event(r) for r in rows.to_dict("records")]
+    return [CheckpointExtend.from_event(r) for r in events_of(events, "checkpoint_extend").to_dict("records")]
