@@ -42,11 +42,16 @@ table is C's, and every other event is handed back here, in order, to be judged 
 CKPROF_FILE_ACTIVITY_READER=python) this module is the whole reader; the start event and meta.json
 say which ran (`reader`), and tests/test_fanreader.py holds the two to the same events.
 
+While the tree writes, the read cycle itself (the merge pause, read, take, the bursts gone quiet
+finished) runs in C (fanreader.c fr_cycle), which comes back to Python only for an event it cannot
+take, the proc connector's events, a flush (at most every FLUSH_S) or an empty queue;
+CKPROF_FILE_ACTIVITY_CYCLE=python runs the same C calls from the Python loop instead (to compare).
+
 Cost (benchmarks/file_activity_cost.py, this thread's CPU, a loaded 2-core VM, docs/architecture.md
-has the runs): idle 0.02-0.04 % of a core; 10,000 write(2) a second into 8 files ~1.0-1.2 %; new
-small files 1.3-2.4 % at 3,000-3,300 a second (one merged kernel event each), against 5-9 % with
-the Python reader: over the 2 % asked in some runs, the cost of ~50 read cycles a second. The same captured events replayed: 2-3 µs a file in C, 13-16 µs in Python; what is
-left at that rate is the ~50 wake-ups a second (MERGE_S), ~0.2-0.3 ms of CPU each on this VM.
+has the runs): idle 0.01-0.02 % of a core; new small files 1.6-2.1 % at 3,300 a second (the 10,000
+events a second offered; one merged kernel event each), ~0.9-1.2 % at 600-750, against 5-9 % with
+the Python reader. The same captured events replayed: 2-3 µs a file in C, 13-16 µs in Python; the
+rest is the ~50 wake-ups a second (MERGE_S) and the kernel's side of each read.
 
 Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
 start event says why (`file_activity_source: "none: ..."`) and windows come from the patch and
