@@ -22,7 +22,7 @@ def _series_from_capture() -> RemoteSeries:
     raws = [BEFORE.read_bytes(), AFTER.read_bytes()]
     ops = NfsOpsCollector(path=str(BEFORE)).table([0, 5 * S], raws).to_pandas()
     mounts = NfsMountCollector(path=str(BEFORE)).table([0, 5 * S], raws).to_pandas()
-    return RemoteSeries(nfs_op_rates(ops), nfs_mount_rates(mounts), pd.DataFrame())
+    return RemoteSeries.of_frames(nfs_op_rates(ops), nfs_mount_rates(mounts), pd.DataFrame())
 
 
 def test_a_window_inside_the_interval_gets_the_whole_interval():
@@ -47,7 +47,7 @@ def _ops_rows(t_s: float, ops: int, rtt_ms: int, sent: int) -> dict:
 def test_window_rule_mean_and_peak_rtt():
     # readings at 0, 1, 2, 3 s: 10 ops at 2 ms, then 30 ops at 4 ms, then 5 ops at 10 ms
     rows = [_ops_rows(0, 0, 0, 0), _ops_rows(1, 10, 20, 1000), _ops_rows(2, 40, 140, 4000), _ops_rows(3, 45, 190, 4500)]
-    series = RemoteSeries(nfs_op_rates(pd.DataFrame(rows)), pd.DataFrame(), pd.DataFrame())
+    series = RemoteSeries.of_frames(nfs_op_rates(pd.DataFrame(rows)), pd.DataFrame(), pd.DataFrame())
     fig = nfs_window(series, 1.2 * S, 1.8 * S)["/m"]  # inside (1, 2]: that interval alone
     assert fig["ops"] == 30 and fig["mean_rtt_ms"] == pytest.approx(4.0) and fig["bytes_sent"] == 3000
     fig = nfs_window(series, 0.5 * S, 2.5 * S)["/m"]  # touches all three
@@ -62,7 +62,7 @@ def test_interfaces_in_a_window_and_an_unreadable_counter():
         {"t_ns": S, "interface": "eth0", "rx_bytes": 100, "tx_bytes": 2**30},
         {"t_ns": 2 * S, "interface": "eth0", "rx_bytes": None, "tx_bytes": 2**31},
     ]
-    series = RemoteSeries(pd.DataFrame(), pd.DataFrame(), interface_rates(pd.DataFrame(rows)))
+    series = RemoteSeries.of_frames(pd.DataFrame(), pd.DataFrame(), interface_rates(pd.DataFrame(rows)))
     fig = interface_window(series, 0.1 * S, 0.9 * S)["eth0"]
     assert fig["tx_bytes"] == 2**30 and fig["rx_bytes"] == 100 and fig["tx_gib_per_s"] == pytest.approx(1.0)
     fig = interface_window(series, 0.1 * S, 1.9 * S)["eth0"]

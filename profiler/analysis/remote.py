@@ -16,8 +16,10 @@ that could not be read makes its figure null, never 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Self
 
+import numpy as np
 import pandas as pd
 
 from ckprof.recording.remote_rates import interface_rates, nfs_mount_rates, nfs_op_rates
@@ -26,101 +28,186 @@ from .fuse import fuse_intervals, fuse_window
 from .model import FuseMount, InterfaceFigures, NfsMount, ObjectStoreFigures, Remote
 from .model_base import ABSENT
 from .object_store import ObjectStoreRequests, object_store_window
-from .timeline import in_window
+from .timeline import rows_in
 
 GIB = 2**30
 
 
 @dataclass(frozen=True)
-class RemoteSeries:
-    """A recording's NFS and interface rates, computed once (empty frames where not recorded)."""
+class _Intervals:
+    """One series' sampling intervals (t_ns − dt_s, t_ns] in time order (monotonic ns, s), each
+    column an array; a column the recording does not have is None."""
 
-    nfs_ops: pd.DataFrame
-    nfs_mounts: pd.DataFrame
-    interfaces: pd.DataFrame
+    t_ns: np.ndarray
+    dt_s: np.ndarray
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> Self:
+        df = df.sort_values("t_ns")
+        return cls(**{f.name: df[f.name].to_numpy() if f.name in df else None for f in fields(cls)})
+
+    def window(self, a_ns: float, b_ns: float) -> Self:
+        """The intervals the window [a, b] touches (timeline.rows_in: at least the one covering a)."""
+        i, j = rows_in(self.t_ns, self.t_ns - self.dt_s * 1e9, a_ns, b_ns)
+        return replace(self, **{f.name: v[i:j] for f in fields(self) if (v := getattr(self, f.name)) is not None})
+
+
+@dataclass(frozen=True)
+class NfsOpIntervals(_Intervals):
+    """One NFS operation on one mount (nfs_op_rates): per interval the export, the bytes sent and
+    received, the requests, their mean RTT (ms), retransmits and major timeouts."""
+
+    export: np.ndarray
+    bytes_sent: np.ndarray
+    bytes_received: np.ndarray
+    ops: np.ndarray
+    avg_rtt_ms: np.ndarray
+    retransmits: np.ndarray
+    major_timeouts: np.ndarray
+
+
+@dataclass(frozen=True)
+class MountIntervals(_Intervals):
+    """One NFS mount's byte rates (nfs_mount_rates, B/s): what applications wrote (normal, direct)
+    and what reached and came from the server."""
+
+    normal_write_bytes_per_s: np.ndarray | None = None
+    direct_write_bytes_per_s: np.ndarray | None = None
+    server_write_bytes_per_s: np.ndarray | None = None
+    server_read_bytes_per_s: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class InterfaceIntervals(_Intervals):
+    """One network interface's counters' movement per interval (interface_rates)."""
+
+    rx_bytes: np.ndarray | None = None
+    tx_bytes: np.ndarray | None = None
+    rx_packets: np.ndarray | None = None
+    tx_packets: np.ndarray | None = None
+    rx_errors: np.ndarray | None = None
+    tx_errors: np.ndarray | None = None
+    rx_dropped: np.ndarray | None = None
+    tx_dropped: np.ndarray | None = None
+
+
+def _by(df: pd.DataFrame, key: str) -> dict[str, pd.DataFrame]:
+    """The table's rows per value of `key`, in sorted order (none where the table is empty)."""
+    return {} if df.empty else {str(k): g for k, g in df.groupby(key, sort=True)}
+
+
+@dataclass(frozen=True)
+class RemoteSeries:
+    """A recording's NFS and interface rates, computed and split once: per mount its operations'
+    intervals (by operation, sorted), per mount its byte rates, per interface its counters."""
+
+    nfs_ops: dict[str, dict[str, NfsOpIntervals]]
+    nfs_mounts: dict[str, MountIntervals]
+    interfaces: dict[str, InterfaceIntervals]
 
     @classmethod
     def of(cls, rec) -> RemoteSeries:
         def rates(name, fn):
             return fn(rec.samples(name)) if name in rec.collectors else pd.DataFrame()
 
-        return cls(rates("nfs", nfs_op_rates), rates("nfs_mount", nfs_mount_rates), rates("net", interface_rates))
+        return cls.of_frames(
+            rates("nfs", nfs_op_rates), rates("nfs_mount", nfs_mount_rates), rates("net", interface_rates)
+        )
+
+    @classmethod
+    def of_frames(cls, nfs_ops: pd.DataFrame, nfs_mounts: pd.DataFrame, interfaces: pd.DataFrame) -> RemoteSeries:
+        """From the rates' tables (recording/remote_rates.py; empty where not recorded)."""
+        return cls(
+            {m: {op: NfsOpIntervals.of(o) for op, o in _by(g, "op").items()} for m, g in _by(nfs_ops, "mount").items()},
+            {m: MountIntervals.of(g) for m, g in _by(nfs_mounts, "mount").items()},
+            {i: InterfaceIntervals.of(g) for i, g in _by(interfaces, "interface").items()},
+        )
 
 
-def _sum(s: pd.Series) -> float | None:
+def _sum(a: np.ndarray | None) -> float | None:
     """A counter's movement over the rows; null when any interval's delta is unknown."""
-    return None if s.isna().any() else float(s.sum())
+    return None if a is None or pd.isna(a).any() else float(a.sum())
 
 
-def _span_s(w: pd.DataFrame) -> float:
-    t1 = w["t_ns"].to_numpy(dtype=float)
-    return max((t1.max() - (t1 - w["dt_s"].to_numpy() * 1e9).min()) / 1e9, 1e-9)
+def _span_s(t_ns: np.ndarray, dt_s: np.ndarray) -> float:
+    return max((t_ns.max() - (t_ns - dt_s * 1e9).min()) / 1e9, 1e-9)
+
+
+def _mount_window(m: MountIntervals | None, a_ns: float, b_ns: float) -> dict[str, float | None]:
+    """What applications wrote to a mount and what reached and came from its server, bytes."""
+    w = m.window(a_ns, b_ns) if m is not None else None
+    rates = {
+        "normal_write_bytes": None if w is None else w.normal_write_bytes_per_s,
+        "direct_write_bytes": None if w is None else w.direct_write_bytes_per_s,
+        "server_write_bytes": None if w is None else w.server_write_bytes_per_s,
+        "server_read_bytes": None if w is None else w.server_read_bytes_per_s,
+    }
+    return {c: None if w is None or r is None else _sum(r * w.dt_s) for c, r in rates.items()}
 
 
 def nfs_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, dict]:
     """{mount point: figures} for the window [a, b] (ns)."""
     out: dict[str, dict] = {}
-    ops_df = series.nfs_ops
-    if ops_df.empty:
-        return out
-    for mount, g in ops_df.groupby("mount", sort=True):
-        per_op = {op: in_window(o.sort_values("t_ns"), a_ns, b_ns) for op, o in g.groupby("op", sort=True)}
-        w = pd.concat(per_op.values(), ignore_index=True)
-        if w.empty:
+    for mount, by_op in series.nfs_ops.items():
+        per_op = {op: o.window(a_ns, b_ns) for op, o in by_op.items()}
+        ws = list(per_op.values())
+        t_ns = np.concatenate([w.t_ns for w in ws])
+        if not len(t_ns):
             continue
-        sent, received, ops = _sum(w["bytes_sent"]), _sum(w["bytes_received"]), _sum(w["ops"])
-        rtt_sum = (w["avg_rtt_ms"] * w["ops"]).where(w["ops"] > 0, 0.0)
-        by_t = pd.DataFrame({"t_ns": w["t_ns"], "ops": w["ops"], "rtt": rtt_sum}).groupby("t_ns").sum()
-        interval_mean = (by_t["rtt"] / by_t["ops"]).where(by_t["ops"] > 0)
-        span = _span_s(w)
-        fig = {
-            "export": str(w["export"].iloc[0]),
+        ops_each = np.concatenate([w.ops for w in ws])
+        sent, received = (
+            _sum(np.concatenate([w.bytes_sent for w in ws])),
+            _sum(np.concatenate([w.bytes_received for w in ws])),
+        )
+        ops = _sum(ops_each)
+        rtt_sum = np.where(ops_each > 0, np.concatenate([w.avg_rtt_ms for w in ws]) * ops_each, 0.0)
+        # per interval end, every operation's requests and RTT summed: the interval's mean RTT
+        ops_t = pd.Series(ops_each).groupby(t_ns).sum().to_numpy()
+        rtt_t = pd.Series(rtt_sum).groupby(t_ns).sum().to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            interval_mean = np.where(ops_t > 0, rtt_t / ops_t, np.nan)
+        known_means = interval_mean[~np.isnan(interval_mean)]
+        span = _span_s(t_ns, np.concatenate([w.dt_s for w in ws]))
+        write = next((w for op, w in per_op.items() if op == "WRITE"), None)
+        out[mount] = {
+            "export": str(ws[0].export[0]),
             "span_s": span,
             "bytes_sent": sent,
             "bytes_received": received,
             "ops": ops,
-            "ops_by_op": {op: float(o["ops"].sum()) for op, o in per_op.items() if o["ops"].sum() > 0},
-            "write_ops": float(per_op["WRITE"]["ops"].sum()) if "WRITE" in per_op else None,
-            "mean_rtt_ms": float(rtt_sum.sum() / ops) if ops else None,
-            "max_interval_mean_rtt_ms": None if interval_mean.dropna().empty else float(interval_mean.max()),
-            "retransmits": _sum(w["retransmits"]),
-            "major_timeouts": _sum(w["major_timeouts"]),
+            "ops_by_op": {op: float(np.nansum(w.ops)) for op, w in per_op.items() if np.nansum(w.ops) > 0},
+            "write_ops": None if write is None else float(np.nansum(write.ops)),
+            "mean_rtt_ms": float(np.nansum(rtt_sum) / ops) if ops else None,
+            "max_interval_mean_rtt_ms": float(known_means.max()) if len(known_means) else None,
+            "retransmits": _sum(np.concatenate([w.retransmits for w in ws])),
+            "major_timeouts": _sum(np.concatenate([w.major_timeouts for w in ws])),
             "gib_per_s_to_server": None if sent is None else sent / span / GIB,
+            **_mount_window(series.nfs_mounts.get(mount), a_ns, b_ns),
         }
-        m = series.nfs_mounts
-        mw = in_window(m[m["mount"] == mount].sort_values("t_ns"), a_ns, b_ns) if not m.empty else m
-        for c in ("normal_write_bytes", "direct_write_bytes", "server_write_bytes", "server_read_bytes"):
-            col = f"{c}_per_s"
-            fig[c] = None if mw.empty or col not in mw else _sum(mw[col] * mw["dt_s"])
-        out[str(mount)] = fig
     return out
 
 
 def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, dict]:
     """{interface: bytes and packets received and sent, errors and drops} for the window [a, b] (ns)."""
     out: dict[str, dict] = {}
-    df = series.interfaces
-    if df.empty:
-        return out
-    for iface, g in df.groupby("interface", sort=True):
-        w = in_window(g.sort_values("t_ns"), a_ns, b_ns)
-        if w.empty:
+    for iface, intervals in series.interfaces.items():
+        w = intervals.window(a_ns, b_ns)
+        if not len(w.t_ns):
             continue
-        span_s = _span_s(w)
-        fig: dict = {"span_s": span_s}
-        for c in (
-            "rx_bytes",
-            "tx_bytes",
-            "rx_packets",
-            "tx_packets",
-            "rx_errors",
-            "tx_errors",
-            "rx_dropped",
-            "tx_dropped",
-        ):
-            fig[c] = _sum(w[c]) if c in w else None
-        tx = _sum(w["tx_bytes"]) if "tx_bytes" in w else None
-        out[str(iface)] = {**fig, "tx_gib_per_s": None if tx is None else tx / span_s / GIB}
+        span_s = _span_s(w.t_ns, w.dt_s)
+        tx = _sum(w.tx_bytes)
+        out[iface] = {
+            "span_s": span_s,
+            "rx_bytes": _sum(w.rx_bytes),
+            "tx_bytes": tx,
+            "rx_packets": _sum(w.rx_packets),
+            "tx_packets": _sum(w.tx_packets),
+            "rx_errors": _sum(w.rx_errors),
+            "tx_errors": _sum(w.tx_errors),
+            "rx_dropped": _sum(w.rx_dropped),
+            "tx_dropped": _sum(w.tx_dropped),
+            "tx_gib_per_s": None if tx is None else tx / span_s / GIB,
+        }
     return out
 
 
