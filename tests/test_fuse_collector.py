@@ -21,7 +21,7 @@ import pytest
 from support.command import ckprof_cmd
 
 import ckprof
-from ckprof.analysis.fuse import fuse_intervals, fuse_window
+from ckprof.analysis.fuse import fuse_series, fuse_window
 from ckprof.collectors.fuse import FuseCollector, FuseMount, connection_of
 from ckprof.collectors.topology import Topology
 from ckprof.record.sources import SourceOptions, build_sources
@@ -169,9 +169,9 @@ def test_writes_through_the_mount_under_ckprof_record(bindfs, tmp_path):
     starts = ev[ev["event"] == "checkpoint_start"].sort_values("t_ns")
     ends = ev[ev["event"] == "checkpoint_end"].set_index("id")
     assert len(starts) == 2
-    intervals = fuse_intervals(s)
+    series = fuse_series(s)
     for _, st in starts.iterrows():
-        fig = fuse_window(s, intervals, st["t_ns"], ends.loc[st["id"], "t_ns"])[mnt]
+        fig = fuse_window(series, st["t_ns"], ends.loc[st["id"], "t_ns"])[mnt]
         print(st["step"], fig)
         assert fig["daemon_pid"] == pid and fig["max_waiting"] > 0 and 0 < fig["busy_fraction"] <= 1
         assert abs(fig["daemon_write_bytes"] - 4 * each) <= 0.01 * 4 * each
@@ -193,10 +193,10 @@ def test_a_window_over_a_daemon_restart_has_null_bytes_not_a_jump():
             for t, w, p, b in rows
         ]
     )  # fmt: skip
-    iv = fuse_intervals(s)
-    assert fuse_window(s, iv, 1.5e9, 2e9)["/m"]["daemon_write_bytes"] == 4_000
-    assert fuse_window(s, iv, 3.5e9, 4e9)["/m"]["daemon_write_bytes"] == 4_000
-    across = fuse_window(s, iv, 1.5e9, 4e9)["/m"]
+    series = fuse_series(s)
+    assert fuse_window(series, 1.5e9, 2e9)["/m"]["daemon_write_bytes"] == 4_000
+    assert fuse_window(series, 3.5e9, 4e9)["/m"]["daemon_write_bytes"] == 4_000
+    across = fuse_window(series, 1.5e9, 4e9)["/m"]
     assert across["daemon_write_bytes"] is None and across["daemon_pid"] is None
     assert across["max_waiting"] == 2 and across["busy_fraction"] == 2 / 3
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ckprof.recording.remote_rates import interface_rates, nfs_mount_rates, nfs_op_rates
 
-from .fuse import fuse_intervals, fuse_window
+from .fuse import FuseSeries, fuse_series, fuse_window
 from .model import FuseMount, InterfaceFigures, NfsMount, ObjectStoreFigures, Remote
 from .model_base import ABSENT
 from .object_store import ObjectStoreRequests, object_store_window
@@ -218,20 +218,19 @@ class OffHost:
 
     series: RemoteSeries
     s3: ObjectStoreRequests
-    fuse_samples: pd.DataFrame
-    fuse_intervals: pd.DataFrame
+    fuse: dict[str, FuseSeries]
 
     @classmethod
     def of(cls, rec) -> OffHost:
         fs = rec.samples("fuse") if "fuse" in rec.collectors else pd.DataFrame()
-        return cls(RemoteSeries.of(rec), ObjectStoreRequests.of(rec), fs, fuse_intervals(fs))
+        return cls(RemoteSeries.of(rec), ObjectStoreRequests.of(rec), fuse_series(fs))
 
     def window(self, a_ns: float, b_ns: float) -> Remote | None:
         """The window [a, b] (ns)'s figures; a kind with none in it is left out, None when all are."""
         nfs = nfs_window(self.series, a_ns, b_ns)
         ifaces = interface_window(self.series, a_ns, b_ns)
         s3 = object_store_window(self.s3, a_ns, b_ns) if not self.s3.empty else None
-        fuse = fuse_window(self.fuse_samples, self.fuse_intervals, a_ns, b_ns)
+        fuse = fuse_window(self.fuse, a_ns, b_ns)
         if not (nfs or ifaces or s3 or fuse):
             return None
         return Remote(
