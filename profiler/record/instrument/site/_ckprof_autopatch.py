@@ -5,7 +5,8 @@ torch.distributed.checkpoint save, async_save, load (and their state_dict_saver/
 originals); safetensors.torch save_file and load_file; Megatron-core dist_checkpointing.save; Hugging Face transformers Trainer._save_checkpoint and Trainer.save_model (the whole
 checkpoint-N/ folder: weights, optimizer, scheduler, RNG state, trainer_state.json, and the
 retention that deletes old checkpoints); Lightning Trainer.save_checkpoint (the state dict and
-the fsspec write after it). Restores: HF resume_from_checkpoint (the model, optimizer,
+the fsspec write after it; through Lightning's AsyncCheckpointIO an async save that ends with its
+background write, its clone the staging phase). Restores: HF resume_from_checkpoint (the model, optimizer,
 scheduler, scaler and RNG loads) and Lightning's ckpt_path= (resume_start). A load's start event
 carries how much of its files the page cache already held (cachestat(2)). Each call becomes one checkpoint window: a checkpoint_start and a
 checkpoint_end event with the path and the bytes written (the file's size, or for a directory
