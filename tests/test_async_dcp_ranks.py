@@ -4,8 +4,8 @@ DCP's writer thread takes the GIL from the loop beside it). Each rank logs its o
 step, each call's start and return, and the future's completion (its done-callback).
 
 Checked (issue 25's bounds): per rank, the call ckprof timed (blocking_s) within ±20 ms or ±20 % of
-the rank's own, and its window (the call's start to the future's completion) within ±10 % of the
-rank's own; per save, the step inflation within ±25 % of the truth, where the truth is the median
+the rank's own, its window (the call's start to the future's completion) and its persist (the window
+after the call) within ±10 % of the rank's own; per save, the step inflation within ±25 % of the truth, where the truth is the median
 step (both ranks) whose time lies at least half inside its own rank's persist (call return → done)
 against the median of the steps that overlap no save of their rank, from the program's clock alone.
 """
@@ -87,6 +87,9 @@ def test_two_rank_async_save_phases_and_step_inflation_match_the_program_s_own(t
             assert within(blocking_s, own_call_s, 0.020, 0.20)
             assert part["start_s"] == pytest.approx((call["start_ns"] - origin) / 1e9, abs=0.02)
             assert within(part["duration_s"], own_window_s, 0.0, 0.10)
+            # the rank's persist: its window after the call, against the call's return → done
+            own_persist_s = (done[k] - call["return_ns"]) / 1e9
+            assert within(part["duration_s"] - blocking_s, own_persist_s, 0.0, 0.10)
     got = {c["step"]: c["step_effect"]["inflation_pct"] for c in saves}
     for k in sorted(got):
         print(f"save {k}: inflation {got[k]:.1f} % (program's own {want[k]:.1f} %)")
