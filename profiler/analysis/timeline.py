@@ -132,6 +132,11 @@ class Timeline:
         return (self.end_ns - self.start_ns) / 1e9
 
 
+def _column(batch, cols: list[str], name: str) -> np.ndarray:
+    """One column of a record batch read with `cols`, as an array."""
+    return batch.column(cols.index(name)).to_numpy(zero_copy_only=False)
+
+
 def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.DataFrame]:
     """Raw block readings per device, read a batch at a time and, when the analysis resolution is
     coarser than the sampling, reduced to one reading per bin as they come (binning.py), so
@@ -163,15 +168,14 @@ def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.
                 enc = pc.dictionary_encode(batch.column(cols.index("device")))
                 codes = enc.indices.to_numpy(zero_copy_only=False)
                 devs = enc.dictionary.to_pylist()
-                arrays = {
-                    c: batch.column(i).to_numpy(zero_copy_only=False) for i, c in enumerate(cols) if c != "device"
-                }
+                t_all = _column(batch, cols, "t_ns")
+                counters = {c: _column(batch, cols, c) for c in NEEDED if c in cols}
+                flight = _column(batch, cols, "in_flight") if "in_flight" in cols else None
                 for dev, idx in zip(devs, B.split_codes(codes, len(devs))):
-                    spec = {c: (arrays[c][idx], "last") for c in NEEDED if c in arrays}
-                    if "in_flight" in arrays:
-                        spec["in_flight"] = (arrays["in_flight"][idx], "mean")
-                        spec["in_flight_max"] = (arrays["in_flight"][idx], "max")
-                    pieces.setdefault(str(dev), []).append(B.bin_reduce(arrays["t_ns"][idx], spec, t0_ns, res_ns))
+                    spec = {c: (a[idx], "last") for c, a in counters.items()}
+                    if flight is not None:  # the requests in flight: the bin's mean and maximum
+                        spec |= {"in_flight": (flight[idx], "mean"), "in_flight_max": (flight[idx], "max")}
+                    pieces.setdefault(str(dev), []).append(B.bin_reduce(t_all[idx], spec, t0_ns, res_ns))
         except (OSError, pa.ArrowException) as e:
             rec.problems.append(f"{part}: unreadable part skipped ({e})")
     out = {}
