@@ -17,7 +17,7 @@ that could not be read makes its figure null, never 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,8 @@ class _Intervals:
     @classmethod
     def of(cls, df: pd.DataFrame) -> Self:
         df = df.sort_values("t_ns")
-        return cls(**{f.name: df[f.name].to_numpy() if f.name in df else None for f in fields(cls)})
+        columns: dict[str, Any] = {f.name: df[f.name].to_numpy() if f.name in df else None for f in fields(cls)}
+        return cls(**columns)
 
     def window(self, a_ns: float, b_ns: float) -> Self:
         """The intervals the window [a, b] touches (timeline.rows_in: at least the one covering a)."""
