@@ -467,15 +467,16 @@ class FileActivity:
         """One wake-up's read cycles, run in C (fanreader.c fr_cycle: merge pause, read, take, the
         bursts gone quiet finished) until the queue is found empty; what C hands back is decided
         here by the rules of the Python loop. True on stop."""
-        c, tree = self._c, self.tree
+        c, tree, group = self._c, self.tree, self.group
+        assert c is not None and tree is not None and group is not None  # _run's: a started C reader
         merge_ns, others_ns, flush_ns = int(MERGE_S * 1e9), int(OTHERS_PAUSE_S * 1e9), int(FLUSH_S * 1e9)
         while True:
-            sock = tree.sock
+            exec_fd, sock = tree.fileno(), tree.sock  # either may close (ENOBUFS): asked each time
             why = c.cycle(
-                self.group.fd,
+                group.fd,
                 self._wake_r,
-                tree.fileno() if tree.fileno() is not None else -1,
-                sock.fileno() if sock is not None else -1,
+                -1 if exec_fd is None else exec_fd,
+                -1 if sock is None else sock.fileno(),
                 merge_ns,
                 others_ns,
                 flush_ns,
@@ -506,6 +507,7 @@ class FileActivity:
 
     def _count_c(self) -> None:
         """events_read and events_kept from the C reader's counts (those judged here are counted as judged)."""
+        assert self._c is not None
         counts = self._c.counts()
         self.events_read += counts["events_in_c"] - self._in_c
         self._in_c, self.events_kept = counts["events_in_c"], counts["events_kept"]
