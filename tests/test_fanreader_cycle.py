@@ -114,3 +114,10 @@ def test_a_stop_during_a_merge_pause_is_answered_at_once(c_reader, tmp_path):
     meta = fa.stop()
     assert time.monotonic() - t0 < 0.5
     assert meta["files"] == 50
+
+
+def test_the_read_cycle_run_from_python_is_said(c_reader, tmp_path, monkeypatch):
+    monkeypatch.setenv(fileactivity.CYCLE_ENV, "python")
+    fa, evs = _run(tmp_path, STREAM, "0.2")
+    assert evs[0]["meta"]["reader"] == "C (record/fanreader.c), read cycle in Python: CKPROF_FILE_ACTIVITY_CYCLE=python"
+    assert len([f for e in evs if e.get("event") == "file_activity" for f in e["files"]]) > 20

@@ -229,6 +229,8 @@ class FileActivity:
             try:
                 self._c = new_c_reader()
                 self.reader = "C (record/fanreader.c)"
+                if not self._c_cycles:  # the C calls from the Python loop (to compare): said
+                    self.reader += f", read cycle in Python: {CYCLE_ENV}=python"
                 self.tree.on_leave = self._c.drop_pid  # a pid reused outside the tree
                 return
             except (OSError, MemoryError) as e:
