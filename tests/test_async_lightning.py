@@ -64,3 +64,22 @@ def test_lightning_async_checkpoint_io_phases_match_the_script_s_own(tmp_path):
         assert b["start_s"] <= s["start_s"] < s["end_s"] <= b["end_s"] and s["provenance"] == "measured"
         assert s["d2h_bytes"] == 0 and s["d2h_basis"] == "no CUDA tensors in the checkpoint"  # a CPU model
         assert c["bytes_app"] == write["bytes"] and c["blocking_s"] == pytest.approx(b["duration_s"])
+
+
+def test_a_background_write_that_fails_makes_the_save_fail(tmp_path, small_fs):
+    """AsyncCheckpointIO keeps its thread's error instead of failing the write's Future (it raises
+    it at the next save or at teardown): the save's window must still say it failed, and why. The
+    checkpoint goes to a 4 MiB tmpfs, too small for its ~20 MB: the write fails with ENOSPC."""
+    pytest.importorskip("lightning", reason="needs lightning: pip install lightning")
+    full, rec_dir, log = small_fs("4m"), tmp_path / "rec", tmp_path / "truth.jsonl"
+    cmd = ["record", "--interval", "0.1", "--path", str(full), "-o", str(rec_dir), "--"]
+    cmd += [sys.executable, "-W", "ignore", str(SCRIPT), str(log), "--dir", str(full), "--saves", "1", "--every", "5"]
+    cmd += ["--width", "1024"]
+    r = ckprof_cmd(*cmd, timeout=600, env=dict(os.environ))
+    assert r.returncode != 0 and "No space left on device" in r.stderr  # Lightning raised it at teardown
+    saves = [c for c in analyze(ckprof.load(str(rec_dir))).report["checkpoints"] if c["kind"] == "save"]
+    print([(c["path"], c["ok"], c.get("error"), c["blocking_s"], c["duration_s"]) for c in saves])
+    (first,) = [c for c in saves if c["path"].endswith("step=5.ckpt")]
+    assert first["ok"] is False and "No space left on device" in first["error"], first.get("error")
+    assert first["duration_s"] > first["blocking_s"]  # it ended when the background write did
+    assert not [c for c in saves if c["ok"]]  # the next call raised the kept error: no save succeeded
