@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ckprof.record import markers
-from ckprof.record.pagecache import evict
 
 from . import store
 from .data import Pool, aligned_buffer, chunk_digest, chunk_key
@@ -237,8 +236,7 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
         comm.barrier()  # published before any host marks the end
         if rec.get("marker") is not None:
             marker = rec.pop("marker")
-            if not st.local:  # every object's completing call has returned: in the object store
-                marker.end.update(uploaded=True, upload_bytes=marker.bytes)
+            marker.end.update(st.published_fields(marker.bytes))
             marker.__exit__(None, None, None)
         rec.pop("partial", None)
         results.append(rec)
@@ -400,23 +398,8 @@ def run_load(path: str, cfg, comm, setup: Setup, progress: Progress | None = Non
         for i, f in enumerate(manifest["files"])
         if int(f["rank"]) % size == rank
     ]
-    warm = getattr(cfg, "warm", False)
-    if not st.local:
-        method = "over HTTP, ranged GETs (no page cache on this host)"
-    elif cfg.direct:
-        method = "O_DIRECT"
-    elif warm:
-        method = "warm (page cache as it was)"
-    else:
-        # a cold restore of just these files, before the window opens: fdatasync + DONTNEED
-        # each (ckprof.record.pagecache.evict), no root, the rest of the machine's cache kept
-        method = "fdatasync + posix_fadvise(POSIX_FADV_DONTNEED) of its files"
-        for j in mine:
-            try:
-                evict(j.path)
-            except OSError:
-                pass  # a missing or unreadable file: the read below says so, checked
-
+    # before the window opens: what a cold restore needs (a file target's files evicted)
+    method = st.before_read([j.path for j in mine], direct=cfg.direct, warm=getattr(cfg, "warm", False))
     if cfg.drop_caches:
         if comm.local_rank == 0:
             drop_caches()

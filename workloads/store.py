@@ -214,14 +214,31 @@ class FileStore:
     """A checkpoint directory on any file system (block, NFS, FUSE, tmpfs): the module's functions
     above (write aside in .partial-*, publish by rename(2))."""
 
-    kind = "file"
-    local = True  # its checkpoints are local paths: devices behind them, page cache, evictable
-
     def __init__(self, target: str):
         self.target = os.path.abspath(target)
 
     def prepare(self, rank: int) -> None:
         pass  # nothing to set up before a save
+
+    def before_read(self, paths: list[str], *, direct: bool, warm: bool) -> str:
+        """Before a load's window: a cold restore of just these files (fdatasync + DONTNEED each,
+        ckprof.record.pagecache.evict: no root, the rest of the machine's cache kept), unless
+        O_DIRECT or --warm. Returns how the page cache was bypassed, for the summary."""
+        if direct:
+            return "O_DIRECT"
+        if warm:
+            return "warm (page cache as it was)"
+        from ckprof.record.pagecache import evict
+
+        for p in paths:
+            try:
+                evict(p)
+            except OSError:
+                pass  # a missing or unreadable file: the read says so, checked
+        return "fdatasync + posix_fadvise(POSIX_FADV_DONTNEED) of its files"
+
+    def published_fields(self, nbytes: int | None) -> dict:
+        return {}  # durability is judged from the files' pages (ckprof.analysis.durability)
 
     def location(self, name: str) -> str:
         return os.path.join(self.target, name)
@@ -277,9 +294,6 @@ class S3Store:
     that fails deletes the objects of the checkpoints it did not publish and aborts their
     multipart uploads; retention deletes a checkpoint's manifest first, then its shards."""
 
-    kind = "s3"
-    local = False
-
     def __init__(self, target: str, threads: int = 1):
         from .s3io import split_url
 
@@ -305,6 +319,14 @@ class S3Store:
 
         record_requests(rank)
         self.s3  # noqa: B018 - made now
+
+    def before_read(self, paths: list[str], *, direct: bool, warm: bool) -> str:
+        return "over HTTP, ranged GETs (no page cache on this host)"
+
+    def published_fields(self, nbytes: int | None) -> dict:
+        """The save's end event, once every rank's objects' completing calls returned and the
+        manifest is in: durable in the object store (ckprof.analysis.durability)."""
+        return {"uploaded": True, "upload_bytes": nbytes}
 
     def key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
