@@ -19,6 +19,8 @@ native threads). The rule (docs/analysis.md, "Saves from file activity"):
 - a directory renamed after its files were written (HF's `tmp-checkpoint-N` → `checkpoint-N`)
   gives its files their final paths first, and a rename joins the save of its key however long
   after (the fsyncs before a publishing rename make no file event);
+- a folder made and removed within one of the reader's bursts (retention removing it under a
+  second after its save) counts only its making: its removal does not stretch the save;
 - deletions alone (retention removing an old checkpoint), and renames alone, are no save; nor is a
   file made and removed within one burst (a write test, a lock, a scratch file): it left no file;
   nor a close for writing alone (nothing created, written or renamed: a FIFO a shell echoed
@@ -182,6 +184,12 @@ def file_saves(rec) -> list[Window]:
         return []
     bursts, procs = bursts_of(rec)
     _apply_dir_renames(bursts)
+    for b in bursts:
+        if b.dir and {"create", "delete"} <= set(b.ops):
+            # a folder made and removed within one burst (the reader ends a folder's burst after
+            # QUIET_S: HF's save_total_limit removes checkpoint-2 0.8 s after making it): the save
+            # made it; its removal is a later save's retention, so it does not stretch this one
+            b.end_ns = b.start_ns
     roots = [os.path.normpath(p) for p in src.paths]
     groups: list[tuple[tuple, list[Burst]]] = []
     open_by_key: dict = {}
