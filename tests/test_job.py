@@ -253,7 +253,11 @@ def test_torchrun_workload_across_two_hosts(tmp_path):
     assert [c["step"] for c in rsaves] == [1, 2] and all(c["hosts"] == 2 for c in rsaves), rsaves
     for c in rsaves:
         assert c["slowest_host"] in {"node0", "node1"} and c["stall_s"] >= c["slowest_host_s"] - 1e-6
-        assert set(c["per_host"]) == {"node0", "node1"} and c["bytes_app"] == 16 << 20  # each node its ranks' share
+        # each node its ranks' share; on failure, each node's windows of the step say which it counted
+        per_node = {
+            h: (n["windows"], n["bytes_app"], n["start_offset_s"], n["seconds"]) for h, n in c["per_host"].items()
+        }
+        assert set(c["per_host"]) == {"node0", "node1"} and c["bytes_app"] == 16 << 20, (c["step"], per_node, str(job))
     assert [c["kind"] for c in jr["checkpoints"]].count("load") == 1
     # the job's throughput: every node's device bytes once, on the wall clock, in 2^k s bins
     tp = jr["throughput"]
