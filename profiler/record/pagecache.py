@@ -13,6 +13,11 @@ cachestat needs a real descriptor: an O_PATH one is refused (EBADF; the kernel's
 FMODE_PATH files). A descriptor keeps its inode alive after unlink(2), and sync(2) then writes a
 deleted file's dirty pages that would otherwise be dropped with it, so `look` opens, asks and closes
 at once: nothing here holds a descriptor on a user's file between calls.
+
+`look` is one call into C where record/fanreader.c is built (`fr_look`: the same steps and rules,
+~45 % of the file tracker's thread was these steps through os and ctypes at 3,300 new files a
+second); else, or with CKPROF_PAGECACHE_LOOK=python (to compare), the Python steps here. The
+tracker's start event and meta.json say which ran (`look`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import importlib.machinery
 import os
 import platform
 import stat
@@ -32,6 +38,11 @@ NR_CACHESTAT = {"x86_64": 451, "aarch64": 451, "riscv64": 451, "loongarch64": 45
 # set to 1 to record as on a kernel without cachestat(2): the tracker says why nothing was tracked
 ENV_DISABLE = "CKPROF_DISABLE_CACHESTAT"
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+# read once: a look asks neither (each was a few µs of every look)
+_NR = NR_CACHESTAT.get(platform.machine())
+# set to python to look in Python where the C look is built (to compare; the start event says which)
+LOOK_ENV = "CKPROF_PAGECACHE_LOOK"
+_chosen = None  # the look `look` makes: _look_c or _look_py (choose_look)
 
 
 class _Range(ctypes.Structure):
@@ -102,7 +113,12 @@ def _generation(fd: int) -> int | None:
 def look(path: str) -> Look | None:
     """The regular file at `path` now: which one, its size, its pages. None when the path names
     nothing (or no regular file) now; OSError when it cannot be asked. The descriptor is closed
-    before this returns."""
+    before this returns. In C where it is built (chosen once, at the first look or `choose_look`)."""
+    return (_chosen or choose_look())(path)
+
+
+def _look_py(path: str) -> Look | None:
+    """`look` in Python: the fallback, and the rules fr_look (record/fanreader.c) follows."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # never open(2) a device or FIFO put there
             return None
@@ -113,9 +129,84 @@ def look(path: str) -> Look | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between stat and open
             return None
-        return Look(Identity(st.st_dev, st.st_ino, _generation(fd)), st.st_size, cachestat(fd))
+        return Look(Identity(st.st_dev, st.st_ino, _generation(fd)), st.st_size, _cachestat(fd, _NR))
     finally:
         os.close(fd)
+
+
+_U64 = (1 << 64) - 1
+_Out = ctypes.c_int64 * 8  # fr_look's answer: dev, ino, has_generation, generation, size, pages x3
+
+
+def _look_c(path: str) -> Look | None:
+    """`look` in one C call (fanreader.c fr_look): the same answers as _look_py."""
+    pb = os.fsencode(path)
+    if b"\0" in pb:  # as os.stat would say (a C string stops there)
+        return _look_py(path)
+    lib = _load_c()
+    if lib is None:
+        raise OSError(errno.ENOSYS, _WHY_NOT_C)
+    o = _Out()  # one a call: ctypes lets go of the GIL during the call
+    r = lib.fr_look(pb, LOOK_FLAGS, -1 if _NR is None else _NR, o)
+    if r == 1:
+        return None
+    if r < 0:
+        raise OSError(-r, os.strerror(-r), path)
+    return Look(Identity(o[0] & _U64, o[1] & _U64, o[3] if o[2] else None), o[4], PageState(o[5], o[6], o[7]))
+
+
+_LIB_C: ctypes.CDLL | None = None
+_WHY_NOT_C: str | None = None
+
+
+def _load_c() -> ctypes.CDLL | None:
+    """The fanotify reader's library (record/fanreader.c), which holds fr_look; once."""
+    global _LIB_C, _WHY_NOT_C
+    if _LIB_C is not None or _WHY_NOT_C is not None:
+        return _LIB_C
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [os.path.join(here, "_fanreader" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
+    path = next((p for p in paths if os.path.exists(p)), None)
+    if path is None:
+        _WHY_NOT_C = "record/fanreader.c was not built (no C compiler when ckprof was installed)"
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        fn = lib.fr_look
+    except (OSError, AttributeError) as e:  # AttributeError: built from a fanreader.c without fr_look
+        _WHY_NOT_C = f"no fr_look in {path} (rebuild it: pip install .): {e}"
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_long, ctypes.POINTER(ctypes.c_int64)]
+    _LIB_C = lib
+    return lib
+
+
+def why_not_c() -> str | None:
+    """Why the look cannot run in C here (None when it can)."""
+    if os.environ.get(LOOK_ENV, "").lower() == "python":
+        return f"{LOOK_ENV}=python"
+    if _NR is None:
+        return f"cachestat(2): syscall number unknown for {platform.machine()}"
+    _load_c()
+    return _WHY_NOT_C
+
+
+def chosen_look():
+    """The look to use: C where it is built and not turned off (LOOK_ENV), else Python."""
+    return _look_c if why_not_c() is None else _look_py
+
+
+def choose_look():
+    """Choose the look `look` makes from now on (chosen_look: LOOK_ENV read now), and return it."""
+    global _chosen
+    _chosen = chosen_look()
+    return _chosen
+
+
+def look_name(fn) -> str:
+    """What a measurement says ran: the C look or the Python one."""
+    return "C (record/fanreader.c fr_look)" if fn is _look_c else "python"
 
 
 _libc = None
@@ -131,8 +222,13 @@ def _syscall():
 
 def cachestat(fd: int) -> PageState:
     """The whole file's page counts; OSError (ENOSYS on kernels before 6.5) when it cannot tell."""
-    nr = NR_CACHESTAT.get(platform.machine())
-    if nr is None or os.environ.get(ENV_DISABLE) == "1":
+    if os.environ.get(ENV_DISABLE) == "1":
+        raise OSError(errno.ENOSYS, "cachestat(2) not available")
+    return _cachestat(fd, _NR)
+
+
+def _cachestat(fd: int, nr: int | None) -> PageState:
+    if nr is None:
         raise OSError(errno.ENOSYS, "cachestat(2) not available")
     rng, st = _Range(0, 0), _Stat()
     if _syscall()(ctypes.c_long(nr), ctypes.c_int(fd), ctypes.byref(rng), ctypes.byref(st), ctypes.c_uint(0)) != 0:

@@ -221,6 +221,7 @@ def close_session(s: Session, **meta_updates) -> dict:
             "written_not_watched": s.recorder.files.written_not_watched,
             "cpu_s": round(s.recorder.files.cpu_s, 4),
             "idle_wake": s.recorder.files.idle_wake,
+            "look": s.recorder.files.look,
         },
         recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4), "process": round(time.process_time(), 4)},
         **meta_updates,
