@@ -183,8 +183,13 @@ def check_bucket(url: str) -> None:
 
     bucket, _ = split_url(url)
     try:
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+        import boto3  # type: ignore[import-untyped]
+        from botocore.exceptions import (  # type: ignore[import-untyped]
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+        )
     except ImportError:
         raise UsageError(f"--target {url} needs boto3, which is not installed", hint="pip install boto3") from None
     from .s3io import client

@@ -48,8 +48,8 @@ def client(threads: int = 1, **config):
     """boto3's S3 client as the AWS tools configure it (endpoint from AWS_ENDPOINT_URL_S3 or
     AWS_ENDPOINT_URL, region, credentials and profile from the environment and ~/.aws), with a
     connection per thread (botocore's pool holds 10 by default)."""
-    import boto3
-    from botocore.config import Config
+    import boto3  # type: ignore[import-untyped]
+    from botocore.config import Config  # type: ignore[import-untyped]
 
     return boto3.session.Session().client("s3", config=Config(max_pool_connections=max(10, threads + 2), **config))
 
@@ -352,12 +352,14 @@ def record_requests(rank: int) -> None:
     auto = sys.modules.get("_ckprof_autopatch")
     if auto is not None and hasattr(auto, "_enter"):
         auto._enter()
-    import botocore.client
+    import botocore.client  # type: ignore[import-untyped]
 
     name = "_ckprof_workload_uploads"
     mod = sys.modules.get(name)
     if mod is None:
         spec = importlib.util.spec_from_file_location(name, os.path.join(site_dir(), "_ckprof_uploads.py"))
+        if spec is None or spec.loader is None:
+            return  # not there: the requests go unrecorded, the run goes on
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         sys.modules[name] = mod

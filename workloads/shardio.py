@@ -331,7 +331,7 @@ def write_staged(
     for fd, j in zip(fds, jobs):
         os.ftruncate(fd, j.nbytes)  # as write_files does: no extending writes
     tails = [os.open(j.path, os.O_WRONLY | os.O_CLOEXEC) if direct and j.nbytes % ALIGN else None for j in jobs]
-    lock, errors = threading.Lock(), []
+    lock, errors = threading.Lock(), list[BaseException]()
 
     def worker():
         while True:

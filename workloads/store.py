@@ -365,18 +365,19 @@ class S3Store:
 
     def _keys(self) -> list[str]:
         """Every key under the prefix (ListObjectsV2, 1,000 a page)."""
-        out = []
+        out: list[str] = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.top):
             out.extend(o["Key"] for o in page.get("Contents") or ())
         return out
 
-    def _by_checkpoint(self, keys: list[str]) -> dict[str, list[str]]:
-        """Keys grouped by the checkpoint name right under the prefix."""
-        out: dict[str, list[str]] = {}
+    def _by_checkpoint(self, keys: list[str]) -> dict[str, tuple[int, list[str]]]:
+        """Keys grouped by the checkpoint name right under the prefix: name → (step, keys)."""
+        out: dict[str, tuple[int, list[str]]] = {}
         for k in keys:
             name, sep, _ = k[len(self.top) :].partition("/")
-            if sep and _NAME.match(name):
-                out.setdefault(name, []).append(k)
+            m = _NAME.match(name) if sep else None
+            if m:
+                out.setdefault(name, (int(m.group(2)), []))[1].append(k)
         return out
 
     def publish(self, staging: str, final: str, manifest: dict) -> None:
@@ -410,9 +411,9 @@ class S3Store:
 
     def complete_checkpoints(self) -> list[tuple[int, str]]:
         out = []
-        for name, keys in self._by_checkpoint(self._keys()).items():
+        for name, (step, keys) in self._by_checkpoint(self._keys()).items():
             if f"{self.key(name)}/{MANIFEST}" in keys:
-                out.append((int(_NAME.match(name).group(2)), self.location(name)))
+                out.append((step, self.location(name)))
         return sorted(out)
 
     def next_step(self) -> int:
@@ -434,7 +435,7 @@ class S3Store:
             name = url.rsplit("/", 1)[-1]
             manifest = f"{self.key(name)}/{MANIFEST}"
             self._delete([manifest])  # unpublished first: never a half-deleted checkpoint with a manifest
-            self._delete([k for k in by_name.get(name, []) if k != manifest])
+            self._delete([k for k in by_name.get(name, (0, []))[1] if k != manifest])
             removed.append(url)
         return removed
 
@@ -461,8 +462,7 @@ class S3Store:
         and the multipart uploads still open under them."""
         removed = []
         try:
-            for name, keys in sorted(self._by_checkpoint(self._keys()).items()):
-                step = int(_NAME.match(name).group(2))
+            for name, (step, keys) in sorted(self._by_checkpoint(self._keys()).items()):
                 if step < first_step or f"{self.key(name)}/{MANIFEST}" in keys:
                     continue
                 self._delete(keys)
