@@ -86,9 +86,9 @@ def fuse_series(samples: pd.DataFrame) -> dict[str, FuseSeries]:
     }
 
 
-def fuse_window(series: dict[str, FuseSeries], a_ns: float, b_ns: float) -> dict[str, dict]:
+def fuse_window(series: dict[str, FuseSeries], a_ns: float, b_ns: float) -> dict[str, dict[str, float | int | None]]:
     """{mount point: figures} for the window [a, b] (ns); a mount with no reading in it is absent."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, float | int | None]] = {}
     for mount, m in series.items():
         inside = (m.t_ns >= a_ns) & (m.t_ns <= b_ns)
         waiting = m.waiting[inside]
