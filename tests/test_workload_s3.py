@@ -99,6 +99,7 @@ def launcher_checks(lines, prefix: str) -> list:
     return lines[2:]
 
 
+@pytest.mark.slow
 def test_two_ranks_save_and_load_are_the_servers_objects_and_requests(tmp_path, moto):
     """--ranks 2, two saves and --load: each checkpoint's objects are the file target's shard names
     and sizes plus the manifest; the recording's checkpoints have app bytes = the objects' bytes
@@ -270,6 +271,7 @@ def test_without_boto3_the_error_says_to_install_it(tmp_path, moto):
     assert "needs boto3, which is not installed" in r.stderr and "pip install boto3" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_under_torchrun_every_ranks_requests_are_recorded(tmp_path, moto):
     """torchrun --nproc-per-node 2: each process is a rank; local rank 0 records, and rank 1's
     requests go into the same recording: the events are the server's requests but the preflight's."""
@@ -315,6 +317,7 @@ def _mounted(kind: str, base: Path):
     return mnt, back
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("kind", ["tmpfs", "bindfs"])
 def test_a_non_block_target_is_not_refused(tmp_path, kind):
     """No NFS here: tmpfs and a FUSE mount (bindfs) stand in for a file system with no block
@@ -368,6 +371,7 @@ def test_async_stages_then_uploads_the_same_objects(moto):
         }
 
 
+@pytest.mark.slow
 def test_under_ckprof_record_every_request_is_recorded_and_no_upload_is_a_save_of_its_own(tmp_path, moto):
     """`ckprof record -- ckprof workload --target s3://…`: the injected instrumentation wraps botocore
     in the launcher and in every rank, so the recording holds every request the server saw (the
