@@ -220,13 +220,18 @@ def test_the_apps_fsync_and_rename_after_a_save_are_part_of_it(tmp_path):
 
 
 def test_step_and_folder_name_the_checkpoint():
+    import dataclasses
+
     from ckprof.analysis.grouping import checkpoint_key, step_in_path
+    from ckprof.analysis.records import Window
 
     assert step_in_path("/out/checkpoint-500/optimizer.pt") == 500
     assert step_in_path("/ck/epoch=0-step=50.ckpt") == 50
     assert step_in_path("/ck/global_step7/mp_rank_00_model_states.pt") == 7
     assert step_in_path("/ck/rank0.pt") is None
-    w = {"source": "patch", "kind": "save", "step": None, "name": "torch.save", "path": "/ck/step_3/rank1.pt"}
+    w = Window(
+        id="1", source="patch", kind="save", start_ns=0, app_end_ns=1, name="torch.save", path="/ck/step_3/rank1.pt"
+    )
     assert checkpoint_key(w) == ("save", "dir", "/ck/step_3", 3)
-    dcp = dict(w, name="torch.distributed.checkpoint.save", path="/ck/step_3")
+    dcp = dataclasses.replace(w, name="torch.distributed.checkpoint.save", path="/ck/step_3")
     assert checkpoint_key(dcp) == ("save", "dir", "/ck/step_3", 3)
