@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -395,3 +396,38 @@ def test_under_ckprof_record_every_request_is_recorded_and_no_upload_is_a_save_o
     assert [(e["source"], e["path"]) for e in starts] == [("workload", f"s3://{BUCKET}/{prefix}/global_epoch1_step1")]
     ends = [e for e in events if e["event"] == "checkpoint_end"]
     assert len(ends) == 1 and ends[0]["ok"] is True and ends[0]["uploaded"] is True
+
+
+def test_ctrl_c_mid_save_deletes_the_unpublished_objects_and_aborts_the_uploads(tmp_path, moto):
+    """A terminal's Ctrl-C while rank 1 is stalled mid-upload (its multipart upload open): exit 130,
+    one line saying the objects were deleted, and nothing of the checkpoint left in the bucket."""
+    prefix = "ctrl-c"
+    env = s3_env(moto, CKPROF_WORKLOAD_FAULT=f"rank=1,after={PART},action=stall")
+    argv = [sys.executable, "-m", "ckprof", "workload", "--total-size", "40MiB", "--ranks", "2", "--no-record",
+            "--target", f"s3://{BUCKET}/{prefix}"]  # fmt: skip
+    p = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while not moto.client.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix + "/").get("Uploads"):
+        if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            pytest.fail(f"no upload began: {p.communicate()[1]}")
+        time.sleep(0.1)
+    time.sleep(2)  # rank 1 sends its first part and stalls
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    line = err.strip().splitlines()[-1]
+    assert line == (
+        f"ckprof: interrupted by SIGINT while writing global_epoch1_step1 in s3://{BUCKET}/{prefix}: the ranks "
+        "were stopped and its objects deleted; nothing partial was published"
+    ), err
+    assert objects(moto, prefix) == {}
+    assert not moto.client.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix + "/").get("Uploads")
