@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .data import Pool, Ring, aligned_buffer, chunk_digest, chunk_key, file_digest
-from .shardio import ChecksumMismatch, FileJob, FileResult, ready_ring
+from .shardio import ChecksumMismatch, Failure, FileJob, FileResult, ready_ring
 
 MIN_PART_BYTES = 5 * 2**20  # S3's smallest part but the last
 MAX_PARTS = 10_000
@@ -66,17 +66,6 @@ class _Upload:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class _Failure:
-    def __init__(self):
-        self.error: BaseException | None = None
-        self.event = threading.Event()
-
-    def set(self, e: BaseException) -> None:
-        if self.error is None:
-            self.error = e
-        self.event.set()
-
-
 def _named(e: BaseException, url: str) -> BaseException:
     """A botocore error names the operation, not the object: say which."""
     if isinstance(e, ChecksumMismatch) or type(e).__module__.startswith("ckprof"):
@@ -101,7 +90,7 @@ def upload_objects(
     ups = [_Upload(j, j.path, -(-j.nbytes // chunk_bytes)) for j in jobs]
     work: queue.Queue = queue.Queue(maxsize=max(2, threads * 2))
     closing: queue.Queue = queue.Queue()
-    fail = _Failure()
+    fail = Failure()
     begun: list[_Upload] = []
 
     def url(u: _Upload) -> str:
@@ -262,7 +251,7 @@ def read_objects(s3, bucket: str, jobs: list[FileJob], *, chunk_bytes: int, thre
         digests.append([0] * nchunks)
         for ci, off in enumerate(range(0, job.nbytes, chunk_bytes)):
             tasks.put((i, ci, off, min(chunk_bytes, job.nbytes - off)))
-    fail = _Failure()
+    fail = Failure()
 
     def reader() -> None:
         buf = aligned_buffer(chunk_bytes)

@@ -58,7 +58,9 @@ class _Open:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class _Failure:
+class Failure:
+    """The first error of a set of worker threads, and an event that tells the others to stop."""
+
     def __init__(self):
         self.error: BaseException | None = None
         self.event = threading.Event()
@@ -109,7 +111,7 @@ def write_files(
     for i in range(nbuf):
         free.put(i)
     work: queue.Queue = queue.Queue()
-    fail = _Failure()
+    fail = Failure()
     opened: list[_Open] = []
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | (os.O_DIRECT if direct else 0)
 
@@ -276,7 +278,7 @@ def read_files(
         for st in states:
             os.close(st.fd)
         raise
-    fail = _Failure()
+    fail = Failure()
 
     def reader() -> None:
         buf = aligned_buffer(chunk_bytes + ALIGN)
