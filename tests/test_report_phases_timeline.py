@@ -140,7 +140,7 @@ def test_thousands_of_steps_become_per_second_bars_and_the_page_says_so(tmp_path
 
 
 def test_the_png_timeline_draws_the_lanes_derived_phases_hatched(steps_an):
-    plt = plots._mpl()
+    plt = plots.pyplot_module()
     lanes = plots.phase_lanes(steps_an)
     fig, ax = plt.subplots()
     plots._draw_lanes(ax, lanes, steps_an.model.checkpoints)

@@ -8,7 +8,7 @@ import numpy as np
 from ckprof.analysis.job_model import JobCheckpoint, JobReport
 from ckprof.units import GIB
 
-from .plots import _mpl, _png
+from .plots import fig_png, pyplot_module
 
 MAX_LEGEND_NODES = 10
 
@@ -23,7 +23,7 @@ def node_durations(rep: JobReport) -> bytes | None:
     cps = [c for c in rep.job.checkpoints if c.per_host]
     if not cps:
         return None
-    plt = _mpl()
+    plt = pyplot_module()
     hosts = rep.job.hosts
     fig, ax = plt.subplots(figsize=(min(4 + 0.5 * len(cps), 14), 3.8))
     x = np.arange(len(cps))
@@ -63,14 +63,14 @@ def node_durations(rep: JobReport) -> bytes | None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
-    return _png(fig)
+    return fig_png(fig)
 
 
 def job_throughput(rep: JobReport) -> bytes | None:
     tp = rep.job.throughput
     if not tp:
         return None
-    plt = _mpl()
+    plt = pyplot_module()
     bin_s = tp.bin_s
     t0 = (tp.start_wall_ns - rep.job.start_wall_ns) / 1e9
     x = t0 + bin_s * np.arange(len(tp.write_bytes) + 1)
@@ -91,4 +91,4 @@ def job_throughput(rep: JobReport) -> bytes | None:
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
-    return _png(fig)
+    return fig_png(fig)

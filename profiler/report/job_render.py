@@ -2,7 +2,7 @@
 self-contained HTML; the renderers read the model's attributes.
 
 The job's sections come first (summary, checkpoints across nodes, nodes × checkpoints, notes),
-then each host's own report. Every string from a recording goes through ckprof.escape (render._h, render._md_cell).
+then each host's own report. Every string from a recording goes through ckprof.escape (render.html_text, render.md_cell).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _demote(md: str) -> list[str]:
 
 def to_markdown(rep: JobReport) -> str:
     L = [
-        f"# ckprof job report: {R._md_cell(rep.job.path)}",
+        f"# ckprof job report: {R.md_cell(rep.job.path)}",
         "",
         "Units are in each header; [m] measured, [d] derived, [e] estimated. Times across nodes are on the "
         "wall clock (each host's anchor).",
@@ -170,38 +170,42 @@ def to_markdown(rep: JobReport) -> str:
         L += ["", "## Per node", ""] + R.md_table(headers, rows) + (["", f"({cut})"] if cut else [])
     else:
         L.append("No checkpoint windows on any node.")
-    L += ["", "## Job notes", ""] + ([f"- {R._md_cell(n.text)}" for n in rep.notes] or ["- none"])
+    L += ["", "## Job notes", ""] + ([f"- {R.md_cell(n.text)}" for n in rep.notes] or ["- none"])
     for h, hrep in rep.hosts.items():
-        L += ["", f"## Host {R._md_cell(h)}", ""] + _demote(R.to_markdown(hrep))[1:]
+        L += ["", f"## Host {R.md_cell(h)}", ""] + _demote(R.to_markdown(hrep))[1:]
     return "\n".join(L) + "\n"
 
 
 def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[str, bytes]]) -> str:
-    h = R._h
-    parts = R._html_head(rep.job.path, {"ckprof_version": rep.ckprof_version, "schema_version": rep.schema_version})
+    h = R.html_text
+    parts = R.html_head(rep.job.path, {"ckprof_version": rep.ckprof_version, "schema_version": rep.schema_version})
     parts += [
         "<p class='small'>A job of several nodes: times across nodes are on the wall clock (each host's "
         "anchor); each host's own report follows the job's sections.</p>",
         "<h2>Job summary</h2>",
-        R._html_table(["what", "value", "provenance"], summary_rows(rep)),
+        R.html_table(["what", "value", "provenance"], summary_rows(rep)),
         "<h2>Checkpoints across nodes</h2>",
     ]
     if rep.job.checkpoints:
-        parts.append(R._html_table(CHECKPOINT_HEADERS, checkpoint_rows(rep)))
+        parts.append(R.html_table(CHECKPOINT_HEADERS, checkpoint_rows(rep)))
         headers, rows, cut = node_table(rep)
-        parts += ["<h2>Per node</h2>", R._html_table(headers, rows)]
+        parts += ["<h2>Per node</h2>", R.html_table(headers, rows)]
         if cut:
             parts.append(f"<p class='small'>{h(cut)}</p>")
         if "nodes" in plots:
             parts.append(
-                R._img("nodes", plots["nodes"], "each node's time per checkpoint, the job's stall and the slowest node")
+                R.img_tag(
+                    "nodes", plots["nodes"], "each node's time per checkpoint, the job's stall and the slowest node"
+                )
             )
     else:
         parts.append("<p>No checkpoint windows on any node.</p>")
     if "throughput" in plots:
         parts += [
             "<h2>The job's device throughput</h2>",
-            R._img("throughput", plots["throughput"], "every node's device writes and reads, summed on the wall clock"),
+            R.img_tag(
+                "throughput", plots["throughput"], "every node's device writes and reads, summed on the wall clock"
+            ),
         ]
     parts.append(
         "<h2>Job notes: hosts left out, clocks, checkpoints not seen everywhere</h2><ul>"

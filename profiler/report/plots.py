@@ -26,7 +26,7 @@ MAX_MARK_LINES = 1000
 MAX_MARK_TEXT = 80  # characters of a mark's text in a hover
 
 
-def _mpl():
+def pyplot_module():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -35,10 +35,10 @@ def _mpl():
     return plt
 
 
-def _png(fig) -> bytes:
+def fig_png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    _mpl().close(fig)
+    pyplot_module().close(fig)
     return buf.getvalue()
 
 
@@ -351,7 +351,7 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
     panels = timeline_panels(an, max_devices)
     if not panels:
         return None
-    plt = _mpl()
+    plt = pyplot_module()
     rows = an.model.checkpoints
     marks = mark_lines(an.plot.get("marks", []), an.timeline.duration_s)
     lanes = phase_lanes(an)
@@ -383,7 +383,7 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
     axes[-1].set_xlabel("time since recording start (s)")
     title = "Timeline — checkpoint windows shaded (dark: save running; light: until durable)"
     fig.suptitle(title + (f"\n{marks.note}" if marks.note else ""), fontsize=10)
-    return _png(fig)
+    return fig_png(fig)
 
 
 def _draw_lanes(ax, lanes: PhaseLanes, rows) -> None:
@@ -415,7 +415,7 @@ def checkpoint_bars(an) -> bytes | None:
     rows = an.model.checkpoints
     if not rows:
         return None
-    plt = _mpl()
+    plt = pyplot_module()
     has_energy = any(r.energy for r in rows)
     fig, axes = plt.subplots(1, 2 if has_energy else 1, figsize=(11 if has_energy else 6, 3.2), squeeze=False)
     x = np.arange(len(rows))
@@ -444,14 +444,14 @@ def checkpoint_bars(an) -> bytes | None:
         ax.set_ylabel("joules")
         ax.set_title("Energy per checkpoint by component (J)")
         ax.legend(fontsize=7)
-    return _png(fig)
+    return fig_png(fig)
 
 
 def temp_vs_bandwidth(an) -> bytes | None:
     pts = an.plot.get("temp_vs_bw")
     if pts is None or len(pts) == 0:
         return None
-    plt = _mpl()
+    plt = pyplot_module()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.scatter(pts["temp_c"], pts["write_gib_per_s"], s=4, alpha=0.4)
     for o in an.model.throttling.onsets[:1]:
@@ -462,7 +462,7 @@ def temp_vs_bandwidth(an) -> bytes | None:
     ax.set_ylabel("write GiB/s, all devices (measured)")
     ax.set_title("Temperature vs write bandwidth")
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return fig_png(fig)
 
 
 def all_plots(an) -> dict[str, bytes]:

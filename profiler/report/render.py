@@ -27,13 +27,13 @@ def _device_rows(rep: Report) -> tuple[list, str | None]:
     )
 
 
-def _md_cell(s) -> str:
+def md_cell(s) -> str:
     return E.md(s)
 
 
 def md_table(headers, rows) -> list[str]:
-    out = ["| " + " | ".join(_md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    out = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
     return out
 
 
@@ -41,7 +41,7 @@ def to_markdown(rep: Report | dict) -> str:
     """rep: the report model, or its JSON form (a host's report read back from a job's JSON)."""
     rep = Report.from_jsonable(rep)
     L = [
-        f"# ckprof report: {_md_cell(rep.recording.path)}",
+        f"# ckprof report: {md_cell(rep.recording.path)}",
         "",
         "Units are in each header; [m] measured, [d] derived, [e] estimated.",
         "",
@@ -66,7 +66,7 @@ def to_markdown(rep: Report | dict) -> str:
             L += ["", "### Async phases (saves with a background write)", ""] + md_table(T.ASYNC_HEADERS, ar)
             L += ["", "#### Each phase", ""] + md_table(*T.phase_table(rep))
         if line:
-            L += ["", f"- {_md_cell(line)}"]
+            L += ["", f"- {md_cell(line)}"]
         rr = T.remote_rows(rep)
         if rr:
             L += ["", "### Remote targets (NFS, S3, FUSE, network interfaces)", ""] + md_table(T.REMOTE_HEADERS, rr)
@@ -77,10 +77,10 @@ def to_markdown(rep: Report | dict) -> str:
         L.append("No checkpoint windows: no markers, and no write bursts above the baseline.")
     if rep.advice:
         L += ["", "## What would help (each from a measured figure)", ""]
-        L += [f"- {_md_cell(a.text)}" for a in rep.advice]
-    L += ["", "## Throttling", ""] + [f"- {_md_cell(x)}" for x in T.throttle_lines(rep)]
+        L += [f"- {md_cell(a.text)}" for a in rep.advice]
+    L += ["", "## Throttling", ""] + [f"- {md_cell(x)}" for x in T.throttle_lines(rep)]
     L += ["", "## Notes: what could not be measured, and why", ""]
-    L += [f"- {_md_cell(n.text)}" for n in rep.notes] or ["- none"]
+    L += [f"- {md_cell(n.text)}" for n in rep.notes] or ["- none"]
     return "\n".join(L) + "\n"
 
 
@@ -94,14 +94,14 @@ th{background:#f3f3f3;text-align:left} td.bad{color:#b00020;font-weight:600} .sm
 """
 
 
-def _h(s) -> str:
+def html_text(s) -> str:
     return E.html(s)
 
 
-def _html_table(headers, rows, bad_col=None, linked: bool = False) -> str:
+def html_table(headers, rows, bad_col=None, linked: bool = False) -> str:
     """linked: the checkpoint table beside an interactive timeline — row N is `tr id='ckpt-N'` and
     its first cell a link that zooms the timeline to checkpoint N (interactive.LINK_JS)."""
-    out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in headers) + "</tr>"]
+    out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{html_text(h)}</th>" for h in headers) + "</tr>"]
     for n, r in enumerate(rows, 1):
         cells = []
         for i, c in enumerate(r):
@@ -110,7 +110,7 @@ def _html_table(headers, rows, bad_col=None, linked: bool = False) -> str:
                 if (bad_col is not None and i == bad_col and str(c).startswith(("NO", "FAILED", "did not")))
                 else ""
             )
-            text = _h(c)
+            text = html_text(c)
             if linked and i == 0:
                 text = f"<a class='ckpt-link' href='#timeline' data-ckpt='{n}' title='show on the timeline'>{text}</a>"
             cells.append(f"<td{cls}>{text}</td>")
@@ -119,19 +119,19 @@ def _html_table(headers, rows, bad_col=None, linked: bool = False) -> str:
     return "\n".join(out)
 
 
-def _img(name: str, png: bytes, alt: str) -> str:
+def img_tag(name: str, png: bytes, alt: str) -> str:
     data = base64.b64encode(png).decode()
-    return f"<img id='plot-{_h(name)}' alt='{_h(alt)}' src='data:image/png;base64,{data}'>"
+    return f"<img id='plot-{html_text(name)}' alt='{html_text(alt)}' src='data:image/png;base64,{data}'>"
 
 
-def _html_head(title: str, rep: Report | dict) -> list[str]:
+def html_head(title: str, rep: Report | dict) -> list[str]:
     """rep: the host report, or a job report's versions as a dict (report/job_render.py)."""
     versions = rep if isinstance(rep, Report) else Report(**rep)
     return [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>ckprof report: {_h(title)}</title><style>{CSS}</style></head><body>",
-        f"<h1>ckprof report: {_h(title)}</h1>",
-        f"<p class='small'>ckprof {_h(versions.ckprof_version)}, report schema {_h(versions.schema_version)}. "
+        f"<title>ckprof report: {html_text(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>ckprof report: {html_text(title)}</h1>",
+        f"<p class='small'>ckprof {html_text(versions.ckprof_version)}, report schema {html_text(versions.schema_version)}. "
         "Units are in each header; [m] measured, [d] derived, [e] estimated.</p>",
     ]
 
@@ -139,7 +139,7 @@ def _html_head(title: str, rep: Report | dict) -> list[str]:
 def to_html(rep: Report | dict, plots: dict[str, bytes], timeline: str | None = None) -> str:
     """timeline: the interactive timeline's fragment (interactive.timeline_html), or None: the PNG only."""
     rep = Report.from_jsonable(rep)
-    parts = _html_head(rep.recording.path, rep) + html_body(rep, plots, timeline)
+    parts = html_head(rep.recording.path, rep) + html_body(rep, plots, timeline)
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -157,63 +157,65 @@ TIMELINE_HELP = (
 def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None = None) -> list[str]:
     """One recording's sections, Summary to Notes (a job's report puts one per host: its JSON form)."""
     rep = Report.from_jsonable(rep)
-    parts = ["<h2>Summary</h2>", _html_table(["what", "value", "provenance"], T.summary_rows(rep))]
+    parts = ["<h2>Summary</h2>", html_table(["what", "value", "provenance"], T.summary_rows(rep))]
     alt = "timeline of bandwidth, queue depth, temperature, power and GPU idle with checkpoint windows shaded"
     if timeline is not None:
-        parts += ["<h2 id='timeline'>Timeline</h2>", f"<p class='small'>{_h(TIMELINE_HELP)}</p>", timeline]
+        parts += ["<h2 id='timeline'>Timeline</h2>", f"<p class='small'>{html_text(TIMELINE_HELP)}</p>", timeline]
         if "timeline" in plots:
             parts.append(
                 "<details><summary>the same timeline as a picture (for print, or without JavaScript)</summary>"
-                + _img("timeline", plots["timeline"], alt)
+                + img_tag("timeline", plots["timeline"], alt)
                 + "</details>"
             )
     elif "timeline" in plots:
-        parts += ["<h2 id='timeline'>Timeline</h2>", _img("timeline", plots["timeline"], alt)]
+        parts += ["<h2 id='timeline'>Timeline</h2>", img_tag("timeline", plots["timeline"], alt)]
     parts.append("<h2>Checkpoints</h2>")
     if rep.checkpoints:
-        parts.append(_html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8, linked=timeline is not None))
+        parts.append(html_table(T.CHECKPOINT_HEADERS, T.checkpoint_rows(rep), bad_col=8, linked=timeline is not None))
         pr = T.part_rows(rep)
         if pr:
-            parts += ["<h3>Parts of each checkpoint (ranks, files)</h3>", _html_table(T.PART_HEADERS, pr, bad_col=9)]
+            parts += ["<h3>Parts of each checkpoint (ranks, files)</h3>", html_table(T.PART_HEADERS, pr, bad_col=9)]
         rr = T.restore_rows(rep)
         if rr:
-            parts += ["<h3>Restores: storage or page cache?</h3>", _html_table(T.RESTORE_HEADERS, rr, bad_col=8)]
+            parts += ["<h3>Restores: storage or page cache?</h3>", html_table(T.RESTORE_HEADERS, rr, bad_col=8)]
         sr = T.ssd_rows(rep)
         if sr:
-            parts += ["<h3>SSD efficiency (per checkpoint and SSD)</h3>", _html_table(T.SSD_HEADERS, sr)]
+            parts += ["<h3>SSD efficiency (per checkpoint and SSD)</h3>", html_table(T.SSD_HEADERS, sr)]
         ar, line = T.async_rows(rep), T.async_line(rep)
         if ar:
-            parts += ["<h3>Async phases (saves with a background write)</h3>", _html_table(T.ASYNC_HEADERS, ar)]
+            parts += ["<h3>Async phases (saves with a background write)</h3>", html_table(T.ASYNC_HEADERS, ar)]
             parts += [
                 "<details id='async-phase-rows'><summary>each phase: start, end, bytes, rate, measured or derived"
-                "</summary>" + _html_table(*T.phase_table(rep)) + "</details>"
+                "</summary>" + html_table(*T.phase_table(rep)) + "</details>"
             ]
         if line:
-            parts.append(f"<p id='async-effect'>{_h(line)}</p>")
+            parts.append(f"<p id='async-effect'>{html_text(line)}</p>")
         rr = T.remote_rows(rep)
         if rr:
-            parts += ["<h3>Remote targets (NFS, S3, FUSE, network interfaces)</h3>", _html_table(T.REMOTE_HEADERS, rr)]
+            parts += ["<h3>Remote targets (NFS, S3, FUSE, network interfaces)</h3>", html_table(T.REMOTE_HEADERS, rr)]
         if "checkpoints" in plots:
-            parts.append(_img("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
+            parts.append(img_tag("checkpoints", plots["checkpoints"], "duration and energy per checkpoint"))
         dr, cut = _device_rows(rep)
         if dr:
-            parts += ["<h3>Per device</h3>", _html_table(T.DEVICE_HEADERS, dr)]
+            parts += ["<h3>Per device</h3>", html_table(T.DEVICE_HEADERS, dr)]
             if cut:
-                parts.append(f"<p class='small'>{_h(cut)}</p>")
+                parts.append(f"<p class='small'>{html_text(cut)}</p>")
     else:
         parts.append("<p>No checkpoint windows: no markers, and no write bursts above the baseline.</p>")
     if rep.advice:
         parts.append(
             "<h2>What would help (each from a measured figure)</h2><ul id='advice'>"
-            + "".join(f"<li>{_h(a.text)}</li>" for a in rep.advice)
+            + "".join(f"<li>{html_text(a.text)}</li>" for a in rep.advice)
             + "</ul>"
         )
-    parts.append("<h2>Throttling</h2><ul>" + "".join(f"<li>{_h(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>")
+    parts.append(
+        "<h2>Throttling</h2><ul>" + "".join(f"<li>{html_text(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>"
+    )
     if "temp_vs_bandwidth" in plots:
-        parts.append(_img("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
+        parts.append(img_tag("temp_vs_bandwidth", plots["temp_vs_bandwidth"], "temperature vs write bandwidth"))
     parts.append(
         "<h2>Notes: what could not be measured, and why</h2><ul>"
-        + ("".join(f"<li>{_h(n.text)}</li>" for n in rep.notes) or "<li>none</li>")
+        + ("".join(f"<li>{html_text(n.text)}</li>" for n in rep.notes) or "<li>none</li>")
         + "</ul>"
     )
     return parts

@@ -45,10 +45,10 @@ def _png_artists(an, monkeypatch) -> list[int]:
 
     def keep(fig):
         seen.extend(len(ax.get_children()) for ax in fig.axes)
-        plots._mpl().close(fig)
+        plots.pyplot_module().close(fig)
         return b"png"
 
-    monkeypatch.setattr(plots, "_png", keep)
+    monkeypatch.setattr(plots, "fig_png", keep)
     assert plots.timeline(an) == b"png"
     return seen
 
