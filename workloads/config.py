@@ -11,8 +11,10 @@ S3_CHUNK_BYTES = 8 * 2**20
 
 
 def is_s3(target: str | None) -> bool:
-    """An s3:// target (the AWS tools' scheme; s3a/s3n are Hadoop's names for the same store)."""
-    return str(target or "").lower().startswith(("s3://", "s3a://", "s3n://"))
+    """An s3:// target (ckprof.recording.fstypes.S3_SCHEMES)."""
+    from ckprof.recording.fstypes import S3_SCHEMES, url_scheme
+
+    return url_scheme(target) in S3_SCHEMES
 
 
 @dataclass

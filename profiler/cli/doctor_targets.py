@@ -27,7 +27,7 @@ from ckprof.collectors.nfs import SOURCE as MOUNTSTATS
 from ckprof.collectors.nfs_parse import NFS_FSTYPES, parse_mountstats
 from ckprof.collectors.topology import Mount, Topology
 from ckprof.record.fskind import magic_of
-from ckprof.recording.fstypes import OBJECT_SCHEMES, TABLE, kind_of
+from ckprof.recording.fstypes import OBJECT_SCHEMES, S3_SCHEMES, TABLE, kind_of
 
 PROBE_TIMEOUT_S = 5  # one LIST: connect and read timeouts, no retry
 CHECK_TIMEOUT_S = 30  # the child Python's start, imports and (with --probe) its one request
@@ -115,7 +115,7 @@ def url_lines(url: str, python: str, probe: bool = False) -> list[str]:
             head + f"; {scheme} is not an object store ckprof knows ({', '.join(sorted(OBJECT_SCHEMES))})",
             "  NOT recorded: its requests and its saves' durability (unknown); the network interfaces are (net)",
         ]
-    is_s3 = scheme in ("s3://", "s3a://", "s3n://")
+    is_s3 = scheme.removesuffix("://") in S3_SCHEMES
     lines = [head, "  recorded by `ckprof record -- COMMAND`, with no change to the program:"]
     if is_s3:
         lines += [

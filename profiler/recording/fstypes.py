@@ -65,6 +65,8 @@ TABLE: dict[int, tuple[str, str]] = {
 
 # fsspec's protocols for object stores: a checkpoint path with one of these is an object, not a file
 OBJECT_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2"})
+# of those, S3's (the AWS tools' s3://; s3a and s3n are Hadoop's names for the same store)
+S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")  # RFC 3986 section 3.1
 
 
