@@ -339,8 +339,8 @@ def record_requests(rank: int) -> None:
     if not markers.active():
         return
     auto = sys.modules.get("_ckprof_autopatch")
-    if auto is not None and hasattr(auto, "_enter"):
-        auto._enter()
+    if auto is not None and hasattr(auto, "marks_its_own_saves"):
+        auto.marks_its_own_saves()
     import botocore.client  # type: ignore[import-untyped]
 
     name = "_ckprof_workload_uploads"

@@ -313,6 +313,13 @@ def _enter():
         return _busy == 1
 
 
+def marks_its_own_saves():
+    """For a process whose saves are marked by the program itself (ckprof workload's ranks, whose
+    rank 0 marks each save for all): from now on every upload here is part of a save that is
+    running, never a save of its own (_ckprof_uploads.Uploads: busy)."""
+    _enter()
+
+
 def _leave():
     global _busy
     with _lock:
