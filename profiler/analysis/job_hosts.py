@@ -29,8 +29,10 @@ from . import job_notes, job_throughput
 from .analyze import Analysis, analyze, merged_spans
 from .checkpoints import device_stats, returned_last, unknown_entry, window_device_unknown
 from .job_model import HostPart, LastRank, NodeFigures, NodeSlowDevice
+from .job_network import node_network
 from .model import Checkpoint, DeviceFigures, Part
 from .model_base import Note
+from .remote import OffHost
 
 SLOW_DEVICE_MIN_SHARE = 0.10
 
@@ -121,8 +123,9 @@ def _slowest_device(devs: dict[str, DeviceFigures], dev_bytes: float | None, io:
     )
 
 
-def node_figures(rec, an: Analysis, ws: list[Window]) -> NodeFigures:
-    """One node's figures for one checkpoint (its windows: one per rank, usually)."""
+def node_figures(rec, an: Analysis, ws: list[Window], off: OffHost | None = None) -> NodeFigures:
+    """One node's figures for one checkpoint (its windows: one per rank, usually); `off`: the
+    host's off-machine sources read once (remote.OffHost), for its network figures."""
     tl = an.timeline
     start_s, last_s = _span_s(ws)
     ends = [w.app_end_s for w in ws if w.app_end_s is not None]
@@ -161,6 +164,7 @@ def node_figures(rec, an: Analysis, ws: list[Window]) -> NodeFigures:
         energy_provenance=sorted({e["provenance"] for e in energy.values()}),
         slowest_device=_slowest_device(devs, dev_bytes, io),
         last_rank=LastRank(rank=last.rank, seconds=last.duration_s, bytes_app=_f(last.bytes_app)),
+        network=node_network(off, "net" in rec.collectors, a, b),
     )
 
 
@@ -188,12 +192,13 @@ def host_part(name: str, rec, kw: dict, keep: bool = False) -> HostPart | Note:
     if isinstance(an, Note):
         return an
     grouped = groups(windows_of(an.model.checkpoints))
+    off = OffHost.of(rec) if grouped else None  # read once for all its checkpoints
     return HostPart(
         name=name,
         report={k: v for k, v in an.report.items() if k != "fields"},
         start_wall_ns=_wall_ns(rec, an.timeline, 0.0),
         end_wall_ns=_wall_ns(rec, an.timeline, an.timeline.duration_s),
-        figures={key: node_figures(rec, an, ws) for key, ws in grouped.items()},
+        figures={key: node_figures(rec, an, ws, off) for key, ws in grouped.items()},
         saves_energy_j=saves_energy_j(an, grouped),
         throughput=job_throughput.host_series(rec, an.timeline),
         analysis=an if keep else None,

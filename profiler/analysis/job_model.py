@@ -43,6 +43,36 @@ class LastRank(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeInterface(Model):
+    """One network interface of a node over its span of a checkpoint (/sys/class/net/*/statistics)."""
+
+    tx_bytes: float | None = figure("B (sent)", M)
+    rx_bytes: float | None = figure("B (received)", M)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeNetwork(Model):
+    """What a node sent and received over the network in its span of a checkpoint (analysis/remote.py:
+    every sampling interval the span touches). A figure the host has no source for is null, its
+    reason in `unknown`; never 0."""
+
+    seconds: float | None = figure("s (the sampling intervals the node's span touches)", D)
+    tx_bytes: float | None = figure("B (sent, summed over the node's interfaces)", M)
+    rx_bytes: float | None = figure("B (received, summed over the node's interfaces)", M)
+    tx_gib_per_s: float | None = figure("GiB/s (tx_bytes / seconds)", D)
+    rx_gib_per_s: float | None = figure("GiB/s (rx_bytes / seconds)", D)
+    interfaces: dict[str, NodeInterface]
+    nfs_bytes_sent: float | None = figure("B (RPC payload and headers to the NFS servers, all mounts)", M)
+    s3_bytes_sent: float | None = figure("B (PutObject and UploadPart bodies)", M)
+    s3_bytes_received: float | None = figure("B (GetObject bodies)", M)
+    unknown: dict[str, str]  # a null figure's name → why it is null
+
+    @classmethod
+    def from_plain(cls, d: dict) -> NodeNetwork:
+        return cls(**{**d, "interfaces": {i: NodeInterface(**f) for i, f in d["interfaces"].items()}})
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeFigures(Model):
     """One node's figures for one checkpoint (its windows: one per rank, usually)."""
 
@@ -63,6 +93,7 @@ class NodeFigures(Model):
     energy_provenance: list[str]
     slowest_device: NodeSlowDevice | None
     last_rank: LastRank | None
+    network: NodeNetwork
 
     @classmethod
     def from_plain(cls, d: dict) -> NodeFigures:
@@ -70,7 +101,14 @@ class NodeFigures(Model):
         parse took ~0.5 ms a node and checkpoint (a 2,048-host job of 12 saves: ~14 s), this µs.
         A key the model does not know is refused (TypeError), as from_jsonable refuses it."""
         sd, lr = d["slowest_device"], d["last_rank"]
-        return cls(**{**d, "slowest_device": sd and NodeSlowDevice(**sd), "last_rank": lr and LastRank(**lr)})
+        return cls(
+            **{
+                **d,
+                "slowest_device": sd and NodeSlowDevice(**sd),
+                "last_rank": lr and LastRank(**lr),
+                "network": NodeNetwork.from_plain(d["network"]),
+            }
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +190,11 @@ class JobCheckpoint(Model):
     device_gib_per_s: float | None = figure("GiB/s", D)
     energy_j: float | None = figure("J", WORST)
     energy_hosts: int  # nodes whose joules are known
+    # the network, in the checkpoint's direction (sent for a save, received for a load)
+    network_bytes: float | None = figure("B (the nodes' interfaces, sent for a save, received for a load)", D)
+    network_unknown_hosts: list[str]  # nodes whose interface bytes are unknown (their reasons in per_host)
+    network_slowest_host: str | None  # the node with the lowest network GiB/s among those that moved bytes
+    network_slowest_host_gib_per_s: float | None = figure("GiB/s (that node's bytes / its seconds)", D)
     per_host: dict[str, NodeInCheckpoint]
 
     @property

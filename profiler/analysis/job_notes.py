@@ -18,6 +18,7 @@ CHECKPOINT_NOT_SEEN = "checkpoint_not_seen"
 CHECKPOINT_UNFINISHED = "checkpoint_unfinished"
 DEVICE_UNKNOWN_HOST = "device_unknown_host"
 HOSTS_WITHOUT_DEVICES = "hosts_without_device_samples"
+NETWORK_UNKNOWN_HOST = "network_unknown_host"
 
 
 def _few(names: list[str]) -> str:
@@ -53,7 +54,8 @@ def host_no_checkpoints(name: str) -> Note:
 
 
 def checkpoint_notes(c: JobCheckpoint) -> list[Note]:
-    """A checkpoint not seen on every host, not ended on some, or with a host's devices unknown."""
+    """A checkpoint not seen on every host, not ended on some, with a host's devices unknown, or
+    with a host's network bytes unknown where another host's are known."""
     out = []
     if c.missing_hosts:
         out.append(Note(code=CHECKPOINT_NOT_SEEN, text=f"{c.label}: not seen on host(s) {', '.join(c.missing_hosts)}"))
@@ -74,6 +76,17 @@ def checkpoint_notes(c: JobCheckpoint) -> list[Note]:
                 subject=h,
             )
         )
+    if len(c.network_unknown_hosts) < c.hosts:  # some node has network figures: say which have none
+        moved = "rx_bytes" if c.kind == "load" else "tx_bytes"
+        for h in c.network_unknown_hosts:
+            out.append(
+                Note(
+                    code=NETWORK_UNKNOWN_HOST,
+                    text=f"{c.label}: network bytes on host {h} unknown, and so the job's: "
+                    f"{c.per_host[h].network.unknown.get(moved, 'unknown')}",
+                    subject=h,
+                )
+            )
     return out
 
 

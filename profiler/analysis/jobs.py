@@ -13,7 +13,8 @@ Rules (docs/report-format.md, `job`):
   is done: the slowest sets the time); the spread: the slowest node's time − the fastest node's;
 - the slowest device: the slowest node's own (job_hosts: its slowest carrying device);
 - who a checkpoint waited for: the host whose part ended last, and its rank that returned last;
-- the run's blocked seconds: the union of the saves' stalls (each second once).
+- the run's blocked seconds: the union of the saves' stalls (each second once);
+- the network's bytes and slowest node: analysis/job_network.py.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .job_model import (
     SlowestDevice,
     job_fields,
 )
+from .job_network import checkpoint_network
 from .model_base import Note
 
 
@@ -252,6 +254,7 @@ def checkpoint(kind, step, per_host: dict[str, NodeFigures], all_hosts: list[str
         device_gib_per_s=_f(b_dev / GIB / stall) if (b_dev and stall) else None,
         energy_j=_sum(n.energy_j for n in per_host.values()),
         energy_hosts=sum(1 for n in per_host.values() if n.energy_j is not None),
+        **checkpoint_network(kind, per_host),
         per_host={
             h: NodeInCheckpoint(**vars(n), start_offset_s=(n.start_wall_ns - first_ns) / 1e9)
             for h, n in per_host.items()

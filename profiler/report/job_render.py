@@ -148,6 +148,49 @@ def node_table(rep: JobReport) -> tuple[list[str], list[list[str]], str | None]:
     return headers, rows, cut
 
 
+NETWORK_HEADERS = [
+    "checkpoint",
+    "node",
+    "seconds [d]",
+    "sent [m]",
+    "received [m]",
+    "GiB/s, its direction [d]",
+    "interfaces",
+    "NFS sent [m]",
+    "S3 sent / received [m]",
+]
+
+
+def network_rows(rep: JobReport) -> tuple[list[list[str]], list[str]]:
+    """Per checkpoint and node: its interfaces' bytes, seconds and GiB/s in the checkpoint's
+    direction, NFS and S3 bytes; the slowest node by network marked. Also each distinct reason a
+    figure is unknown (a null is "unknown", its reason listed under the table)."""
+    rows, reasons = [], []
+    for c in rep.job.checkpoints:
+        for h, n in c.per_host.items():
+            net = n.network
+            for why in net.unknown.values():
+                if why not in reasons:
+                    reasons.append(why)
+            rate = net.rx_gib_per_s if c.kind == "load" else net.tx_gib_per_s
+            s3 = f"{b(net.s3_bytes_sent)} / {b(net.s3_bytes_received)}" if net.s3_bytes_sent is not None else "unknown"
+            slowest = " ◀ slowest" if h == c.network_slowest_host and c.hosts > 1 else ""
+            rows.append(
+                [
+                    _label(c),
+                    h,
+                    num(net.seconds, "{:.2f}", "unknown"),
+                    b(net.tx_bytes) if net.tx_bytes is not None else "unknown",
+                    b(net.rx_bytes) if net.rx_bytes is not None else "unknown",
+                    num(rate, "{:.3f}", "unknown") + slowest,
+                    ", ".join(net.interfaces) or "—",
+                    b(net.nfs_bytes_sent) if net.nfs_bytes_sent is not None else "unknown",
+                    s3,
+                ]
+            )
+    return rows, reasons
+
+
 def _demote(md: str) -> list[str]:
     return [("#" + line) if line.startswith("#") else line for line in md.splitlines()]
 
@@ -168,6 +211,9 @@ def to_markdown(rep: JobReport) -> str:
         L += R.md_table(CHECKPOINT_HEADERS, checkpoint_rows(rep))
         headers, rows, cut = node_table(rep)
         L += ["", "## Per node", ""] + R.md_table(headers, rows) + (["", f"({cut})"] if cut else [])
+        net_rows, reasons = network_rows(rep)
+        L += ["", "## Network per node", ""] + R.md_table(NETWORK_HEADERS, net_rows)
+        L += [""] + [f"- unknown: {R.md_cell(why)}" for why in reasons]
     else:
         L.append("No checkpoint windows on any node.")
     L += ["", "## Job notes", ""] + ([f"- {R.md_cell(n.text)}" for n in rep.notes] or ["- none"])
@@ -192,6 +238,9 @@ def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[
         parts += ["<h2>Per node</h2>", R.html_table(headers, rows)]
         if cut:
             parts.append(f"<p class='small'>{h(cut)}</p>")
+        net_rows, reasons = network_rows(rep)
+        parts += ["<h2>Network per node</h2>", R.html_table(NETWORK_HEADERS, net_rows)]
+        parts.append("<ul>" + "".join(f"<li>unknown: {h(why)}</li>" for why in reasons) + "</ul>" if reasons else "")
         if "nodes" in plots:
             parts.append(
                 R.img_tag(
