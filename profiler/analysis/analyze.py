@@ -334,6 +334,7 @@ def analyze(
     rows = with_phases_and_remote(rows, ph, measure_remote(inp, rows))
     run = run_figures(inp, windows, ctx, rows.rows)
     notes = collect_notes(inp, windows, context_notes, dur, rows)
+    run = replace(run, steps=ph.run_steps)
     if ph.run is not None:
         run = replace(run, async_effect=ph.run)
         if ph.run.slower_steps_s is None:
@@ -366,6 +367,7 @@ def analyze(
     n_bins = int(np.ceil(max(tl.duration_s, tl.res_s) / tl.res_s))
     power = {"power": power_by_component(ctx.sources, tl.start_ns, tl.res_s, n_bins)} if ctx.sources else {}
     an.plot = {"temp_vs_bw": plot_tb, **power, "marks": _marks(inp.events, tl.start_ns)}
+    an.plot["step_ends"] = (ph.step_ends_s, None)  # the timelines' step ticks (plots.recorded_steps)
     return an
 
 

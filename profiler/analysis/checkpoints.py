@@ -126,8 +126,9 @@ def no_block_device(path) -> dict | None:
     what = "an object store" if storage.kind == "object" else f"a {storage.file_system} URL"
     return unknown_entry(
         NO_BLOCK_DEVICE,
-        f"no block device behind {path}: {what} (its bytes went over the network, uploaded; "
-        "ckprof records no network telemetry yet)",
+        f"no block device behind {path}: {what} (its bytes went over the network: the "
+        "checkpoint's remote figures give them where the recording has them: remote.object_store for "
+        "S3 requests, remote.interfaces for the network interfaces)",
     )
 
 

@@ -171,7 +171,9 @@ class Phase(Model):
     d2h_bytes: float | None = figure(
         "B (Σ numel × element size of the state dict's CUDA tensors at the staging call)", MEASURED, absent=True
     )
-    d2h_s: float | None = figure("s (the staging span the copy ran in: no CUDA event brackets it)", DERIVED, absent=True)
+    d2h_s: float | None = figure(
+        "s (the staging span the copy ran in: no CUDA event brackets it)", DERIVED, absent=True
+    )
     d2h_gib_per_s: float | None = figure(GIBPS, DERIVED, "d2h_bytes / d2h_s", absent=True)
     d2h_basis: str | None = plain("what the D2H figures stand on, or why they are unknown", absent=True)
     # when a GPU is recorded (analysis/gpu_idle.py's rule over the phase's span)
@@ -203,6 +205,21 @@ class AsyncEffect(Model):
     stall_avoided_s: float | None = figure("s (sync equivalent − blocked)", ESTIMATED)
     slower_steps_s: float | None = figure("s (Σ of the saves' slower_steps_s)", DERIVED)
     net_s: float | None = figure("s (stall avoided − slower steps)", ESTIMATED)
+
+
+@dataclass(frozen=True)
+class RunSteps(Model):
+    """The run's training steps (train_step events: torch.optim's post-hook or ckprof.step()), by
+    analysis/phases.py's rule, whether its saves were synchronous or not: each step's own time (a
+    save's blocked part inside it taken out); a step with no time of its own is left out."""
+
+    step_ends: int = figure("count (train_step events used, all processes)", MEASURED)
+    processes: int = figure("count (processes that recorded steps)", MEASURED)
+    steps: int = figure("steps (with a known start and time of their own)", DERIVED)
+    median_step_s: float | None = figure("s (all steps, each one's own time)", DERIVED)
+    steps_no_save: int = figure("steps (overlapping no save's window)", DERIVED)
+    median_step_no_save_s: float | None = figure("s (the steps overlapping no save's window)", DERIVED)
+    why_unknown: str | None = plain("why the medians are null (null where they are known)")
 
 
 # -- where a checkpoint's bytes went off the machine (analysis/remote.py, object_store.py, fuse.py) --
@@ -459,6 +476,7 @@ class Run(Model):
     idle_power_w_by_component: dict[str, float | None] = figure(
         "W (sum of the component's sources)", DERIVED, default=None
     )
+    steps: RunSteps | None = plain("the run's training steps (null: a report from before they were given)")
     async_effect: AsyncEffect = plain("where a save had a background phase", absent=True)
 
 
@@ -563,6 +581,7 @@ __all__ = [
     "Remote",
     "Report",
     "Run",
+    "RunSteps",
     "Scale",
     "SsdEfficiency",
     "StepEffect",

@@ -23,6 +23,9 @@ persist phase; the *other* steps are those that overlap no checkpoint window. Pe
 of each set, the inflation (median overlapping / median other − 1, in %) and the seconds lost
 (Σ over overlapping steps of their time − the other steps' median): derived.
 
+Per run, sync or async: the steps' count and the median of their own times, all of them and those
+overlapping no save's window (a step with no time of its own, all stall, is left out): derived.
+
 Per run (async saves only): the stall async avoided is estimated as Σ (window − blocking): what the
 same saves would have blocked had they been synchronous, assuming the write takes as long when the
 loop waits for it (an estimate, labelled so); the net effect is that minus the seconds lost to
@@ -36,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .gpu_idle import window_idle
-from .model import AsyncEffect, Checkpoint, Phase, StepEffect
+from .model import AsyncEffect, Checkpoint, Phase, RunSteps, StepEffect
 from .model_base import ABSENT, DERIVED, MEASURED
 
 OVERLAP_SHARE = 0.5  # a step overlaps a background phase when this share of it lies inside
@@ -130,19 +133,50 @@ def _overlap(steps: np.ndarray, a: float, b: float) -> np.ndarray:
     return np.clip(np.minimum(steps[:, 1], b) - np.maximum(steps[:, 0], a), 0.0, None)
 
 
-def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffect | None]:
-    """Per save id: its StepEffect, or None for a save with no background phase or no steps."""
+def step_times(saves: list[SaveSpan], step_ends_s: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The steps (start, end), each one's length, its own time (the blocked phases inside it taken
+    out: the stall, not the step's work) and whether it overlaps any save's window."""
     steps = step_intervals(step_ends_s)
-    if not len(steps):
-        return {s.id: None for s in saves}
     length = steps[:, 1] - steps[:, 0]
-    stalled_s = np.zeros(len(steps))  # the blocked phases inside each step: the stall, not the step's work
+    stalled_s = np.zeros(len(steps))
     in_any = np.zeros(len(steps), bool)
     for s in saves:
         block_end = s.end_s if s.blocking_s is None else s.start_s + s.blocking_s
         stalled_s += _overlap(steps, s.start_s, block_end)
         in_any |= _overlap(steps, s.start_s, s.end_s) > 0
-    own = length - stalled_s  # each step's own time
+    return steps, length, length - stalled_s, in_any
+
+
+NO_STEPS = "no training steps recorded: neither torch.optim's hook nor ckprof.step() saw one"
+
+
+def _median(v: np.ndarray) -> float | None:
+    return float(np.median(v)) if len(v) else None
+
+
+def run_steps(saves: list[SaveSpan], step_ends_s: dict) -> RunSteps:
+    """The run's steps: how many, the median of each one's own time, and of the steps beside no save."""
+    n_ends = sum(len(v) for v in step_ends_s.values())
+    if not n_ends:
+        return RunSteps(0, 0, 0, None, 0, None, NO_STEPS)
+    _, length, own, in_any = step_times(saves, step_ends_s)
+    mine = own[own > 1e-9]
+    other = length[~in_any]
+    why = []
+    if not len(mine):
+        why.append("no step with a known start and time of its own (one step end per process, or all stall)")
+    elif not len(other):
+        why.append("every step overlapped a save's window: no median beside no save")
+    return RunSteps(
+        n_ends, len(step_ends_s), len(mine), _median(mine), len(other), _median(other), "; ".join(why) or None
+    )
+
+
+def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffect | None]:
+    """Per save id: its StepEffect, or None for a save with no background phase or no steps."""
+    steps, length, own, in_any = step_times(saves, step_ends_s)
+    if not len(steps):
+        return {s.id: None for s in saves}
     other = length[~in_any]
     med_other = float(np.median(other)) if len(other) else None
     out: dict[str, StepEffect | None] = {}
@@ -260,6 +294,8 @@ class AsyncPhases:
     phases: dict[str, list[Phase]]
     step_effects: dict[str, StepEffect]
     run: AsyncEffect | None
+    run_steps: RunSteps  # the run's steps, sync or async
+    step_ends_s: dict  # each process's step ends (step_ends): what the timelines draw
 
 
 def with_gpu_idle(ph: list[Phase], gpu_idle: dict, origin_ns: float) -> list[Phase]:
@@ -286,4 +322,6 @@ def measure(rec, rows: list, origin_ns: float, gpu_idle: dict | None = None) -> 
         {s.id: with_gpu_idle(phases(s), gpu_idle or {}, origin_ns) for s in with_bg},
         {k: e for k, e in effects.items() if e is not None},
         async_effect(spans, effects),
+        run_steps(spans, steps),
+        steps,
     )

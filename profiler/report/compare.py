@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from ckprof.analysis.model import Checkpoint, Report
+from ckprof.analysis.phases import NO_STEPS
 from ckprof.power.readings import worst
 
 from . import tables as T
@@ -46,7 +47,6 @@ def _or_na(v, why: str):
 # -- sync against async: the run's saves, phase by phase, and the steps beside them -------------
 
 NO_BACKGROUND = "no save wrote in the background: each blocked throughout"
-NO_STEPS = "no training steps recorded: neither torch.optim's hook nor ckprof.step() saw one"
 
 
 def _phase(c: Checkpoint, name: str):
@@ -81,6 +81,11 @@ def _effects(r: Report):
 
 
 def _median_other(r: Report):
+    """The run's steps beside no save (`run.steps`: a sync run's too); a report from before it
+    was given: the async saves' step effects."""
+    steps = r.run.steps
+    if steps is not None:
+        return _or_na(steps.median_step_no_save_s, steps.why_unknown or "unknown")
     e = _effects(r)
     if isinstance(e, NA):
         return e

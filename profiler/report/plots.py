@@ -250,18 +250,8 @@ def step_ticks(step_ends_s: dict, max_ticks: int = MAX_STEP_TICKS) -> StepTicks:
 
 def recorded_steps(an) -> tuple[dict, str | None]:
     """Each process's step ends (s since the recording's start), by the analysis' own rule
-    (phases.step_ends), read from the recording's events once per analysis (kept in `an.plot`,
-    where both timelines find it); ({}, why) when they cannot be read."""
-    if "step_ends" not in an.plot:
-        from ckprof.analysis import phases
-        from ckprof.recording.load import load
-
-        try:
-            rec = load(an.model.recording.path)
-            an.plot["step_ends"] = (phases.step_ends(rec, an.timeline.start_ns), None)
-        except Exception as e:  # a display aid: the report stands without it, and says why
-            an.plot["step_ends"] = ({}, f"training steps not shown: {type(e).__name__}: {e}")
-    return an.plot["step_ends"]
+    (phases.step_ends), as analyze() kept them in `an.plot`; ({}, why) where it kept none."""
+    return an.plot.get("step_ends", ({}, "training steps not shown: the analysis kept no step ends"))
 
 
 @dataclass
