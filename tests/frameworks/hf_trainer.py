@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 import transformers
 import transformers.trainer as hf_trainer_mod
-from savelog import SaveLog, evict, pending_bytes, summary
+from savelog import SaveLog, evict, pending_bytes, summary, waited_ns
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 VOCAB, SEQ = 512, 32
@@ -72,11 +72,11 @@ def main():
 
     class TimedTrainer(Trainer):
         def _save_checkpoint(self, model, trial):
-            t0 = time.monotonic_ns()
+            w0, t0 = waited_ns(), time.monotonic_ns()
             super()._save_checkpoint(model, trial)
             t1 = time.monotonic_ns()
             ckpt = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")
-            log.add(t0, t1, ckpt)
+            log.add(t0, t1, ckpt, waited_ns=waited_ns() - w0)
 
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=128, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0)

@@ -77,6 +77,16 @@ def evict(path) -> None:
             os.close(fd)
 
 
+def waited_ns() -> int:
+    """This thread's time so far waiting for a CPU (run_delay, /proc/thread-self/schedstat,
+    Documentation/scheduler/sched-stats.rst); 0 where the kernel keeps none."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 class SaveLog:
     def __init__(self, out: str, rank: int = 0, script: str = ""):
         self.out, self.rank, self.script = out, rank, script
@@ -86,10 +96,19 @@ class SaveLog:
         self.pending_at_delete: dict[str, int | None] = {}
         self.loads: list[dict] = []
 
-    def add(self, start_ns: int, end_ns: int, path, files: dict[str, int] | None = None, prep_ns: int | None = None):
+    def add(
+        self,
+        start_ns: int,
+        end_ns: int,
+        path,
+        files: dict[str, int] | None = None,
+        prep_ns: int | None = None,
+        waited_ns: int | None = None,
+    ):
         """One save that ran from start_ns to end_ns and wrote `files` (default: all under path);
         `prep_ns`: when the script made the save's folder before the timed call (Megatron's
-        training.save_checkpoint does), the save's first file creation as the kernel sees it."""
+        training.save_checkpoint does), the save's first file creation as the kernel sees it;
+        `waited_ns`: how long the saving thread waited for a CPU in that time (waited_ns())."""
         files = files_under(path) if files is None else files
         self.files.update(files)
         save = {
@@ -101,6 +120,8 @@ class SaveLog:
         }
         if prep_ns is not None:
             save["prep_ns"] = prep_ns
+        if waited_ns is not None:
+            save["waited_ns"] = waited_ns
         self.saves.append(save)
 
     @contextlib.contextmanager
