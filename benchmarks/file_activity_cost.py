@@ -17,7 +17,7 @@ The generators say the rate they reached (a loaded machine may not reach the one
 The recorder's CPU is meta.json's `recorder_cpu_s.process` (time.process_time() of the ckprof
 process at the recording's end: all its threads, not the command's); the extra CPU is on − off,
 per second of recording, in % of one core. The source's own thread (meta.json
-`file_activity.cpu_s`) is printed too, per second of the command's run (the load; also per second
+`file_activity.cpu_s`) and the file tracker's (`file_tracker.cpu_s`, with the look that ran) are printed too, per second of the command's run (the load; also per second
 of the recording, whose start and end are idle for it), with how many kernel events it read (after the kernel's
 merging) and how many were the recorded tree's: it is the precise figure, the process's on − off is
 within what start-up varies by (±1.5 % of a core at 10 s here). The two readers are compared as a
@@ -245,6 +245,7 @@ def main() -> None:
             cmd = cases[case]
             cpu = {True: [], False: [], "python": [], "baseline": []}
             thread = {True: [], "python": [], "baseline": []}  # the source thread's own CPU, % of a core
+            tracker = {True: [], "python": [], "baseline": []}  # the file tracker thread's (meta.json file_tracker)
             files = {True: [], "python": [], "baseline": []}  # file bursts a second
             runs = [(True, sys.executable), (False, sys.executable), ("python", sys.executable)]
             if a.baseline_python:
@@ -266,6 +267,8 @@ def main() -> None:
                         # thread's CPU per second of the command (and per second of recording, printed)
                         thread[on].append(100 * fa.get("cpu_s", 0) / a.seconds)
                         files[on].append((fa.get("files") or 0) / a.seconds)
+                        ft = meta.get("file_tracker") or {}
+                        tracker[on].append(100 * (ft.get("cpu_s") or 0) / a.seconds)
                         label = {True: "on, C reader", "python": "on, Python reader"}.get(on, "baseline on")
                         print(
                             f"{case} round {k + 1} {label}: process {100 * cpu[on][-1]:.3f} % of a core; "
@@ -273,7 +276,9 @@ def main() -> None:
                             f"({100 * fa.get('cpu_s', 0) / span:.3f} % over the recording's {span:.1f} s), "
                             f"{files[on][-1]:.0f} files/s; read {fa.get('events_read')} "
                             f"kernel events ({fa.get('events_in_c', 0)} taken in C), {fa.get('events_in_tree')} the "
-                            f"tree's, {fa.get('files')} file bursts; reader {fa.get('reader')!r}{extra}"
+                            f"tree's, {fa.get('files')} file bursts; reader {fa.get('reader')!r}; file tracker "
+                            f"thread {tracker[on][-1]:.3f} % over the command ({ft.get('files')} files looked at, "
+                            f"look {ft.get('look', 'python')!r}); load average {os.getloadavg()[0]:.1f}{extra}"
                         )
                     else:
                         print(f"{case} round {k + 1} off: process {100 * cpu[on][-1]:.3f} % of a core{extra}")
@@ -294,7 +299,9 @@ def main() -> None:
                 base_m = statistics.median(cpu["baseline"])
                 print(
                     f"   baseline ({a.baseline_python}): extra CPU {100 * (base_m - off_m):+.3f} % of a core, "
-                    f"source thread median {statistics.median(thread['baseline']):.3f} %"
+                    f"source thread median {statistics.median(thread['baseline']):.3f} %, file tracker thread "
+                    f"median {statistics.median(tracker['baseline']):.3f} % (this code's: "
+                    f"{statistics.median(tracker[True]):.3f} %)"
                 )
             print()
     finally:
