@@ -220,10 +220,11 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
     return Rows(rows, spans, sampling, workload_note)
 
 
-def measure_phases(inp: Input, rows: Rows, ctx: Context) -> P.AsyncPhases:
-    """Phases of each save with a background part (with each phase's GPU idle where a GPU is
-    recorded); steps from train_step events (absent: none)."""
-    return P.measure(inp.rec, rows.rows, inp.timeline.start_ns, ctx.gpu_idle)
+def measure_phases(inp: Input, windows: Windows, rows: Rows, ctx: Context) -> P.AsyncPhases:
+    """Phases of each save with a background part, and of each of its ranks' parts (with each
+    phase's GPU idle where a GPU is recorded); steps from train_step events (absent: none)."""
+    part_blocking_s = {p.id: p.blocking_s for w in windows.wins for p in w.parts or [] if p.blocking_s is not None}
+    return P.measure(inp.rec, rows.rows, inp.timeline.start_ns, ctx.gpu_idle, part_blocking_s)
 
 
 def measure_remote(inp: Input, rows: Rows) -> list[Remote | None]:
@@ -246,6 +247,7 @@ def with_phases_and_remote(rows: Rows, ph: P.AsyncPhases, remote: list[Remote | 
             r,
             phases=ph.phases.get(r.id, ABSENT),
             step_effect=ph.step_effects.get(r.id, ABSENT),
+            parts=ph.parts.get(r.id, r.parts),
             remote=ABSENT if rm is None else rm,
         )
         for r, rm in zip(rows.rows, remote)
@@ -330,7 +332,7 @@ def analyze(
     ctx, context_notes = measure_context(inp, windows)
     dur = judge_durability(inp, windows)
     rows = measure_rows(inp, windows, ctx, dur)
-    ph = measure_phases(inp, rows, ctx)
+    ph = measure_phases(inp, windows, rows, ctx)
     rows = with_phases_and_remote(rows, ph, measure_remote(inp, rows))
     run = run_figures(inp, windows, ctx, rows.rows)
     notes = collect_notes(inp, windows, context_notes, dur, rows)

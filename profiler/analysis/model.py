@@ -133,6 +133,9 @@ class Part(Model):
     bytes_app: float | None = figure("B", MEASURED)
     ok: bool | None = plain()
     error: str | None = plain()
+    # a rank's own phases, where the checkpoint wrote in the background (analysis/phases.py)
+    blocking_s: float | None = figure("s (that rank's call, start to return)", MEASURED, absent=True)
+    phases: list[Phase] = plain("that rank's phases, where the checkpoint has a background phase", absent=True)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ Phases of one save (seconds from the recording's start, like every window):
 - persist: the background write, from the end of blocking (or of staging, if later) to the window's
   end (the future's completion). Measured from those two times.
 - durable: from the window's end to the durable end (analysis/durability.py), when known.
+A grouped save's parts (its ranks) each get the same phases over their own call and completion,
+where the part's call was timed (`blocking_s`) or its stager said when it finished.
 Each phase's GPU idle seconds, when a GPU is recorded: analysis/gpu_idle.py's rule over its span.
 
 Training steps (`train_step` events: torch.optim's post-hook or ckprof.step()): step k lasts from
@@ -39,7 +41,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .gpu_idle import window_idle
-from .model import AsyncEffect, Checkpoint, Phase, RunSteps, StepEffect
+from .model import AsyncEffect, Checkpoint, Part, Phase, RunSteps, StepEffect
 from .model_base import ABSENT, DERIVED, MEASURED
 
 OVERLAP_SHARE = 0.5  # a step overlaps a background phase when this share of it lies inside
@@ -296,6 +298,7 @@ class AsyncPhases:
     run: AsyncEffect | None
     run_steps: RunSteps  # the run's steps, sync or async
     step_ends_s: dict  # each process's step ends (step_ends): what the timelines draw
+    parts: dict[str, list[Part]]  # per save id with a background phase: its parts, each with its own phases
 
 
 def with_gpu_idle(ph: list[Phase], gpu_idle: dict, origin_ns: float) -> list[Phase]:
@@ -313,15 +316,62 @@ def with_gpu_idle(ph: list[Phase], gpu_idle: dict, origin_ns: float) -> list[Pha
     return out
 
 
-def measure(rec, rows: list, origin_ns: float, gpu_idle: dict | None = None) -> AsyncPhases:
-    """`gpu_idle`: gpu_idle.idle_series of the recording (None or empty: no GPU recorded)."""
-    spans, steps = from_recording(rec, rows, origin_ns)
+def part_spans(c: Checkpoint, part_blocking_s: dict, staged: dict) -> dict[str, SaveSpan]:
+    """Part id → its SaveSpan, for the parts of a grouped save whose own call was timed (or whose
+    stager said when it finished) and that finished: each rank's own phases."""
+    out = {}
+    for p in _known(c.parts) or []:
+        blocking = part_blocking_s.get(p.id)
+        if p.ok is False or p.start_s is None or p.app_end_s is None or (blocking is None and p.id not in staged):
+            continue
+        st = staged.get(p.id)
+        out[p.id] = SaveSpan(
+            id=str(p.id),
+            start_s=float(p.start_s),
+            end_s=float(p.app_end_s),
+            blocking_s=None if blocking is None else float(blocking),
+            bytes_app=p.bytes_app,
+            staged_s=None if st is None else st.end_s,
+            staging=st,
+        )
+    return out
+
+
+def with_part_phases(c: Checkpoint, part_blocking_s: dict, staged: dict, gpu_idle: dict, origin_ns: float) -> list:
+    """The save's parts, each with its own blocking_s and phases where it has them."""
+    spans = part_spans(c, part_blocking_s, staged)
+    return [
+        p
+        if p.id not in spans
+        else replace(
+            p,
+            blocking_s=part_blocking_s.get(p.id),
+            phases=with_gpu_idle(phases(spans[p.id]), gpu_idle, origin_ns),
+        )
+        for p in c.parts
+    ]
+
+
+def measure(
+    rec, rows: list, origin_ns: float, gpu_idle: dict | None = None, part_blocking_s: dict | None = None
+) -> AsyncPhases:
+    """`gpu_idle`: gpu_idle.idle_series of the recording (None or empty: no GPU recorded);
+    `part_blocking_s`: part id → the seconds that part's own call blocked (a grouped save's ranks)."""
+    staged = staged_at(rec, origin_ns)
+    spans, steps = save_spans(rows, staged), step_ends(rec, origin_ns)
     with_bg = [s for s in spans if background_s(s) is not None or s.staged_s is not None]
     effects = step_effects(spans, steps) if steps else {}
+    bg_ids = {s.id for s in with_bg}
+    parts = {
+        str(c.id): with_part_phases(c, part_blocking_s or {}, staged, gpu_idle or {}, origin_ns)
+        for c in rows
+        if str(c.id) in bg_ids and _known(c.parts)
+    }
     return AsyncPhases(
         {s.id: with_gpu_idle(phases(s), gpu_idle or {}, origin_ns) for s in with_bg},
         {k: e for k, e in effects.items() if e is not None},
         async_effect(spans, effects),
         run_steps(spans, steps),
         steps,
+        parts,
     )
