@@ -163,3 +163,61 @@ def test_a_host_without_interface_samples_is_unknown_not_zero(tmp_path):
     notes = [n for n in rep.notes if n.code == "network_unknown_host"]
     assert len(notes) == 2 and all(n.subject == "without" and "net collector" in n.text for n in notes)
     assert os.path.isdir(job / "host=without")
+
+
+@pytest.mark.slow
+def test_s3_bytes_per_host_are_the_objects_each_host_wrote(tmp_path):
+    """Two hosts, each `ckprof workload --target s3://…` (its own prefix) to moto's server on
+    127.0.0.1, each recorded into the job: a node's S3 bytes for a step are the bytes of the
+    objects the server holds under that host's step (±0.1 %)."""
+    pytest.importorskip("moto.server", reason="moto's server mode is not installed: pip install -e '.[dev]'")
+    from support.moto_server import CREDS, moto_server
+
+    bucket, job = "job-remote", tmp_path / "job"
+    with moto_server(tmp_path, bucket) as moto:
+        env = dict(os.environ, **CREDS, AWS_ENDPOINT_URL=moto.endpoint)
+        procs = [
+            subprocess.Popen(
+                [
+                    *CKPROF,
+                    "record",
+                    "-q",
+                    "--job-dir",
+                    str(job),
+                    "--host-name",
+                    host,
+                    "--",
+                    *CKPROF,
+                    "workload",
+                    "--total-size",
+                    "12MiB",
+                    "--ranks",
+                    "1",
+                    "--count",
+                    "2",
+                    "--target",
+                    f"s3://{bucket}/{host}",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for host in ("h0", "h1")
+        ]
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
+        objs: dict[str, int] = {}
+        for page in moto.client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            objs.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    rep = analyze_job(ckprof.load(str(job)), engine="serial").report
+    saves = [c for c in rep.job.checkpoints if c.kind == "save"]
+    assert [c.step for c in saves] == [1, 2], [(c.kind, c.step) for c in rep.job.checkpoints]
+    for c in saves:
+        for host in ("h0", "h1"):
+            top = f"{host}/global_epoch1_step{c.step}/"
+            stored = sum(n for k, n in objs.items() if k.startswith(top))
+            net = c.per_host[host].network
+            assert stored >= 12 << 20 and net.s3_bytes_sent == pytest.approx(stored, rel=0.001), (host, c.step)
+            assert "s3_bytes_sent" not in net.unknown
+            assert net.tx_bytes is not None and net.tx_bytes >= stored  # the uploads crossed lo
