@@ -348,7 +348,7 @@ def with_part_phases(c: Checkpoint, part_blocking_s: dict, staged: dict, gpu_idl
             blocking_s=part_blocking_s.get(p.id),
             phases=with_gpu_idle(phases(spans[p.id]), gpu_idle, origin_ns),
         )
-        for p in c.parts
+        for p in _known(c.parts) or []
     ]
 
 
