@@ -125,7 +125,11 @@ def test_per_host_interface_bytes_match_the_kernel(job):
         total = sum(c.per_host[host].network.tx_bytes for c in cps)
         assert total == pytest.approx(kernel[host]["run"]["tx_bytes"], rel=0.01)
     md = job_render.to_markdown(rep)
-    assert "## Network per node" in md and "◀ slowest" in md.split("## Network per node")[1].split("##")[0]
+    net_md = md.split("## Network per node")[1].split("##")[0]
+    assert "| slow | 6.01 MiB · " in net_md and "◀ slowest" in net_md.split("| slow |")[1]
+    assert net_md.count("- unknown: no S3 request recorded on this host") == 1  # each reason once
+    html = job_render.to_html(rep, {}, {})
+    assert "<h2>Network per node</h2>" in html and "unknown: no NFS mount recorded" in html
     assert json.loads(job_render.to_json(rep))["job"]["checkpoints"][0]["network_slowest_host"] == "slow"
 
 

@@ -148,47 +148,36 @@ def node_table(rep: JobReport) -> tuple[list[str], list[list[str]], str | None]:
     return headers, rows, cut
 
 
-NETWORK_HEADERS = [
-    "checkpoint",
-    "node",
-    "seconds [d]",
-    "sent [m]",
-    "received [m]",
-    "GiB/s, its direction [d]",
-    "interfaces",
-    "NFS sent [m]",
-    "S3 sent / received [m]",
-]
+def _network_cell(c: JobCheckpoint, h: str) -> str:
+    """A node's network in one checkpoint: bytes and GiB/s in its direction (sent for a save,
+    received for a load), its NFS and S3 bytes where it has them; the slowest node marked."""
+    n = c.per_host.get(h)
+    if n is None:
+        return "not seen"
+    net = n.network
+    moved, rate = (net.rx_bytes, net.rx_gib_per_s) if c.kind == "load" else (net.tx_bytes, net.tx_gib_per_s)
+    cell = "unknown" if moved is None else f"{b(moved)} · {num(rate, '{:.3f}', 'unknown')}"
+    if net.nfs_bytes_sent is not None:
+        cell += f" · NFS {b(net.nfs_bytes_sent)}"
+    if net.s3_bytes_sent is not None:
+        cell += f" · S3 {b(net.s3_bytes_received if c.kind == 'load' else net.s3_bytes_sent)}"
+    return cell + (" ◀ slowest" if h == c.network_slowest_host and c.hosts > 1 else "")
 
 
-def network_rows(rep: JobReport) -> tuple[list[list[str]], list[str]]:
-    """Per checkpoint and node: its interfaces' bytes, seconds and GiB/s in the checkpoint's
-    direction, NFS and S3 bytes; the slowest node by network marked. Also each distinct reason a
-    figure is unknown (a null is "unknown", its reason listed under the table)."""
-    rows, reasons = [], []
-    for c in rep.job.checkpoints:
-        for h, n in c.per_host.items():
-            net = n.network
-            for why in net.unknown.values():
+def network_table(rep: JobReport) -> tuple[list[str], list[list[str]], list[str]]:
+    """Nodes × checkpoints, as node_table: each cell the node's network bytes · GiB/s (its
+    interfaces, in the checkpoint's direction) and its NFS and S3 bytes where it has them. Also each
+    distinct reason a figure is unknown (a null is "unknown", its reason listed under the table)."""
+    cps = rep.job.checkpoints[:MAX_NODE_COLUMNS]
+    headers = ["node"] + [f"{_label(c)} [B · GiB/s, m · d]" for c in cps]
+    rows = [[h] + [_network_cell(c, h) for c in cps] for h in rep.job.hosts]
+    reasons: list[str] = []
+    for c in cps:
+        for n in c.per_host.values():
+            for why in n.network.unknown.values():
                 if why not in reasons:
                     reasons.append(why)
-            rate = net.rx_gib_per_s if c.kind == "load" else net.tx_gib_per_s
-            s3 = f"{b(net.s3_bytes_sent)} / {b(net.s3_bytes_received)}" if net.s3_bytes_sent is not None else "unknown"
-            slowest = " ◀ slowest" if h == c.network_slowest_host and c.hosts > 1 else ""
-            rows.append(
-                [
-                    _label(c),
-                    h,
-                    num(net.seconds, "{:.2f}", "unknown"),
-                    b(net.tx_bytes) if net.tx_bytes is not None else "unknown",
-                    b(net.rx_bytes) if net.rx_bytes is not None else "unknown",
-                    num(rate, "{:.3f}", "unknown") + slowest,
-                    ", ".join(net.interfaces) or "—",
-                    b(net.nfs_bytes_sent) if net.nfs_bytes_sent is not None else "unknown",
-                    s3,
-                ]
-            )
-    return rows, reasons
+    return headers, rows, reasons
 
 
 def _demote(md: str) -> list[str]:
@@ -211,8 +200,8 @@ def to_markdown(rep: JobReport) -> str:
         L += R.md_table(CHECKPOINT_HEADERS, checkpoint_rows(rep))
         headers, rows, cut = node_table(rep)
         L += ["", "## Per node", ""] + R.md_table(headers, rows) + (["", f"({cut})"] if cut else [])
-        net_rows, reasons = network_rows(rep)
-        L += ["", "## Network per node", ""] + R.md_table(NETWORK_HEADERS, net_rows)
+        net_headers, net_rows, reasons = network_table(rep)
+        L += ["", "## Network per node", ""] + R.md_table(net_headers, net_rows)
         L += [""] + [f"- unknown: {R.md_cell(why)}" for why in reasons]
     else:
         L.append("No checkpoint windows on any node.")
@@ -238,8 +227,8 @@ def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[
         parts += ["<h2>Per node</h2>", R.html_table(headers, rows)]
         if cut:
             parts.append(f"<p class='small'>{h(cut)}</p>")
-        net_rows, reasons = network_rows(rep)
-        parts += ["<h2>Network per node</h2>", R.html_table(NETWORK_HEADERS, net_rows)]
+        net_headers, net_rows, reasons = network_table(rep)
+        parts += ["<h2>Network per node</h2>", R.html_table(net_headers, net_rows)]
         parts.append("<ul>" + "".join(f"<li>unknown: {h(why)}</li>" for why in reasons) + "</ul>" if reasons else "")
         if "nodes" in plots:
             parts.append(
