@@ -100,6 +100,7 @@ def test_fake_nvml_gpu_idle_is_in_the_persist_phase(tmp_path):
     pytest.importorskip("pynvml", reason="nvidia-ml-py not installed (pip install 'ckprof[gpu]')")
     from test_gpu import FakeNvml, h100
 
+    from ckprof.record.options import RecordOptions
     from ckprof.record.session import record
 
     marker, root = tmp_path / "persisting", tmp_path / "ckpt"
@@ -113,11 +114,7 @@ def test_fake_nvml_gpu_idle_is_in_the_persist_phase(tmp_path):
         with FakeNvml(gpus):
             result = record(
                 [sys.executable, "-W", "ignore", str(script), str(root / "step1"), str(marker)],
-                str(tmp_path / "rec"),
-                0.1,
-                [str(root)],
-                [],
-                quiet=True,
+                RecordOptions(output=str(tmp_path / "rec"), interval_s=0.1, paths=(str(root),), quiet=True),
             )
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)

@@ -332,6 +332,7 @@ def test_record_a_command_on_fake_gpus(tmp_path):
 
     import psutil
 
+    from ckprof.record.options import RecordOptions
     from ckprof.record.session import record
 
     def our_children():
@@ -343,11 +344,7 @@ def test_record_a_command_on_fake_gpus(tmp_path):
         with FakeNvml(gpus):
             result = record(
                 [sys.executable, "-c", "import time; time.sleep(1.5)"],
-                str(tmp_path / "rec"),
-                0.1,
-                [str(tmp_path)],
-                [],
-                quiet=True,
+                RecordOptions(output=str(tmp_path / "rec"), interval_s=0.1, paths=(str(tmp_path),), quiet=True),
             )
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from ckprof.record.options import RecordOptions
 
 FILE_CHUNK_BYTES = 4 * 2**20
 # an s3:// target's chunk is a multipart upload's part: boto3's part size (s3transfer's
@@ -33,9 +35,8 @@ class RunConfig:
     drop_caches: bool = False
     warm: bool = False  # a load reads what the page cache holds (no eviction of its files first)
     record: bool = True
-    output: str | None = None
-    sample_interval_s: float = 0.1
-    force: bool = False
+    # how the run is recorded (output directory, sampling, --force...): the options `ckprof record` takes
+    recording: RecordOptions = field(default_factory=RecordOptions)
 
     def __post_init__(self) -> None:
         if self.chunk_bytes is None:

@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 import sys
+from dataclasses import replace
 
 from ckprof.errors import CkprofError, UsageError
 from ckprof.record import markers
@@ -51,8 +52,9 @@ def run(plan, cfg, which: str) -> int:
         if isinstance(setup, str):
             raise CkprofError(setup)
         hosts = {h for h in comm.allgather(socket.gethostname())}
-        if cfg.output and len(hosts) > 1:
-            cfg.output = os.path.join(cfg.output, f"host={socket.gethostname()}")
+        if cfg.recording.output and len(hosts) > 1:
+            host_dir = os.path.join(cfg.recording.output, f"host={socket.gethostname()}")
+            cfg.recording = replace(cfg.recording, output=host_dir)
         records = cfg.record and comm.local_rank == 0 and not markers.active()
         cfg_rec = cfg if records else _no_record(cfg)
         with recording(cfg_rec, recorded_path(cfg.target), list(sys.argv)) as (out_dir, info):
@@ -89,6 +91,4 @@ def run(plan, cfg, which: str) -> int:
 
 
 def _no_record(cfg):
-    from dataclasses import replace
-
     return replace(cfg, record=False)

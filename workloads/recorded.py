@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ckprof.record import markers
 from ckprof.recording import events
@@ -27,17 +28,18 @@ def recording(cfg, path: str | None, argv: list[str]):
         return
     # the recorder (pyarrow, the collectors) is imported only when this run records itself
     from ckprof.record.session import close_session, default_output_dir, open_session, prepare_output
-    from ckprof.record.sources import SourceOptions, build_sources
+    from ckprof.record.sources import build_sources
 
-    sources = build_sources(SourceOptions(paths=[path] if path else [], devices=[], interval_s=cfg.sample_interval_s))
+    opts = replace(cfg.recording, paths=(path,) if path else ())
+    sources = build_sources(opts.sources())
     if path is None:
         sources.notes.append(
             f"{cfg.target} is an object store: no local device to record; every rank's S3 requests are "
             "recorded (s3_request events) with the network interfaces, and a save is durable in the object "
             "store once its objects' completing calls returned (docs/remote.md)"
         )
-    out_dir = prepare_output(cfg.output or default_output_dir(), cfg.force)
-    session = open_session(out_dir, sources, argv, cfg.sample_interval_s)
+    out_dir = prepare_output(opts.output or default_output_dir(), opts.force)
+    session = open_session(out_dir, sources, argv, opts)
     session.recorder.start()
     info: dict = {}
     try:

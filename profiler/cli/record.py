@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
-from ckprof.units import click_callback, parse_interval
+from ckprof.record.options import RecordOptions
 
-_interval = click_callback(parse_interval)
+from .recording_options import recording_options
 
 
 def write_job_host_files(out_dir: str) -> None:
@@ -34,14 +36,7 @@ def write_job_host_files(out_dir: str) -> None:
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS].")
-@click.option(
-    "--interval",
-    default="100ms",
-    show_default=True,
-    callback=_interval,
-    help="Block-device and host sampling interval (e.g. 100ms, 10ms, 10Hz).",
-)
+@recording_options(output_help="Recording directory")
 @click.option(
     "--path",
     "paths",
@@ -50,33 +45,11 @@ def write_job_host_files(out_dir: str) -> None:
     help="Checkpoint directory: record the physical disks behind it [default: working directory]. Repeatable.",
 )
 @click.option(
-    "--device",
-    "devices",
-    multiple=True,
-    metavar="NAME|all",
-    help="Record this block device (e.g. nvme0n1, loop0), or every disk with 'all'. Repeatable.",
-)
-@click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
-@click.option(
     "--kill-after",
     default=10.0,
     show_default=True,
     metavar="SECONDS",
     help="After forwarding SIGINT/SIGTERM/SIGHUP, SIGKILL the command if it has not exited by then.",
-)
-@click.option(
-    "--flush-interval",
-    default="5s",
-    show_default=True,
-    callback=_interval,
-    help="How often samples are written to disk (what a killed recorder can lose).",
-)
-@click.option(
-    "--nvme-interval",
-    default="1s",
-    show_default=True,
-    callback=_interval,
-    help="NVMe SMART polling interval (one nvme-cli call per controller each time).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No summary line at the end.")
 @click.option(
@@ -104,14 +77,9 @@ def write_job_host_files(out_dir: str) -> None:
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(
-    output,
-    interval,
+    recording: RecordOptions,
     paths,
-    devices,
-    force,
     kill_after,
-    flush_interval,
-    nvme_interval,
     quiet,
     job_dir,
     job_id,
@@ -144,20 +112,13 @@ def record(
         raise click.UsageError("no command given: ckprof record [OPTIONS] -- CMD [ARGS]...")
     result = do_record(
         list(command),
-        output,
-        interval,
-        list(paths),
-        list(devices),
-        force=force,
+        replace(recording, quiet=quiet, paths=tuple(paths)),
         kill_after_s=kill_after,
-        flush_s=flush_interval,
-        quiet=quiet,
         job_dir=job_dir,
         job_id=job_id,
         host_name=host_name,
         prometheus_port=prometheus_port,
         prometheus_addr=prometheus_addr,
-        nvme_interval_s=nvme_interval,
         patch=not no_patch,
         job_host_closed=write_job_host_files,
     )

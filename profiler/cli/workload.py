@@ -6,9 +6,12 @@ from __future__ import annotations
 import click
 
 from ckprof.errors import UsageError, say
+from ckprof.record.options import RecordOptions
 from ckprof.units import click_callback, parse_interval, parse_size
 from ckprof.workloads.config import RunConfig
 from ckprof.workloads.options import ModelOptions, run
+
+from .recording_options import recording_options
 
 _size = click_callback(parse_size)
 # The generator itself (ckprof.workloads.launch: numpy, the ranks, the recorder) is imported inside the
@@ -102,9 +105,7 @@ def run_from_flags(
     load_after,
     drop_caches,
     no_record,
-    output,
-    sample_interval,
-    force,
+    recording: RecordOptions,
     warm=False,
 ) -> RunConfig:
     return RunConfig(
@@ -122,9 +123,7 @@ def run_from_flags(
         drop_caches=drop_caches,
         warm=warm,
         record=not no_record,
-        output=output,
-        sample_interval_s=parse_interval(sample_interval),
-        force=force,
+        recording=recording,
     )
 
 
@@ -191,11 +190,7 @@ def run_from_flags(
     help="A load reads what the page cache holds (default: its files are evicted first, a cold restore).",
 )
 @click.option("--no-record", is_flag=True, help="Do not record telemetry (a bare run).")
-@click.option(
-    "-o", "--output", default=None, metavar="DIR", help="Recording directory [default: ./ckprof-YYYYmmdd-HHMMSS]."
-)
-@click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
-@click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
+@recording_options(interval_flag="--sample-interval", output_help="Recording directory")
 @click.pass_context
 def workload(ctx, dry_run, **flags):
     """Write (and read back) MLPerf-Storage-sized checkpoints, recorded by default.
@@ -247,11 +242,9 @@ def _interval(text: str) -> float:
 @click.option("--warm", is_flag=True, help="Read what the page cache holds: no eviction first (a warm restore).")
 @click.option("--threads", default=1, show_default=True, help="Reader threads per rank.")
 @click.option("--no-record", is_flag=True, help="Do not record telemetry.")
-@click.option("-o", "--output", default=None, metavar="DIR", help="Recording directory.")
-@click.option("--sample-interval", default="100ms", show_default=True, help="Recorder sampling interval.")
-@click.option("--force", is_flag=True, help="Replace a recording already in the output directory.")
+@recording_options(interval_flag="--sample-interval", output_help="Recording directory")
 @click.pass_context
-def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_record, output, sample_interval, force):
+def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_record, recording):
     """Read a checkpoint written by `ckprof workload` with all ranks, verify every checksum,
     report the slowest rank's read GiB/s."""
     from ckprof.workloads.launch import load_main
@@ -267,9 +260,7 @@ def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_reco
         warm=warm,
         threads=threads,
         record=not no_record,
-        output=output,
-        sample_interval_s=parse_interval(sample_interval),
-        force=force,
+        recording=recording,
         load=True,
     )
     ctx.exit(_interruptible(load_main, checkpoint, ranks, cfg))

@@ -7,7 +7,7 @@ import platform
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
@@ -26,8 +26,9 @@ from .clockexchange import JobClock
 from .fileactivity import FileActivity
 from .filetracker import FileTracker
 from .instrument import pythonpath_with_site
+from .options import RecordOptions
 from .recorder import Recorder
-from .sources import SourceOptions, Sources, build_sources
+from .sources import Sources, build_sources
 
 
 def warn(msg: str) -> None:
@@ -164,16 +165,10 @@ class Session:
     start: dict
 
 
-def open_session(
-    out_dir: str,
-    sources: Sources,
-    argv: list[str],
-    interval_s: float,
-    flush_s: float = 5.0,
-    quiet: bool = False,
-    **meta,
-) -> Session:
-    """Create the recording (meta.json, events.jsonl) and its recorder; the caller starts it."""
+def open_session(out_dir: str, sources: Sources, argv: list[str], opts: RecordOptions, **meta) -> Session:
+    """Create the recording (meta.json, events.jsonl) and its recorder, as `opts` say (the sampling
+    and flush intervals, quiet); the caller starts it."""
+    interval_s, flush_s, quiet = opts.interval_s, opts.flush_s, opts.quiet
     clock = MonotonicClock()
     writer = RecordingWriter(out_dir, warn=warn)
     start = wall_anchor(clock)
@@ -231,25 +226,21 @@ def close_session(s: Session, **meta_updates) -> dict:
 
 def record(
     argv: list[str],
-    output: str | None,
-    interval_s: float,
-    paths: list[str],
-    devices: list[str],
-    force: bool = False,
+    opts: RecordOptions | None = None,
     kill_after_s: float = 10.0,
-    flush_s: float = 5.0,
-    quiet: bool = False,
     job_dir: str | None = None,
     job_id: str | None = None,
     host_name: str | None = None,
     prometheus_port: int | None = None,
     prometheus_addr: str = "127.0.0.1",
-    nvme_interval_s: float = 1.0,
     patch: bool = True,
     job_host_closed: Callable[[str], None] | None = None,
 ) -> child.ChildResult:
-    """Run `argv` under the recorder; `job_host_closed(out_dir)`, with --job-dir, once the host's
-    recording is complete (the command writes the host's derived files there: cli/record.py)."""
+    """Run `argv` under the recorder, as `opts` say (paths: the working directory when none);
+    `job_host_closed(out_dir)`, with --job-dir, once the host's recording is complete (the command
+    writes the host's derived files there: cli/record.py)."""
+    opts = opts or RecordOptions()
+    output, quiet = opts.output, opts.quiet
     if not argv:
         raise UsageError("no command to record: ckprof record [OPTIONS] -- CMD [ARGS]...")
     working_directory()
@@ -266,13 +257,12 @@ def record(
         job_clock = JobClock(os.path.dirname(output), host, job_meta["node_rank"])
     elif host_name or job_id:
         raise UsageError("--host-name and --job-id belong with --job-dir")
-    for p in paths:
+    for p in opts.paths:
         if not os.path.exists(p):
             raise UsageError(f"--path {p} does not exist", hint="give the directory checkpoints are written to")
-    opts = SourceOptions(
-        paths=paths or [os.getcwd()], devices=devices, interval_s=interval_s, nvme_interval_s=nvme_interval_s
-    )
-    sources = build_sources(opts)
+    if not opts.paths:
+        opts = replace(opts, paths=(os.getcwd(),))
+    sources = build_sources(opts.sources())
     out_dir = os.path.abspath(output or default_output_dir())
     child.block_signals()  # before any thread starts, so every thread inherits the block
     live = None
@@ -280,16 +270,14 @@ def record(
         from . import live as live_mod
 
         live, port = live_mod.serve(os.path.join(out_dir, EVENTS), prometheus_port, prometheus_addr)
-    out_dir = prepare_output(out_dir, force)
+    out_dir = prepare_output(out_dir, opts.force)
     if live is not None and not quiet:  # said once the recording's directory exists
         warn(f"serving Prometheus metrics on {live_mod.url(prometheus_addr, port)}")
     session = open_session(
         out_dir,
         sources,
         argv,
-        interval_s,
-        flush_s=flush_s,
-        quiet=quiet,
+        opts,
         job=job_meta,
         prometheus=None if live is None else {"addr": prometheus_addr, "port": port},
         patch=patch,
@@ -299,7 +287,7 @@ def record(
         live.recorder = recorder
     recorder.start()
     # files written under the paths by any process of the tree, seen by the kernel (fanotify)
-    activity = FileActivity(writer, clock, opts.paths, exclude=[out_dir]).start()
+    activity = FileActivity(writer, clock, list(opts.paths), exclude=[out_dir]).start()
 
     def on_start(pid: int) -> None:
         activity.set_root(pid)
