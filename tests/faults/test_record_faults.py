@@ -135,7 +135,13 @@ def test_terminal_ctrl_c_starts_no_kill_timer(tmp_path):
 def test_kill_9_of_the_recorder_leaves_a_loadable_recording(tmp_path):
     p = subprocess.Popen([*CKPROF, "record", "-q", "--flush-interval", "200ms", "-o", str(tmp_path / "r"), "--",
                           "sleep", "30"], stderr=subprocess.DEVNULL)  # fmt: skip
-    time.sleep(2.0)
+    # killed once the command runs and a flush has had time to happen (a fixed 2 s sleep was too
+    # short on a loaded machine: the recorder had not yet made its directory)
+    events = tmp_path / "r" / "events.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (events.exists() and '"child_start"' in events.read_text()):
+        time.sleep(0.1)
+    time.sleep(1.0)
     p.kill()
     p.wait()
     rec = ckprof.load(str(tmp_path / "r"))
