@@ -50,9 +50,14 @@ def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -
         seconds = max(f["span_s"] for f in ifaces.values())
         tx, why_tx = _total(ifaces, "tx_bytes")
         rx, why_rx = _total(ifaces, "rx_bytes")
-        for k, why in (("tx_bytes", why_tx), ("tx_gib_per_s", why_tx), ("rx_bytes", why_rx), ("rx_gib_per_s", why_rx)):
-            if why:
-                unknown[k] = why
+        for k, why_k in (
+            ("tx_bytes", why_tx),
+            ("tx_gib_per_s", why_tx),
+            ("rx_bytes", why_rx),
+            ("rx_gib_per_s", why_rx),
+        ):
+            if why_k:
+                unknown[k] = why_k
     nfs = nfs_window(off.series, a_ns, b_ns) if off is not None else {}
     sent = [m["bytes_sent"] for m in nfs.values()]
     if not nfs:
