@@ -161,6 +161,11 @@ def test_two_ranks_save_and_load_are_the_servers_objects_and_requests(tmp_path, 
     ld = loads[0]["remote"]["object_store"]
     ranged = sum(math.ceil(n / PART) for n in on_disk.values())
     assert ld["requests_by_op"] == {"GetObject": ranged} and ld["bytes_received"] == sum(on_disk.values())
+    # no page cache and no device behind an object store's read: unknown with the reason, never 0 %
+    assert loads[0]["cache_served_share"] is None and loads[0]["device_read_share"] is None
+    assert "an object store's read" in " ".join(loads[0]["restore_basis"])
+    note = next(n for n in rep["notes"] if n.startswith("workload saves:"))
+    assert "the manifest's PUT" in note and "rename" not in note, note
     # the server's GETs of the loaded checkpoint: its ranged chunks (206) and the manifest each rank read
     gets = [(p, s) for m, p, s in lines if m == "GET" and "global_epoch1_step2/" in p]
     assert sum(1 for _, s in gets if s == 206) == ranged and sum(1 for p, _ in gets if p.endswith(MANIFEST)) == 2

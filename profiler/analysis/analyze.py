@@ -428,7 +428,9 @@ def add_workload_seconds(rows: list[Checkpoint], meta: dict) -> tuple[list[Check
             pairs.append((r.workload_write_s, r.duration_s))
     if not pairs:
         return out, None
-    return out, F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs])
+    config = workload.get("config") if isinstance(workload.get("config"), dict) else {}
+    object_store = str(config.get("target") or "").startswith("s3://")
+    return out, F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs], object_store)
 
 
 def _sum_known(vals):

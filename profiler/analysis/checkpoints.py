@@ -381,6 +381,17 @@ def restore_truth(w: Window, dev_read_bytes: float | None) -> dict:
     share), and served from the page cache — measured with cachestat(2) as the load started
     (the files' pages already cached), and derived from the devices' reads."""
     app = w.file_bytes_at_start or w.bytes_app
+    if no_block_device(w.path) is not None:  # an object store's GETs: no page cache, no local device
+        return {
+            "restore_bytes_app": _f(app),
+            "restore_bytes_device": None,
+            "cache_served_share": None,
+            "device_read_share": None,
+            "restore_basis": [
+                f"no page cache and no block device behind {w.path}: an object store's read, its bytes "
+                "came over the network (the checkpoint's remote figures)"
+            ],
+        }
     cached = w.cached_bytes_at_start
     cache_share = _f(min(1.0, cached / app)) if (cached is not None and app) else None
     device_share = _f(dev_read_bytes / app) if (dev_read_bytes is not None and app) else None

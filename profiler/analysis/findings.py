@@ -99,12 +99,14 @@ def device_gone(dev: str, at_s: float, why: str) -> Note:
     )
 
 
-def workload_seconds(write_s: list[float], window_s: list[float]) -> Note:
+def workload_seconds(write_s: list[float], window_s: list[float], object_store: bool = False) -> Note:
+    publishing = "the manifest's PUT" if object_store else "manifest, rename, directory fsync"
+    writes = "the last rank's completed upload" if object_store else "the last rank's fsync"
     return Note(
         "workload_seconds",
-        f"workload saves: the ranks' writes (barrier to the last rank's fsync, the workload's own "
+        f"workload saves: the ranks' writes (barrier to {writes}, the workload's own "
         f"seconds) took {min(write_s):.3f}–{max(write_s):.3f} s of windows of {min(window_s):.3f}–{max(window_s):.3f} s; the rest "
-        "is publishing (manifest, rename, directory fsync) and the wait at the barrier",
+        f"is publishing ({publishing}) and the wait at the barrier",
     )
 
 

@@ -283,6 +283,8 @@ def restore_rows(rep: Report | dict) -> list[list[str]]:
         dev, cache = known(r.device_read_share), known(r.cache_served_share)
         if (dev is not None and dev < 0.5) or (cache is not None and cache > 0.5):
             verdict = "NOT A STORAGE READ (page cache)"
+        elif dev is None and cache is None and str(r.path or "").startswith("s3://"):
+            verdict = "object-store read (no page cache, no device)"
         elif dev is None and cache is None:
             verdict = "unknown (no cachestat look, no device samples)"
         else:
