@@ -143,6 +143,8 @@ class GpuCollector(Collector):
         self._gpus: list[_Gpu] = []
         self.unreadable: dict[int, str] = {}  # NVML index → why it could not be opened
         self._inited = False
+        self.driver_version: str | None = None
+        self.driver_version_error: str | None = None
         self._events: list[dict] = []
         self._next_procs_ns = 0
         self.used_by_wrapped: set[int] = set()
@@ -164,6 +166,11 @@ class GpuCollector(Collector):
             self.close()
             raise nvml_unavailable(e) from None
         self._gpus, self.unreadable = [], {}
+        self.driver_version, self.driver_version_error = None, None
+        try:  # the driver's version string, e.g. "550.54.15" (nvmlSystemGetDriverVersion)
+            self.driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
+        except pynvml.NVMLError as e:
+            self.driver_version_error = str(e)
         for i in range(n):
             try:  # one GPU that cannot be opened (lost, not permitted in this cgroup) skips only itself
                 self._gpus.append(_Gpu(i, pynvml.nvmlDeviceGetHandleByIndex(i)))
@@ -229,6 +236,8 @@ class GpuCollector(Collector):
     def describe(self) -> dict:
         cvd = self._env.get("CUDA_VISIBLE_DEVICES")
         return {
+            "driver_version": self.driver_version,
+            "driver_version_error": self.driver_version_error,
             "gpus": [g.info for g in self._gpus],
             "cuda_visible_devices": cvd,
             "cuda_device_order": self._env.get("CUDA_DEVICE_ORDER"),

@@ -26,6 +26,10 @@ class Mount:
     major_minor: str
     fstype: str
     source: str
+    # mountinfo's per-mount options (field 6: ro/rw, noatime, ...) and the file system's super
+    # options (the field after the source: e.g. ext4's data=ordered, btrfs's compress=), proc(5)
+    options: str | None = None
+    super_options: str | None = None
 
 
 @dataclass
@@ -104,6 +108,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
                 major_minor=parts[2],
                 fstype=parts[sep + 1],
                 source=_unescape(parts[sep + 2]),
+                options=parts[5] if len(parts) > 5 else None,
+                super_options=_unescape(parts[sep + 3]) if len(parts) > sep + 3 else None,
             )
         )
     return mounts

@@ -374,6 +374,8 @@ def analyze(
 
 
 def recording_info(inp: Input) -> RecordingInfo:
+    from .provenance import provenance as provenance_of
+
     meta, tl = inp.meta, inp.timeline
     return RecordingInfo(
         path=inp.rec.path,
@@ -387,6 +389,7 @@ def recording_info(inp: Input) -> RecordingInfo:
         exit=meta.get("exit"),
         collectors=sorted(inp.rec.collectors),
         devices=sorted(tl.devices),
+        provenance=provenance_of(meta),
     )
 
 

@@ -418,6 +418,46 @@ class Checkpoint(Model):
 
 
 @dataclass(frozen=True)
+class TargetFileSystem(Model):
+    """One --path's file system as mounted at the start (meta.json topology.paths[].mount, from
+    /proc/self/mountinfo, proc(5))."""
+
+    path: str = plain()
+    mount_point: str | None = plain()
+    fstype: str | None = plain()
+    source: str | None = plain()
+    options: str | None = plain("the mount's options (ro/rw, noatime, ...); null: not recorded")
+    super_options: str | None = plain("the file system's own options (e.g. data=ordered); null: not recorded")
+
+
+@dataclass(frozen=True)
+class DlioProvenance(Model):
+    version: str | None = plain()
+    commit: str | None = plain("the commit it was installed from (direct_url.json, PEP 610)")
+    unknown: str | None = plain("why the version is unknown")
+
+
+@dataclass(frozen=True)
+class Provenance(Model):
+    """What the recording was made with (meta.json `provenance`, docs/recording-format.md): a
+    null value is unknown, with the reason beside it where ckprof knows it."""
+
+    kernel: str | None = plain()
+    ckprof_version: str | None = plain("the recorder's")
+    python: str | None = plain("the recorder's")
+    libraries: dict[str, str] | None = plain("version per library installed for the command's Python")
+    libraries_unknown: str | None = plain("why `libraries` is null")
+    dlio: DlioProvenance | None = plain("when the command is DLIO (dlio_benchmark)")
+    nvme_firmware: dict[str, str | None] = plain("firmware revision per recorded disk", factory=dict)
+    gpu_driver: str | None = plain("NVML's driver version, where a GPU was recorded")
+    gpu_driver_unknown: str | None = plain("why `gpu_driver` is null")
+    file_systems: list[TargetFileSystem] = plain(factory=list)
+    command_sha256: str | None = plain("sha256 of the argv joined with NUL bytes")
+    config_sha256: dict[str, str] = plain("sha256 per config file named in the argv", factory=dict)
+    config_not_hashed: dict[str, str] = plain("why a config file named in the argv was not hashed", factory=dict)
+
+
+@dataclass(frozen=True)
 class RecordingInfo(Model):
     path: str = plain()
     hostname: str | None = plain()
@@ -430,6 +470,7 @@ class RecordingInfo(Model):
     exit: Any = plain()
     collectors: list[str] = plain(factory=list)
     devices: list[str] = plain(factory=list)
+    provenance: Provenance | None = plain("null: a recording made before ckprof wrote provenance")
 
 
 @dataclass(frozen=True)
@@ -581,6 +622,7 @@ __all__ = [
     "EnergyFigures",
     "Part",
     "Phase",
+    "Provenance",
     "Remote",
     "Report",
     "Run",

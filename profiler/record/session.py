@@ -27,6 +27,7 @@ from .fileactivity import FileActivity
 from .filetracker import FileTracker
 from .instrument import pythonpath_with_site
 from .options import RecordOptions
+from .provenance import provenance
 from .recorder import Recorder
 from .sources import Sources, build_sources
 
@@ -179,6 +180,7 @@ def open_session(out_dir: str, sources: Sources, argv: list[str], opts: RecordOp
                 "host": host_meta(),
                 "command": list(argv),
                 "cwd": os.getcwd(),
+                "provenance": provenance(list(argv), os.getcwd()),
                 "start": start,
                 "interval_s": interval_s,
                 "topology": sources.topology,

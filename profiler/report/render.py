@@ -11,6 +11,7 @@ import base64
 
 from ckprof import escape as E
 from ckprof.analysis.model import Report
+from ckprof.analysis.provenance import markdown_lines as provenance_lines
 
 from . import tables as T
 
@@ -81,6 +82,8 @@ def to_markdown(rep: Report | dict) -> str:
     L += ["", "## Throttling", ""] + [f"- {md_cell(x)}" for x in T.throttle_lines(rep)]
     L += ["", "## Notes: what could not be measured, and why", ""]
     L += [f"- {md_cell(n.text)}" for n in rep.notes] or ["- none"]
+    L += ["", "## Provenance: what it was made with", ""]
+    L += [md_cell(x) for x in provenance_lines(rep.recording.provenance)]
     return "\n".join(L) + "\n"
 
 

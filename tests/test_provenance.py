@@ -1,0 +1,135 @@
+"""Provenance in every recording (issue 26 item 3): a real `ckprof record` writes meta.json's
+`provenance` (library versions, the command's and its config files' sha256, each --path's mount
+options as /proc/self/mountinfo has them), and the report shows it."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support.command import ckprof_cmd
+from support.system import mount_tmpfs, need_root
+
+import ckprof
+from ckprof.analysis import analyze
+from ckprof.record import provenance as P
+from ckprof.report.render import to_markdown
+
+PY = sys.executable
+
+
+def mountinfo_line(mount_point: str) -> list[str]:
+    """The last /proc/self/mountinfo line mounted at `mount_point`, split (proc(5))."""
+    lines = [ln.split() for ln in open("/proc/self/mountinfo") if ln.split()[4] == mount_point]
+    return lines[-1]
+
+
+def test_a_recording_names_its_libraries_configs_and_target_mount_options(tmp_path):
+    need_root()
+    target = mount_tmpfs(tmp_path / "target", size="4m")
+    try:
+        subprocess.run(["mount", "-o", "remount,noatime,nodev", str(target)], check=True)
+        cfg = tmp_path / "run.yaml"
+        cfg.write_text("model: llama3-8b\ncheckpoint:\n  fsync: true\n")
+        big = tmp_path / "huge.json"
+        big.write_bytes(b"[" + b"0," * (P.CONFIG_MAX_BYTES // 2) + b"0]")
+        argv = [PY, "-c", "import sys; print(sys.argv)", str(cfg), f"--config={big}"]
+        r = ckprof_cmd("record", "-q", "-o", str(tmp_path / "rec"), "--path", str(target), "--", *argv)
+        assert r.returncode == 0, r.stderr
+        rec = ckprof.load(str(tmp_path / "rec"))
+        line = mountinfo_line(str(target))
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=False)
+    prov = rec.meta["provenance"]
+    assert prov["command_sha256"] == hashlib.sha256("\0".join(argv).encode()).hexdigest()
+    assert prov["config_sha256"] == {str(cfg): hashlib.sha256(cfg.read_bytes()).hexdigest()}
+    assert str(big) in prov["config_not_hashed"] and "over 1048576 B" in prov["config_not_hashed"][str(big)]
+    # the command runs this Python: its versions as importlib.metadata sees them
+    assert prov["libraries"]["numpy"] == importlib.metadata.version("numpy")
+    assert prov["libraries_unknown"] is None
+    mount = rec.meta["topology"]["paths"][0]["mount"]
+    assert mount["options"] == line[5] and "noatime" in mount["options"].split(",")
+    assert mount["super_options"] == line[line.index("-") + 3] and "size=4096k" in mount["super_options"]
+
+    rep = analyze(rec).model
+    p = rep.recording.provenance
+    assert p.kernel == os.uname().release and p.libraries["numpy"] == importlib.metadata.version("numpy")
+    assert p.file_systems[0].fstype == "tmpfs" and p.file_systems[0].options == mount["options"]
+    assert p.config_sha256 == prov["config_sha256"] and p.gpu_driver is None and p.gpu_driver_unknown
+    js = rep.to_jsonable()["recording"]["provenance"]
+    assert js["command_sha256"] == prov["command_sha256"]
+    md = to_markdown(rep)
+    assert "## Provenance" in md and f"config {cfg}: sha256 {prov['config_sha256'][str(cfg)]}" in md
+    assert "mount options " + mount["options"] in md
+
+
+def test_another_python_or_no_python_leaves_the_libraries_unknown_with_why(tmp_path):
+    other = tmp_path / "bin" / "python3"
+    other.parent.mkdir()
+    os.symlink(os.path.realpath(PY), other)  # the same binary, another environment
+    p = P.provenance([str(other), "-c", "pass"], str(tmp_path))
+    assert p["libraries"] is None and "not the recorder's Python" in p["libraries_unknown"]
+    p = P.provenance(["/bin/sh", "-c", "true"], str(tmp_path))
+    assert p["libraries"] is None and "not a Python script" in p["libraries_unknown"]
+    script = tmp_path / "train"
+    script.write_text(f"#!{PY}\nprint(1)\n")
+    script.chmod(0o755)
+    assert P.provenance([str(script)], str(tmp_path))["libraries"]["numpy"] == importlib.metadata.version("numpy")
+
+
+def test_dlio_as_the_command_gets_its_version_and_commit(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    dist = site / "dlio_benchmark-2.0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dlio_benchmark\nVersion: 2.0.0\n\n")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (dist / "direct_url.json").write_text(
+        json.dumps(
+            {"url": "https://github.com/argonne-lcf/dlio_benchmark", "vcs_info": {"vcs": "git", "commit_id": commit}}
+        )
+    )
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    p = P.provenance([PY, "-m", "dlio_benchmark.main", "workload=llama3_8b"], str(tmp_path))
+    assert p["dlio"] == {"version": "2.0.0", "commit": commit, "unknown": None}
+    assert p["libraries"]["dlio_benchmark"] == "2.0.0"
+    assert "dlio" not in P.provenance([PY, "-c", "pass"], str(tmp_path))
+    p = P.provenance(["/bin/sh", "dlio_benchmark"], str(tmp_path))
+    assert p["dlio"]["version"] is None and "not a Python script" in p["dlio"]["unknown"]
+
+
+def test_gpu_driver_version_is_in_the_gpu_collectors_describe():
+    pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py not installed")
+    from unittest import mock
+
+    from test_gpu import FakeNvml, h100
+
+    from ckprof.collectors.gpu import GpuCollector
+
+    with (
+        FakeNvml([h100(0)]),
+        mock.patch.object(pynvml, "nvmlSystemGetDriverVersion", autospec=True, return_value="550.54.15"),
+    ):
+        c = GpuCollector(env={})
+        assert c.probe().ok
+        d = c.describe()
+        c.close()
+    assert d["driver_version"] == "550.54.15" and d["driver_version_error"] is None
+    with (
+        FakeNvml([h100(0)]),
+        mock.patch.object(
+            pynvml,
+            "nvmlSystemGetDriverVersion",
+            autospec=True,
+            side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED),
+        ),
+    ):
+        c = GpuCollector(env={})
+        assert c.probe().ok
+        d = c.describe()
+        c.close()
+    assert d["driver_version"] is None and d["driver_version_error"]
