@@ -16,15 +16,23 @@ from ckprof.analysis.provenance import markdown_lines as provenance_lines
 from . import tables as T
 
 MAX_DEVICE_ROWS = 400  # per-device rows in HTML/Markdown; JSON and `ckprof export` have them all
+MAX_RANK_PHASE_ROWS = 64  # per-rank phase rows (a save of thousands of ranks); the JSON has them all
+
+
+def _cut(rows: list, most: int, all_of_them: str) -> tuple[list, str | None]:
+    """At most `most` rows, and a line saying so (and where the rest are) when some were cut."""
+    if len(rows) <= most:
+        return rows, None
+    return rows[:most], f"first {most} of {len(rows)} rows; all of them: {all_of_them}"
 
 
 def _device_rows(rep: Report) -> tuple[list, str | None]:
-    rows = T.device_rows(rep)
-    if len(rows) <= MAX_DEVICE_ROWS:
-        return rows, None
-    return rows[:MAX_DEVICE_ROWS], (
-        f"first {MAX_DEVICE_ROWS} of {len(rows)} rows; all of them: "
-        "ckprof report --format json, or ckprof export --format csv"
+    return _cut(T.device_rows(rep), MAX_DEVICE_ROWS, "ckprof report --format json, or ckprof export --format csv")
+
+
+def _rank_phase_rows(rep: Report) -> tuple[list, str | None]:
+    return _cut(
+        T.rank_phase_rows(rep), MAX_RANK_PHASE_ROWS, "ckprof report --format json (checkpoints[].parts[].phases)"
     )
 
 
@@ -66,6 +74,10 @@ def to_markdown(rep: Report | dict) -> str:
         if ar:
             L += ["", "### Async phases (saves with a background write)", ""] + md_table(T.ASYNC_HEADERS, ar)
             L += ["", "#### Each phase", ""] + md_table(*T.phase_table(rep))
+            rp, cut = _rank_phase_rows(rep)
+            if rp:
+                L += ["", "#### Each rank's phases", ""] + md_table(T.RANK_PHASE_HEADERS, rp)
+                L += ["", f"({cut})"] if cut else []
         if line:
             L += ["", f"- {md_cell(line)}"]
         rr = T.remote_rows(rep)
@@ -191,6 +203,15 @@ def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None 
                 "<details id='async-phase-rows'><summary>each phase: start, end, bytes, rate, measured or derived"
                 "</summary>" + html_table(*T.phase_table(rep)) + "</details>"
             ]
+            rp, cut = _rank_phase_rows(rep)
+            if rp:
+                parts += [
+                    "<details id='rank-phase-rows'><summary>each rank's phases: blocked, staging, persist, bytes, "
+                    "rate, measured or derived</summary>"
+                    + html_table(T.RANK_PHASE_HEADERS, rp)
+                    + (f"<p class='small'>{html_text(cut)}</p>" if cut else "")
+                    + "</details>"
+                ]
         if line:
             parts.append(f"<p id='async-effect'>{html_text(line)}</p>")
         rr = T.remote_rows(rep)

@@ -6,7 +6,7 @@ Each header names its unit and provenance: [m] measured, [d] derived, [e] estima
 
 from __future__ import annotations
 
-from ckprof.analysis.model import ABSENT, Checkpoint, DeviceUnknown, LeftOut, Report
+from ckprof.analysis.model import ABSENT, Checkpoint, DeviceUnknown, LeftOut, Report, RunSteps
 from ckprof.units import fmt_bytes
 
 TAG = {"measured": "m", "derived": "d", "estimated": "e"}
@@ -63,6 +63,24 @@ def left_out(text: str, lo: LeftOut | None) -> str:
     return f"{text} (over {lo.counted} of {lo.of} saves; {len(lo.left_out)} left out: {why}; see the notes)"
 
 
+STEP_S = "{:.4g} s"  # a step may last milliseconds: four significant digits
+
+
+def steps_cell(st: RunSteps | None) -> str:
+    """The run's training steps (run.steps): how many, and the median step's own time, all of them
+    and those beside no save; where a median is unknown, why (never 0)."""
+    if st is None:
+        return "unknown: a report from before ckprof counted training steps"
+    if not st.steps:
+        return f"unknown: {st.why_unknown or 'no step with a known start'}"
+    procs = f"{st.processes} process{'es' if st.processes != 1 else ''}"
+    cell = (
+        f"{st.steps} steps, {procs}; median step {num(st.median_step_s, STEP_S, none='unknown')} (all), "
+        f"{num(st.median_step_no_save_s, STEP_S, none='unknown')} (no save running)"
+    )
+    return cell + (f" (unknown: {st.why_unknown})" if st.why_unknown else "")
+
+
 def summary_rows(rep: Report | dict) -> list[tuple[str, str, str]]:
     """(what, value with unit, provenance) rows."""
     rep = Report.from_jsonable(rep)  # or its JSON form
@@ -98,6 +116,7 @@ def summary_rows(rep: Report | dict) -> list[tuple[str, str, str]]:
         ("mean energy per checkpoint", num(run.mean_energy_j, "{:.1f} J"), "see table"),
         ("peak temperature", num(run.peak_temp_c, "{:.1f} °C"), "measured"),
         ("not durable when the save returned", str(run.not_durable_at_return), "derived"),
+        ("training steps", steps_cell(run.steps), "derived"),
     ]
     for comp, w in sorted((run.idle_power_w_by_component or {}).items()):
         rows.append((f"idle power before the first checkpoint: {comp}", num(w, "{:.1f} W"), "derived"))
@@ -513,6 +532,50 @@ def phase_table(rep: Report | dict) -> tuple[list[str], list[list[str]]]:
         ]
         out.append(row + ([gpu_idle_cell(p), d2h_cell(p)] if gpu else []))
     return PHASE_HEADERS + (PHASE_GPU_HEADERS if gpu else []), out
+
+
+RANK_PHASE_HEADERS = [
+    "#",
+    "rank",
+    "blocked [s]",
+    "staging [s]",
+    "persist [s]",
+    "bytes [m]",
+    "persist [GiB/s] [d]",
+    "provenance (each phase: measured or derived)",
+]
+
+
+def rank_phase_rows(rep: Report | dict) -> list[list[str]]:
+    """One row per part (rank) of a grouped save whose parts carry their own phases
+    (checkpoints[].parts[].phases): that rank's blocked, staging and persist seconds, its bytes and
+    persist rate, and how each phase's ends are known."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    out = []
+    for i, r in enumerate(rep.checkpoints, 1):
+        for p in r.parts or []:
+            phases = known(p.phases)
+            if not phases:
+                continue
+            ph = {x.name: x for x in phases}
+
+            def secs(name, ph=ph):
+                return num(ph[name].duration_s, "{:.3f}") if name in ph else "—"
+
+            moved = ph.get("persist") or ph.get("staging")
+            out.append(
+                [
+                    str(i),
+                    num(p.rank, "{}", none=str(p.id)),
+                    secs("blocked"),
+                    secs("staging"),
+                    secs("persist"),
+                    b(None if moved is None else moved.bytes),
+                    num(ph["persist"].gib_per_s, "{:.3f}") if "persist" in ph else "—",
+                    "; ".join(f"{x.name} {x.provenance}" for x in phases),
+                ]
+            )
+    return out
 
 
 def async_line(rep: Report | dict) -> str | None:
