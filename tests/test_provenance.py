@@ -133,3 +133,21 @@ def test_gpu_driver_version_is_in_the_gpu_collectors_describe():
         d = c.describe()
         c.close()
     assert d["driver_version"] is None and d["driver_version_error"]
+
+
+def test_a_launchers_python_command_is_the_one_whose_libraries_count(tmp_path):
+    """mpirun -np 8 dlio_benchmark ...: the launcher is no Python; the command it runs is."""
+    launch = tmp_path / "launch"
+    launch.write_text('#!/bin/sh\nshift 2\nexec "$@"\n')
+    launch.chmod(0o755)
+    p = P.provenance([str(launch), "-np", "2", PY, "-c", "pass"], str(tmp_path))
+    assert p["libraries"]["numpy"] == importlib.metadata.version("numpy") and "argv[3]" in p["libraries_source"]
+    dlio = tmp_path / "dlio_benchmark"
+    dlio.write_text(f"#!{PY}\nprint(1)\n")
+    dlio.chmod(0o755)
+    p = P.provenance([str(launch), "-np", "2", str(dlio), "workload=llama3_8b"], str(tmp_path))
+    try:
+        expected = {"version": importlib.metadata.version("dlio_benchmark"), "unknown": None}
+    except importlib.metadata.PackageNotFoundError:
+        expected = {"version": None, "unknown": "dlio_benchmark is not installed in this Python"}
+    assert {k: p["dlio"][k] for k in expected} == expected

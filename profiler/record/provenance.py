@@ -37,6 +37,7 @@ LIBRARIES = (
     "nvidia-ml-py",
     "mpi4py",
 )
+LAUNCHER_ARGS = 32  # how far into the argv a launcher's Python command is looked for
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".cfg", ".ini")
 CONFIG_MAX_BYTES = 1 << 20  # 1 MiB: a bigger file is not a config, and hashing it would slow the start
 SEE = {
@@ -181,12 +182,23 @@ def provenance(argv: list[str], cwd: str, env: dict | None = None) -> dict:
     env = os.environ if env is None else env
     out: dict = {"see": dict(SEE)}
     interpreter, why = interpreter_of(argv, env)
+    launched = 0
+    if interpreter is None:  # a launcher (mpirun -np 8 dlio_benchmark ..., srun python ...): what it runs
+        for i, arg in enumerate(argv[1:LAUNCHER_ARGS], 1):
+            found = interpreter_of([arg], env)[0] if arg and not arg.startswith("-") else None
+            if found is not None:
+                interpreter, launched, why = found, i, ""
+                break
     if interpreter is not None and not same_python(interpreter):
         why = f"the command runs {interpreter}, not the recorder's Python ({sys.executable})"
         interpreter = None
     libs = installed() if interpreter is not None else {}
     out["libraries"] = {n: v for n, (v, _) in sorted(libs.items())} if interpreter is not None else None
-    out["libraries_source"] = f"importlib metadata on {sys.executable}'s sys.path" if interpreter else None
+    out["libraries_source"] = (
+        f"importlib metadata on {sys.executable}'s sys.path" + (f" (argv[{launched}], launched)" if launched else "")
+        if interpreter
+        else None
+    )
     out["libraries_unknown"] = None if interpreter else why
     if is_dlio(argv):
         dlio = libs.get("dlio_benchmark")
