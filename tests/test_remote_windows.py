@@ -27,13 +27,13 @@ def _series_from_capture() -> RemoteSeries:
 
 def test_a_window_inside_the_interval_gets_the_whole_interval():
     fig = nfs_window(_series_from_capture(), 1 * S, 2 * S)[MOUNT]
-    assert fig["export"] == "127.0.0.1:/" and fig["span_s"] == pytest.approx(5.0)
-    assert fig["write_ops"] == 192 and fig["ops_by_op"]["WRITE"] == 192 and fig["ops_by_op"]["COMMIT"] == 3
-    assert fig["server_write_bytes"] == fig["normal_write_bytes"] == 3 * 8 * 2**20
-    assert fig["bytes_sent"] >= 3 * 8 * 2**20  # the data plus RPC headers of every op
-    assert fig["retransmits"] == 0 and fig["major_timeouts"] == 0
-    assert fig["gib_per_s_to_server"] == pytest.approx(fig["bytes_sent"] / 5.0 / 2**30)
-    assert "READ" not in fig["ops_by_op"]  # none in the interval
+    assert fig.export == "127.0.0.1:/" and fig.span_s == pytest.approx(5.0)
+    assert fig.write_ops == 192 and fig.ops_by_op["WRITE"] == 192 and fig.ops_by_op["COMMIT"] == 3
+    assert fig.server_write_bytes == fig.normal_write_bytes == 3 * 8 * 2**20
+    assert fig.bytes_sent >= 3 * 8 * 2**20  # the data plus RPC headers of every op
+    assert fig.retransmits == 0 and fig.major_timeouts == 0
+    assert fig.gib_per_s_to_server == pytest.approx(fig.bytes_sent / 5.0 / 2**30)
+    assert "READ" not in fig.ops_by_op  # none in the interval
 
 
 def _ops_rows(t_s: float, ops: int, rtt_ms: int, sent: int) -> dict:
@@ -49,11 +49,11 @@ def test_window_rule_mean_and_peak_rtt():
     rows = [_ops_rows(0, 0, 0, 0), _ops_rows(1, 10, 20, 1000), _ops_rows(2, 40, 140, 4000), _ops_rows(3, 45, 190, 4500)]
     series = RemoteSeries.of_frames(nfs_op_rates(pd.DataFrame(rows)), pd.DataFrame(), pd.DataFrame())
     fig = nfs_window(series, 1.2 * S, 1.8 * S)["/m"]  # inside (1, 2]: that interval alone
-    assert fig["ops"] == 30 and fig["mean_rtt_ms"] == pytest.approx(4.0) and fig["bytes_sent"] == 3000
+    assert fig.ops == 30 and fig.mean_rtt_ms == pytest.approx(4.0) and fig.bytes_sent == 3000
     fig = nfs_window(series, 0.5 * S, 2.5 * S)["/m"]  # touches all three
-    assert fig["ops"] == 45 and fig["mean_rtt_ms"] == pytest.approx(190 / 45)
-    assert fig["max_interval_mean_rtt_ms"] == pytest.approx(10.0) and fig["span_s"] == pytest.approx(3.0)
-    assert fig["server_write_bytes"] is None  # no nfs_mount samples: unknown, not 0
+    assert fig.ops == 45 and fig.mean_rtt_ms == pytest.approx(190 / 45)
+    assert fig.max_interval_mean_rtt_ms == pytest.approx(10.0) and fig.span_s == pytest.approx(3.0)
+    assert fig.server_write_bytes is None  # no nfs_mount samples: unknown, not 0
 
 
 def test_interfaces_in_a_window_and_an_unreadable_counter():
@@ -64,7 +64,7 @@ def test_interfaces_in_a_window_and_an_unreadable_counter():
     ]
     series = RemoteSeries.of_frames(pd.DataFrame(), pd.DataFrame(), interface_rates(pd.DataFrame(rows)))
     fig = interface_window(series, 0.1 * S, 0.9 * S)["eth0"]
-    assert fig["tx_bytes"] == 2**30 and fig["rx_bytes"] == 100 and fig["tx_gib_per_s"] == pytest.approx(1.0)
+    assert fig.tx_bytes == 2**30 and fig.rx_bytes == 100 and fig.tx_gib_per_s == pytest.approx(1.0)
     fig = interface_window(series, 0.1 * S, 1.9 * S)["eth0"]
-    assert fig["rx_bytes"] is None and fig["tx_bytes"] == 2**31  # one interval's rx unknown: the sum is
-    assert fig["rx_packets"] is None  # not recorded
+    assert fig.rx_bytes is None and fig.tx_bytes == 2**31  # one interval's rx unknown: the sum is
+    assert fig.rx_packets is None  # not recorded

@@ -22,6 +22,7 @@ from ckprof.jsonsafe import json_float as _f
 from ckprof.units import GIB
 
 from .job_model import NodeFigures, NodeInterface, NodeNetwork
+from .model import InterfaceFigures, ObjectStoreFigures
 from .object_store import object_store_window
 from .remote import OffHost, interface_window, nfs_window
 
@@ -31,11 +32,13 @@ NO_NFS = "no NFS mount recorded on this host in the node's span"
 NO_S3 = "no S3 request recorded on this host in the node's span"
 
 
-def _total(ifaces: dict[str, dict], key: str) -> tuple[float | None, str | None]:
-    unread = sorted(i for i, f in ifaces.items() if f[key] is None)
+def _total(ifaces: dict[str, InterfaceFigures], field: str) -> tuple[float | None, str | None]:
+    """The interfaces' sum of one counter's bytes (`tx_bytes`, `rx_bytes`), or why it is unknown."""
+    moved = {i: getattr(f, field) for i, f in ifaces.items()}
+    unread = sorted(i for i, b in moved.items() if b is None)
     if unread:
-        return None, f"{key} unreadable on {', '.join(unread)} in the node's span"
-    return float(sum(f[key] for f in ifaces.values())), None
+        return None, f"{field} unreadable on {', '.join(unread)} in the node's span"
+    return float(sum(moved.values())), None
 
 
 def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -> NodeNetwork:
@@ -47,7 +50,7 @@ def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -
         unknown.update({k: why for k in ("seconds", "tx_bytes", "rx_bytes", "tx_gib_per_s", "rx_gib_per_s")})
         seconds = tx = rx = None
     else:
-        seconds = max(f["span_s"] for f in ifaces.values())
+        seconds = max(f.span_s or 0.0 for f in ifaces.values())
         tx, why_tx = _total(ifaces, "tx_bytes")
         rx, why_rx = _total(ifaces, "rx_bytes")
         for k, why_k in (
@@ -59,30 +62,28 @@ def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -
             if why_k:
                 unknown[k] = why_k
     nfs = nfs_window(off.series, a_ns, b_ns) if off is not None else {}
-    sent = [m["bytes_sent"] for m in nfs.values()]
+    sent = [m.bytes_sent for m in nfs.values()]
     if not nfs:
         unknown["nfs_bytes_sent"] = NO_NFS
     elif None in sent:
         unknown["nfs_bytes_sent"] = "an NFS mount's counters unreadable in the node's span"
-    s3 = object_store_window(off.s3, a_ns, b_ns) if off is not None and not off.s3.empty else None
-    if s3 is None:
-        unknown["s3_bytes_sent"] = unknown["s3_bytes_received"] = NO_S3
-    else:
-        for k in ("bytes_sent", "bytes_received"):
-            if s3.get(k) is None:
-                unknown[f"s3_{k}"] = s3.get("unknown", {}).get(k, "not known from the S3 requests")
+    s3_window = object_store_window(off.s3, a_ns, b_ns) if off is not None and not off.s3.empty else None
+    s3 = ObjectStoreFigures.from_jsonable(s3_window) if s3_window is not None else None
+    for field in ("bytes_sent", "bytes_received"):
+        if s3 is None:
+            unknown[f"s3_{field}"] = NO_S3
+        elif getattr(s3, field) is None:
+            unknown[f"s3_{field}"] = s3.unknown.get(field, "not known from the S3 requests")
     return NodeNetwork(
         seconds=_f(seconds),
         tx_bytes=_f(tx),
         rx_bytes=_f(rx),
         tx_gib_per_s=_f(tx / GIB / seconds) if tx is not None and seconds else None,
         rx_gib_per_s=_f(rx / GIB / seconds) if rx is not None and seconds else None,
-        interfaces={
-            i: NodeInterface(tx_bytes=_f(f["tx_bytes"]), rx_bytes=_f(f["rx_bytes"])) for i, f in ifaces.items()
-        },
+        interfaces={i: NodeInterface(tx_bytes=_f(f.tx_bytes), rx_bytes=_f(f.rx_bytes)) for i, f in ifaces.items()},
         nfs_bytes_sent=_f(sum(sent)) if nfs and None not in sent else None,
-        s3_bytes_sent=_f(s3["bytes_sent"]) if s3 else None,
-        s3_bytes_received=_f(s3["bytes_received"]) if s3 else None,
+        s3_bytes_sent=_f(s3.bytes_sent) if s3 is not None else None,
+        s3_bytes_received=_f(s3.bytes_received) if s3 is not None else None,
         unknown=unknown,
     )
 

@@ -134,21 +134,36 @@ def _span_s(t_ns: np.ndarray, dt_s: np.ndarray) -> float:
     return max((t_ns.max() - (t_ns - dt_s * 1e9).min()) / 1e9, 1e-9)
 
 
-def _mount_window(m: MountIntervals | None, a_ns: float, b_ns: float) -> dict[str, float | None]:
-    """What applications wrote to a mount and what reached and came from its server, bytes."""
-    w = m.window(a_ns, b_ns) if m is not None else None
-    rates = {
-        "normal_write_bytes": None if w is None else w.normal_write_bytes_per_s,
-        "direct_write_bytes": None if w is None else w.direct_write_bytes_per_s,
-        "server_write_bytes": None if w is None else w.server_write_bytes_per_s,
-        "server_read_bytes": None if w is None else w.server_read_bytes_per_s,
-    }
-    return {c: None if w is None or r is None else _sum(r * w.dt_s) for c, r in rates.items()}
+@dataclass(frozen=True)
+class MountBytes:
+    """What applications wrote to an NFS mount (buffered, O_DIRECT) and what reached and came from
+    its server over a window, B; null where the mount's rates are not recorded or a delta is unknown."""
+
+    normal_write_bytes: float | None = None
+    direct_write_bytes: float | None = None
+    server_write_bytes: float | None = None
+    server_read_bytes: float | None = None
 
 
-def nfs_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, dict]:
-    """{mount point: figures} for the window [a, b] (ns)."""
-    out: dict[str, dict] = {}
+def _mount_window(m: MountIntervals | None, a_ns: float, b_ns: float) -> MountBytes:
+    if m is None:
+        return MountBytes()
+    w = m.window(a_ns, b_ns)
+
+    def moved(rate_b_per_s: np.ndarray | None) -> float | None:
+        return None if rate_b_per_s is None else _sum(rate_b_per_s * w.dt_s)
+
+    return MountBytes(
+        normal_write_bytes=moved(w.normal_write_bytes_per_s),
+        direct_write_bytes=moved(w.direct_write_bytes_per_s),
+        server_write_bytes=moved(w.server_write_bytes_per_s),
+        server_read_bytes=moved(w.server_read_bytes_per_s),
+    )
+
+
+def nfs_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, NfsMount]:
+    """{mount point: its figures} for the window [a, b] (ns)."""
+    out: dict[str, NfsMount] = {}
     for mount, by_op in series.nfs_ops.items():
         per_op = {op: o.window(a_ns, b_ns) for op, o in by_op.items()}
         ws = list(per_op.values())
@@ -170,45 +185,49 @@ def nfs_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, dict
         known_means = interval_mean[~np.isnan(interval_mean)]
         span = _span_s(t_ns, np.concatenate([w.dt_s for w in ws]))
         write = next((w for op, w in per_op.items() if op == "WRITE"), None)
-        out[mount] = {
-            "export": str(ws[0].export[0]),
-            "span_s": span,
-            "bytes_sent": sent,
-            "bytes_received": received,
-            "ops": ops,
-            "ops_by_op": {op: float(np.nansum(w.ops)) for op, w in per_op.items() if np.nansum(w.ops) > 0},
-            "write_ops": None if write is None else float(np.nansum(write.ops)),
-            "mean_rtt_ms": float(np.nansum(rtt_sum) / ops) if ops else None,
-            "max_interval_mean_rtt_ms": float(known_means.max()) if len(known_means) else None,
-            "retransmits": _sum(np.concatenate([w.retransmits for w in ws])),
-            "major_timeouts": _sum(np.concatenate([w.major_timeouts for w in ws])),
-            "gib_per_s_to_server": None if sent is None else sent / span / GIB,
-            **_mount_window(series.nfs_mounts.get(mount), a_ns, b_ns),
-        }
+        app = _mount_window(series.nfs_mounts.get(mount), a_ns, b_ns)
+        out[mount] = NfsMount(
+            export=str(ws[0].export[0]),
+            span_s=span,
+            bytes_sent=sent,
+            bytes_received=received,
+            ops=ops,
+            ops_by_op={op: float(np.nansum(w.ops)) for op, w in per_op.items() if np.nansum(w.ops) > 0},
+            write_ops=None if write is None else float(np.nansum(write.ops)),
+            mean_rtt_ms=float(np.nansum(rtt_sum) / ops) if ops else None,
+            max_interval_mean_rtt_ms=float(known_means.max()) if len(known_means) else None,
+            retransmits=_sum(np.concatenate([w.retransmits for w in ws])),
+            major_timeouts=_sum(np.concatenate([w.major_timeouts for w in ws])),
+            gib_per_s_to_server=None if sent is None else sent / span / GIB,
+            normal_write_bytes=app.normal_write_bytes,
+            direct_write_bytes=app.direct_write_bytes,
+            server_write_bytes=app.server_write_bytes,
+            server_read_bytes=app.server_read_bytes,
+        )
     return out
 
 
-def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, dict]:
+def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str, InterfaceFigures]:
     """{interface: bytes and packets received and sent, errors and drops} for the window [a, b] (ns)."""
-    out: dict[str, dict] = {}
+    out: dict[str, InterfaceFigures] = {}
     for iface, intervals in series.interfaces.items():
         w = intervals.window(a_ns, b_ns)
         if not len(w.t_ns):
             continue
         span_s = _span_s(w.t_ns, w.dt_s)
         tx = _sum(w.tx_bytes)
-        out[iface] = {
-            "span_s": span_s,
-            "rx_bytes": _sum(w.rx_bytes),
-            "tx_bytes": tx,
-            "rx_packets": _sum(w.rx_packets),
-            "tx_packets": _sum(w.tx_packets),
-            "rx_errors": _sum(w.rx_errors),
-            "tx_errors": _sum(w.tx_errors),
-            "rx_dropped": _sum(w.rx_dropped),
-            "tx_dropped": _sum(w.tx_dropped),
-            "tx_gib_per_s": None if tx is None else tx / span_s / GIB,
-        }
+        out[iface] = InterfaceFigures(
+            span_s=span_s,
+            rx_bytes=_sum(w.rx_bytes),
+            tx_bytes=tx,
+            rx_packets=_sum(w.rx_packets),
+            tx_packets=_sum(w.tx_packets),
+            rx_errors=_sum(w.rx_errors),
+            tx_errors=_sum(w.tx_errors),
+            rx_dropped=_sum(w.rx_dropped),
+            tx_dropped=_sum(w.tx_dropped),
+            tx_gib_per_s=None if tx is None else tx / span_s / GIB,
+        )
     return out
 
 
@@ -235,8 +254,8 @@ class OffHost:
         if not (nfs or ifaces or s3 or fuse):
             return None
         return Remote(
-            nfs={m: NfsMount.from_jsonable(f) for m, f in nfs.items()} if nfs else ABSENT,
-            interfaces={i: InterfaceFigures.from_jsonable(f) for i, f in ifaces.items()} if ifaces else ABSENT,
+            nfs=nfs or ABSENT,
+            interfaces=ifaces or ABSENT,
             object_store=ObjectStoreFigures.from_jsonable(s3) if s3 else ABSENT,
             fuse={m: FuseMount.from_jsonable(f) for m, f in fuse.items()} if fuse else ABSENT,
         )

@@ -171,9 +171,9 @@ def test_each_save_window_has_its_own_bytes_on_the_mount(nfs_run):
     for _, cp in cps.iterrows():
         fig = nfs_window(series, cp["start_ns"], cp["end_ns"])[mount]
         print(f"step {cp['step']}: {fig}")
-        assert fig["server_write_bytes"] == SAVE_BYTES and fig["normal_write_bytes"] == SAVE_BYTES
-        assert fig["ops_by_op"]["WRITE"] == SAVE_BYTES / 2**17 and fig["ops_by_op"]["COMMIT"] >= 1
-        assert SAVE_BYTES <= fig["bytes_sent"] <= SAVE_BYTES * 1.01
-        assert fig["mean_rtt_ms"] > 0 and fig["retransmits"] == 0
+        assert fig.server_write_bytes == SAVE_BYTES and fig.normal_write_bytes == SAVE_BYTES
+        assert fig.ops_by_op["WRITE"] == SAVE_BYTES / 2**17 and fig.ops_by_op["COMMIT"] >= 1
+        assert SAVE_BYTES <= fig.bytes_sent <= SAVE_BYTES * 1.01
+        assert fig.mean_rtt_ms > 0 and fig.retransmits == 0
         lo = interface_window(series, cp["start_ns"], cp["end_ns"])["lo"]
-        assert lo["tx_bytes"] >= SAVE_BYTES  # client to server and back, both on lo
+        assert lo.tx_bytes >= SAVE_BYTES  # client to server and back, both on lo
