@@ -19,7 +19,7 @@ def target_file_systems(topology: dict) -> list[TargetFileSystem]:
         m = _dict(chain, "mount")
         out.append(
             TargetFileSystem(
-                path=chain.get("path"),
+                path=str(chain.get("path")),
                 mount_point=m.get("mount_point"),
                 fstype=m.get("fstype"),
                 source=m.get("source"),

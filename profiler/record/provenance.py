@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 
 # the libraries whose version changes a checkpoint's cost (issue 26: a tool version moved results 41 %)
 LIBRARIES = (
@@ -106,7 +107,7 @@ def vcs_commit(meta_dir: str) -> str | None:
         return None
 
 
-def interpreter_of(argv: list[str], env: dict) -> tuple[str | None, str]:
+def interpreter_of(argv: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:
     """The Python the command runs, found without running it: argv[0] itself, or the interpreter
     on its #! line (execve(2)); (None, why) when it is not Python or cannot be found."""
     if not argv:
@@ -177,7 +178,7 @@ def is_dlio(argv: list[str]) -> bool:
     return any(os.path.basename(a).startswith("dlio_benchmark") for a in argv)
 
 
-def provenance(argv: list[str], cwd: str, env: dict | None = None) -> dict:
+def provenance(argv: list[str], cwd: str, env: Mapping[str, str] | None = None) -> dict:
     """meta.json's `provenance` for the command `argv` run in `cwd` with `env` (os.environ)."""
     env = os.environ if env is None else env
     out: dict = {"see": dict(SEE)}
