@@ -151,3 +151,41 @@ def test_a_launchers_python_command_is_the_one_whose_libraries_count(tmp_path):
     except importlib.metadata.PackageNotFoundError:
         expected = {"version": None, "unknown": "dlio_benchmark is not installed in this Python"}
     assert {k: p["dlio"][k] for k in expected} == expected
+
+
+def test_compare_flags_the_provenance_that_differs_and_not_what_is_unknown():
+    from ckprof.analysis.model import Provenance, TargetFileSystem
+    from ckprof.analysis.provenance import differences
+
+    fs = TargetFileSystem("/ckpt", "/ckpt", "ext4", "/dev/nvme0n1", "rw,relatime", "rw,data=ordered")
+    a = Provenance(
+        kernel="6.8.0",
+        ckprof_version="0.1.0",
+        python="3.11.7",
+        libraries={"torch": "2.5.1", "numpy": "2.1.0"},
+        gpu_driver="550.54.15",
+        file_systems=[fs],
+        command_sha256="c" * 64,
+        config_sha256={"/w/a.yaml": "a" * 64},
+    )
+    assert differences(a, a) == []
+    b = Provenance(
+        kernel="6.8.0",
+        ckprof_version="0.1.0",
+        python="3.12.1",  # the recorder's Python, not the command's: not flagged
+        libraries={"torch": "2.6.0", "numpy": "2.1.0", "s3fs": "2026.9.0"},
+        gpu_driver=None,  # unknown: no difference guessed
+        gpu_driver_unknown="no GPU recorded",
+        file_systems=[TargetFileSystem("/ckpt", "/ckpt", "ext4", "/dev/nvme0n1", "rw,noatime", "rw,data=ordered")],
+        command_sha256="d" * 64,
+        config_sha256={"/w/a.yaml": "b" * 64},
+    )
+    assert differences(a, b) == [
+        ("s3fs version", "not installed", "2026.9.0"),
+        ("torch version", "2.5.1", "2.6.0"),
+        ("/ckpt: mount options", "rw,relatime", "rw,noatime"),
+        ("config files' sha256", "a" * 12, "b" * 12),
+    ]
+    assert differences(a, None) == [("provenance", "recorded", "not recorded")]
+    unknown_libs = Provenance(kernel="6.9.0", libraries=None, libraries_unknown="another Python")
+    assert differences(a, unknown_libs) == [("kernel", "6.8.0", "6.9.0"), ("config files' sha256", "a" * 12, "none")]

@@ -102,3 +102,47 @@ def markdown_lines(prov: Provenance | None) -> list[str]:
     lines += [f"- config {path}: sha256 {h}" for path, h in sorted(prov.config_sha256.items())]
     lines += [f"- config {path}: not hashed ({why})" for path, why in sorted(prov.config_not_hashed.items())]
     return lines
+
+
+# -- what `ckprof compare` flags (issue 26: a tool version moved results 41 %, storage#682) ---------
+
+
+def differences(a: Provenance | None, b: Provenance | None) -> list[tuple[str, str | None, str | None]]:
+    """(what, a's, b's) for each provenance fact that differs between two recordings where it can
+    change a checkpoint's cost: the kernel, ckprof, a library's version (installed in one only
+    counts), DLIO's version or commit, the GPU driver, each target's file system and mount options
+    (targets paired in --path order), the config files' hashes. A fact unknown on either side is
+    not a difference (nothing is guessed); a recording without provenance is one line. The
+    command's own sha256 is not compared: its -o and paths differ from run to run."""
+    if a is None or b is None:
+        if a is b:
+            return []
+        return [("provenance", "recorded" if a else "not recorded", "recorded" if b else "not recorded")]
+    out: list[tuple[str, str | None, str | None]] = []
+
+    def differ(what: str, x, y) -> None:
+        if x is not None and y is not None and x != y:
+            out.append((what, str(x), str(y)))
+
+    differ("kernel", a.kernel, b.kernel)
+    differ("ckprof version", a.ckprof_version, b.ckprof_version)
+    if a.libraries is not None and b.libraries is not None:
+        for name in sorted(set(a.libraries) | set(b.libraries)):
+            x, y = a.libraries.get(name), b.libraries.get(name)
+            if x != y:
+                out.append((f"{name} version", x or "not installed", y or "not installed"))
+    if a.dlio is not None and b.dlio is not None:
+        differ("DLIO version", a.dlio.version, b.dlio.version)
+        differ("DLIO commit", a.dlio.commit, b.dlio.commit)
+    differ("GPU driver", a.gpu_driver, b.gpu_driver)
+    for i, (fa, fb) in enumerate(zip(a.file_systems, b.file_systems)):
+        target = fa.path if fa.path == fb.path else f"target {i + 1}"
+        differ(f"{target}: file system", fa.fstype, fb.fstype)
+        differ(f"{target}: mount options", fa.options, fb.options)
+        differ(f"{target}: super options", fa.super_options, fb.super_options)
+    ha, hb = sorted(a.config_sha256.values()), sorted(b.config_sha256.values())
+    if ha != hb:
+        out.append(
+            ("config files' sha256", ", ".join(h[:12] for h in ha) or "none", ", ".join(h[:12] for h in hb) or "none")
+        )
+    return out
