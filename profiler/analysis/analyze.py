@@ -417,8 +417,13 @@ def add_workload_seconds(rows: list[Checkpoint], meta: dict) -> tuple[list[Check
     rank's fsync (MLPerf's slowest-rank rule, meta.json workload.results) as `workload_write_s`.
     The window also holds what follows the writes (the manifest, the rename, the directory fsync)
     and waits at the barrier; the note says how much (None where the recording is not a workload's)."""
-    workload = meta.get("workload") if isinstance(meta.get("workload"), dict) else {}
-    results = workload.get("results") if isinstance(workload.get("results"), dict) else {}
+
+    def section(d: dict, key: str) -> dict:  # meta.json's d[key] when it is an object, else {}
+        value = d.get(key)
+        return value if isinstance(value, dict) else {}
+
+    workload = section(meta, "workload")
+    results = section(workload, "results")
     by_step = {c.get("step"): c for c in results.get("checkpoints") or [] if isinstance(c, dict)}
     pairs = []
     out = []
@@ -431,8 +436,7 @@ def add_workload_seconds(rows: list[Checkpoint], meta: dict) -> tuple[list[Check
             pairs.append((r.workload_write_s, r.duration_s))
     if not pairs:
         return out, None
-    config = workload.get("config") if isinstance(workload.get("config"), dict) else {}
-    object_store = str(config.get("target") or "").startswith("s3://")
+    object_store = str(section(workload, "config").get("target") or "").startswith("s3://")
     return out, F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs], object_store)
 
 
