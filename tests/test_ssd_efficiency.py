@@ -52,7 +52,7 @@ def test_estimated_power_is_labelled_and_compare_puts_both_side_by_side(tmp_path
     estimated = analyze(build(tmp_path / "e", None)).report
     eff = estimated["checkpoints"][0]["ssd_efficiency"]["nvme0"]
     assert eff["provenance"] == "estimated" and eff["gb_per_s_per_w"] > 0
-    cmp = compare([measured, estimated])
+    cmp = compare([measured, estimated]).to_jsonable()
     rows = {m["metric"]: m for m in cmp["metrics"]}
     gbw = rows["SSD efficiency: nvme0"]
     assert gbw["unit"] == "GB/s per W" and gbw["provenance"] == "estimated"  # the weakest of the two

@@ -192,7 +192,7 @@ def compare(recordings, fmt, output, include_foreign_hosts):
     reports = [analyse_path(p).report for p in recordings]
     cmp = C.compare(reports)
     if fmt == "json":
-        _write(to_json(cmp), output)
+        _write(to_json(cmp.to_jsonable()), output)
     else:
         _write(C.markdown(cmp, render.md_table), output)
 

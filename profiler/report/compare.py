@@ -16,12 +16,17 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from ckprof.analysis.model import Checkpoint, Report
+from ckprof.analysis.model_base import jsonable
 from ckprof.analysis.phases import NO_STEPS
 from ckprof.power.readings import worst
 
+from . import compare_saves
 from . import tables as T
+
+SCHEMA, SCHEMA_VERSION = "ckprof-compare", 2
 
 
 @dataclass(frozen=True)
@@ -241,10 +246,44 @@ def _value(v) -> tuple:
     return v, None
 
 
-def compare(reports: list[Report | dict]) -> dict:
-    """The comparison (its own JSON: schema ckprof-compare); a report may be given as its JSON form."""
+@dataclass(frozen=True)
+class MetricRow:
+    """One figure of the run in each recording (`values`, null with its `why`) and its ratio to the
+    first recording's (null where either is missing or the first is 0). In the JSON an object of
+    these keys, in this order (`metrics[]`)."""
+
+    metric: str
+    unit: str
+    provenance: str
+    values: list[Any]
+    why: list[str | None]
+    ratio_to_first: list[float | None]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`ckprof compare`'s result: the recordings (the first is the baseline), the run's figures,
+    and each save side by side (compare_saves.SaveFigureRow)."""
+
+    recordings: list[str]
+    metrics: list[MetricRow]
+    saves: list[compare_saves.SaveFigureRow]
+
+    def to_jsonable(self) -> dict:
+        """Its JSON form (schema ckprof-compare, docs/report-format.md)."""
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "recordings": list(self.recordings),
+            "metrics": jsonable(self.metrics),
+            "saves": jsonable(self.saves),
+        }
+
+
+def compare(reports: list[Report | dict]) -> Comparison:
+    """The comparison (its JSON: `.to_jsonable()`); a report may be given as its JSON form."""
     reps = [Report.from_jsonable(r) for r in reports]
-    rows = []
+    rows: list[MetricRow] = []
     eprov = _energy_provenance(reps)
     metrics = [
         (label, unit, eprov if label.startswith("energy per checkpoint") else prov, fn)
@@ -257,25 +296,8 @@ def compare(reports: list[Report | dict]) -> dict:
         vals, whys = zip(*(_value(fn(r)) for r in reps))
         base = vals[0]
         ratios = [None if (v is None or not base) else v / base for v in vals]
-        rows.append(
-            {
-                "metric": label,
-                "unit": unit,
-                "provenance": prov,
-                "values": list(vals),
-                "why": list(whys),
-                "ratio_to_first": ratios,
-            }
-        )
-    from . import compare_saves
-
-    return {
-        "schema": "ckprof-compare",
-        "schema_version": 2,
-        "recordings": [r.recording.path for r in reps],
-        "metrics": rows,
-        "saves": compare_saves.side_by_side(reps),
-    }
+        rows.append(MetricRow(label, unit, prov, list(vals), list(whys), ratios))
+    return Comparison([r.recording.path for r in reps], rows, compare_saves.side_by_side(reps))
 
 
 def _fmt(v, why=None) -> str:
@@ -284,28 +306,25 @@ def _fmt(v, why=None) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def table(cmp: dict) -> tuple[list[str], list[list[str]]]:
-    names = [f"[{i + 1}] {p}" for i, p in enumerate(cmp["recordings"])]
+def table(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
+    names = [f"[{i + 1}] {p}" for i, p in enumerate(cmp.recordings)]
     headers = ["metric [unit, provenance]"] + names + [f"ratio [{i + 1}]/[1]" for i in range(1, len(names))]
     rows = []
-    for m in cmp["metrics"]:
-        whys = m.get("why") or [None] * len(m["values"])
+    for m in cmp.metrics:
         rows.append(
-            [f"{m['metric']} [{m['unit']}, {T.TAG.get(m['provenance'], m['provenance'])}]"]
-            + [_fmt(v, w) for v, w in zip(m["values"], whys)]
-            + [_fmt(x) for x in m["ratio_to_first"][1:]]
+            [f"{m.metric} [{m.unit}, {T.TAG.get(m.provenance, m.provenance)}]"]
+            + [_fmt(v, w) for v, w in zip(m.values, m.why)]
+            + [_fmt(x) for x in m.ratio_to_first[1:]]
         )
     return headers, rows
 
 
-def markdown(cmp: dict, md_table) -> str:
+def markdown(cmp: Comparison, md_table) -> str:
     """The comparison as Markdown: the run's figures, then each save side by side (md_table:
     render.md_table, which escapes every cell)."""
-    from . import compare_saves
-
     headers, rows = table(cmp)
     out = md_table(headers, rows)
-    sh, sr, cut = compare_saves.table(cmp)
+    sh, sr, cut = compare_saves.table(cmp.recordings, cmp.saves)
     if sr:
         out += ["", "## Each save side by side (save k of each recording)", ""] + md_table(sh, sr)
         out += [f"({cut})"] if cut else []

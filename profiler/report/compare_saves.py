@@ -13,6 +13,9 @@ gives none).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ckprof.analysis.model import Checkpoint, Report
 
 from . import tables as T
@@ -27,8 +30,34 @@ NOT_RECORDED = {
 }
 
 
-def _place(name: str, nbytes, seconds, gib_per_s) -> dict:
-    return {"name": name, "bytes": nbytes, "seconds": seconds, "gib_per_s": gib_per_s}
+@dataclass(frozen=True)
+class PlaceFigure:
+    """One place a save's bytes went (a device, an NFS mount, an S3 endpoint...): the bytes written
+    to it (B), over its seconds (s), at its GiB/s; null where not known. In the JSON an object
+    {name, bytes, seconds, gib_per_s}."""
+
+    name: str
+    bytes: float | None
+    seconds: float | None
+    gib_per_s: float | None
+
+
+@dataclass(frozen=True)
+class SaveFigureRow:
+    """One figure of save k (from 1) in each recording: `values` one per recording (a place kind's
+    a list of PlaceFigure), null with its `why` where that recording lacks it. In the JSON an
+    object of these keys, in this order (`saves[]`)."""
+
+    save: int
+    figure: str
+    unit: str
+    provenance: str
+    values: list[Any]
+    why: list[str | None]
+
+
+def _place(name: str, nbytes, seconds, gib_per_s) -> PlaceFigure:
+    return PlaceFigure(name, nbytes, seconds, gib_per_s)
 
 
 def _devices(c: Checkpoint):
@@ -108,10 +137,10 @@ WHY_NONE = {
 }
 
 
-def side_by_side(reports: list[Report]) -> list[dict]:
+def side_by_side(reports: list[Report]) -> list[SaveFigureRow]:
     """Save k of each recording, figure by figure (k from 1, in the order the reports list them)."""
     saves = [[c for c in r.checkpoints if c.kind == "save"] for r in reports]
-    rows = []
+    rows: list[SaveFigureRow] = []
     for k in range(max((len(s) for s in saves), default=0)):
         mine = [s[k] if k < len(s) else None for s in saves]
         missing = [f"the recording has {len(s)} save(s)" for s in saves]
@@ -121,37 +150,37 @@ def side_by_side(reports: list[Report]) -> list[dict]:
                 missing[i] if c is None else (WHY_NONE.get(label, "unknown") if v is None else None)
                 for i, (c, v) in enumerate(zip(mine, vals))
             ]
-            rows.append({"save": k + 1, "figure": label, "unit": unit, "provenance": prov, "values": vals, "why": whys})
+            rows.append(SaveFigureRow(k + 1, label, unit, prov, vals, whys))
         for kind in PLACE_KINDS:
             got = [(None, missing[i]) if c is None else places(c, kind) for i, c in enumerate(mine)]
             if all(v is None and (c is None or w in NOT_RECORDED.values()) for c, (v, w) in zip(mine, got)):
                 continue  # a kind no recording has for this save: no row of n/a's
             rows.append(
-                {
-                    "save": k + 1,
-                    "figure": f"where the bytes went: {kind}",
-                    "unit": "B, s, GiB/s per place",
-                    "provenance": "measured bytes; derived GiB/s",
-                    "values": [v for v, _ in got],
-                    "why": [w for _, w in got],
-                }
+                SaveFigureRow(
+                    save=k + 1,
+                    figure=f"where the bytes went: {kind}",
+                    unit="B, s, GiB/s per place",
+                    provenance="measured bytes; derived GiB/s",
+                    values=[v for v, _ in got],
+                    why=[w for _, w in got],
+                )
             )
     return rows
 
 
-def _place_text(p: dict) -> str:
-    rate = T.num(p["gib_per_s"], "{:.3f} GiB/s", none="GiB/s n/a")
-    secs = T.num(p["seconds"], "{:.2f} s", none="s n/a")
-    return f"{p['name']}: {T.b(p['bytes'])} in {secs}, {rate}"
+def _place_text(p: PlaceFigure) -> str:
+    rate = T.num(p.gib_per_s, "{:.3f} GiB/s", none="GiB/s n/a")
+    secs = T.num(p.seconds, "{:.2f} s", none="s n/a")
+    return f"{p.name}: {T.b(p.bytes)} in {secs}, {rate}"
 
 
 def cell(v, why, unit: str) -> str:
     if v is None:
         return f"n/a ({why})" if why else "—"
     if isinstance(v, list):  # places: those that got bytes; measured zeros said once for all
-        got = [p for p in v if p["bytes"]]
-        zero = [p["name"] for p in v if p["bytes"] == 0]
-        unknown = [p["name"] for p in v if p["bytes"] is None]
+        got = [p for p in v if p.bytes]
+        zero = [p.name for p in v if p.bytes == 0]
+        unknown = [p.name for p in v if p.bytes is None]
         parts = [_place_text(p) for p in got]
         parts += [f"0 B to {', '.join(zero)}"] if zero else []
         parts += [f"bytes unknown: {', '.join(unknown)}"] if unknown else []
@@ -163,19 +192,20 @@ def cell(v, why, unit: str) -> str:
     return str(v)
 
 
-def table(cmp: dict, max_saves: int = MAX_SIDE_BY_SIDE_SAVES) -> tuple[list[str], list[list[str]], str | None]:
+def table(
+    recordings: list[str], saves: list[SaveFigureRow], max_saves: int = MAX_SIDE_BY_SIDE_SAVES
+) -> tuple[list[str], list[list[str]], str | None]:
     """The side-by-side rows for Markdown: (headers, rows, a line saying what was left out, or None)."""
-    names = [f"[{i + 1}] {p}" for i, p in enumerate(cmp["recordings"])]
+    names = [f"[{i + 1}] {p}" for i, p in enumerate(recordings)]
     headers = ["save", "figure [unit, provenance]"] + names
     rows = []
-    rows_in = cmp.get("saves") or []
-    n_saves = max((r["save"] for r in rows_in), default=0)
-    for r in rows_in:
-        if r["save"] > max_saves:
+    n_saves = max((r.save for r in saves), default=0)
+    for r in saves:
+        if r.save > max_saves:
             break
         rows.append(
-            [str(r["save"]), f"{r['figure']} [{r['unit']}, {T.TAG.get(r['provenance'], r['provenance'])}]"]
-            + [cell(v, w, r["unit"]) for v, w in zip(r["values"], r["why"])]
+            [str(r.save), f"{r.figure} [{r.unit}, {T.TAG.get(r.provenance, r.provenance)}]"]
+            + [cell(v, w, r.unit) for v, w in zip(r.values, r.why)]
         )
     cut = (
         f"first {max_saves} of {n_saves} saves; all of them: ckprof compare --format json"
