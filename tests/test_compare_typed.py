@@ -66,7 +66,7 @@ def test_the_json_keeps_its_keys_and_their_order(recs):
     r = ckprof_cmd("compare", *recs, "--format", "json", in_process=True)
     assert r.exit_code == 0, r.output
     cmp = json.loads(r.stdout)
-    assert list(cmp) == ["schema", "schema_version", "recordings", "metrics", "saves"]
+    assert list(cmp) == ["schema", "schema_version", "recordings", "metrics", "saves", "provenance_differences"]
     assert (cmp["schema"], cmp["schema_version"]) == ("ckprof-compare", 2)
     assert list(cmp["metrics"][0]) == ["metric", "unit", "provenance", "values", "why", "ratio_to_first"]
     assert list(cmp["saves"][0]) == ["save", "figure", "unit", "provenance", "values", "why"]

@@ -21,6 +21,7 @@ from typing import Any
 from ckprof.analysis.model import Checkpoint, Report
 from ckprof.analysis.model_base import jsonable
 from ckprof.analysis.phases import NO_STEPS
+from ckprof.analysis.provenance import differences
 from ckprof.power.readings import worst
 
 from . import compare_saves
@@ -261,13 +262,27 @@ class MetricRow:
 
 
 @dataclass(frozen=True)
+class ProvenanceDifference:
+    """A fact of how recording `recording` (1-based) was made that differs from the first's
+    (analysis.provenance.differences: kernel, ckprof, a library, DLIO, GPU driver, a target's file
+    system or mount options, the config files' hashes): its figures may differ for that reason."""
+
+    recording: int
+    what: str
+    first: str | None
+    this: str | None
+
+
+@dataclass(frozen=True)
 class Comparison:
     """`ckprof compare`'s result: the recordings (the first is the baseline), the run's figures,
-    and each save side by side (compare_saves.SaveFigureRow)."""
+    each save side by side (compare_saves.SaveFigureRow), and where the recordings were not made
+    alike (their provenance)."""
 
     recordings: list[str]
     metrics: list[MetricRow]
     saves: list[compare_saves.SaveFigureRow]
+    provenance_differences: list[ProvenanceDifference]
 
     def to_jsonable(self) -> dict:
         """Its JSON form (schema ckprof-compare, docs/report-format.md)."""
@@ -277,6 +292,7 @@ class Comparison:
             "recordings": list(self.recordings),
             "metrics": jsonable(self.metrics),
             "saves": jsonable(self.saves),
+            "provenance_differences": jsonable(self.provenance_differences),
         }
 
 
@@ -297,7 +313,13 @@ def compare(reports: list[Report | dict]) -> Comparison:
         base = vals[0]
         ratios = [None if (v is None or not base) else v / base for v in vals]
         rows.append(MetricRow(label, unit, prov, list(vals), list(whys), ratios))
-    return Comparison([r.recording.path for r in reps], rows, compare_saves.side_by_side(reps))
+    first = reps[0].recording.provenance
+    differ = [
+        ProvenanceDifference(k + 1, what, x, y)
+        for k, r in enumerate(reps[1:], 1)
+        for what, x, y in differences(first, r.recording.provenance)
+    ]
+    return Comparison([r.recording.path for r in reps], rows, compare_saves.side_by_side(reps), differ)
 
 
 def _fmt(v, why=None) -> str:
@@ -323,7 +345,15 @@ def markdown(cmp: Comparison, md_table) -> str:
     """The comparison as Markdown: the run's figures, then each save side by side (md_table:
     render.md_table, which escapes every cell)."""
     headers, rows = table(cmp)
-    out = md_table(headers, rows)
+    out = []
+    if cmp.provenance_differences:
+        out += ["**Not made alike** (their figures may differ for these reasons too):", ""]
+        out += md_table(
+            ["recording", "what", "[1]", "this one"],
+            [[f"[{d.recording}]", d.what, d.first or "—", d.this or "—"] for d in cmp.provenance_differences],
+        )
+        out += [""]
+    out += md_table(headers, rows)
     sh, sr, cut = compare_saves.table(cmp.recordings, cmp.saves)
     if sr:
         out += ["", "## Each save side by side (save k of each recording)", ""] + md_table(sh, sr)
