@@ -401,8 +401,13 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         t0 = time.monotonic_ns()
         t0_wall = time.time_ns() - 2_000_000_000  # file mtimes are coarse (a jiffy): allow slack
 
+        # a load from s3://: the bytes s3torchconnector's GET streams return for it from here on
+        got0 = _uploads_mod.s3torch_received(path) if kind == "load" and _is_url(path) else None
+
         def measured():
             """(bytes, files written) once the save is complete."""
+            if got0 is not None:  # none received through s3torchconnector: unknown, not 0
+                return (_uploads_mod.s3torch_received(path) - got0) or None, None
             if _is_url(path) and not remote_file:  # the objects its uploads completed
                 return _uploads.taken()[0], None
             if path and is_dir and os.path.isdir(path):
@@ -673,6 +678,8 @@ def _patch(mod, attr, api, kind, path_of, is_dir=False, step_of=None, needs_path
 def _torch_load_path(args, kwargs):
     f = args[0] if args else kwargs.get("f")
     p = _as_path(f)
+    if p is None and _uploads_mod is not None:
+        p = _uploads_mod.s3torch_url(f)  # an s3torchconnector S3Reader: its object
     if p is None:
         name = getattr(f, "name", None)  # a file object the program opened
         p = os.path.abspath(name) if isinstance(name, str) and os.path.isfile(name) else None
@@ -863,6 +870,13 @@ def patch_aiobotocore(mod):
         _uploads_mod.patch_aiobotocore(mod, _s3_requests)
 
 
+def patch_s3torchconnector(mod):
+    """s3torchconnector's S3Client and S3Writer (_ckprof_uploads.patch_s3torchconnector): its
+    writer's close is the upload's end, one s3_request per object."""
+    if _uploads is not None:
+        _uploads_mod.patch_s3torchconnector(mod, _uploads, _s3_requests)
+
+
 TARGETS = {
     "torch": patch_torch,
     "torch.optim.optimizer": patch_optimizer,
@@ -881,6 +895,7 @@ TARGETS = {
     "fsspec.core": patch_fsspec_core,
     "botocore.client": patch_botocore,
     "aiobotocore.client": patch_aiobotocore,
+    "s3torchconnector._s3client._s3client": patch_s3torchconnector,
     "boto3.s3.inject": patch_boto3_inject,
     "boto3.s3.transfer": patch_boto3_transfer,
 }

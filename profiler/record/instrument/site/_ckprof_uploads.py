@@ -11,6 +11,8 @@ set-up of the file system is part of a file's open: `patch_fsspec_core`):
   CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload of S3
   (docs.aws.amazon.com/AmazonS3/latest/API/API_Operations.html). s3fs goes through aiobotocore,
   whose client has its own _make_api_call: the two layers never see one upload twice.
+- s3torchconnector's S3Client and S3Writer (its own CRT client, no botocore): a writer's close
+  completes its object (`patch_s3torchconnector`, at the end of this file).
 
 An upload belongs to the save that is running in the process when it happens (a wrapped
 torch.distributed.checkpoint.save, boto3 upload_file, Lightning save_checkpoint: the `Tally`);
@@ -29,6 +31,7 @@ Nothing here may change what the program does: every look is inside try/except, 
 call returns or raises exactly what it would have. Self-contained (the standard library only).
 """
 
+import collections
 import contextvars
 import os
 import re
@@ -107,6 +110,12 @@ class Uploads:
             return
         if not getattr(f, "autocommit", True) and err is None:
             err = "autocommit=False: the object is made by a later commit"
+        self.object_closed(f, url, nbytes, opened_at(f) or t_close, err, f"fsspec {type(f).__name__} write")
+
+    def object_closed(self, f, url, nbytes, t_open, err, name):
+        """A file-like upload `f` of object `url` was closed, `nbytes` handed over (an fsspec file,
+        an s3torchconnector S3Writer): it finishes the torch.save that wrote into it, or counts in
+        the save running, or is a save of its own from `t_open`."""
         saves = f.__dict__.pop("_ckprof_saves", None)
         if saves:  # a torch.save wrote into it: the close finishes that save
             for cid in saves:
@@ -128,8 +137,16 @@ class Uploads:
                 else:
                     self.tally.failed[url] = err
             return
-        t_open = opened_at(f) or t_close
-        self._alone(t_open, url, f"fsspec {type(f).__name__} write", nbytes, err)
+        self._alone(t_open, url, name, nbytes, err)
+
+    def upload_failed(self, url, t_start, err, name):
+        """An upload that failed as it was begun, before any file-like object was made for it
+        (s3torchconnector's put_object): a failed part of the save running, else a failed save."""
+        if self.hooks.busy():
+            with _lock:
+                self.tally.failed[url] = err
+            return
+        self._alone(t_start, url, name, None, err)
 
     def s3_call(self, op, params, t_call, nbytes, err, result):
         """A botocore S3 write (op in S3_WRITES) returned `result` or raised `err`."""
@@ -297,6 +314,11 @@ class S3Requests:
 
     def done(self, client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts=None):
         fields = request_fields(client, layer, op, params, t_start, t_end, nbytes, result, exc, failed_attempts)
+        self.record(fields, t_end)
+
+    def record(self, fields, t_end):
+        """One request's event fields (request_fields' keys), its reply at `t_end` (monotonic ns)."""
+        op = fields["op"]
         with _lock:
             sec = t_end // 1_000_000_000
             past = self._take() if sec != self.second else []
@@ -404,8 +426,12 @@ def _end_fields(nbytes, err):
 
 
 def file_url(f):
-    """scheme://path of an fsspec file opened for writing on a remote file system, else None."""
+    """scheme://path of an fsspec file opened for writing on a remote file system (or of an
+    s3torchconnector S3Writer), else None."""
     try:
+        url = getattr(f, "__dict__", {}).get(S3TORCH_URL)
+        if url:
+            return url
         if "r" in f.mode or f.fs is None:
             return None
         proto = f.fs.protocol
@@ -615,3 +641,265 @@ def _safely(fn, *args):
         fn(*args)
     except Exception:
         pass  # ckprof's bookkeeping never changes what the program's call did
+
+
+# -- s3torchconnector (AWS's PyTorch connector): its own client, not botocore -----------------------
+#
+# S3Client (s3torchconnector/_s3client/_s3client.py) is the one door of S3Checkpoint.writer/reader,
+# DCP's S3StorageWriter/S3StorageReader (through S3FileSystem) and the Lightning plugin: it hands
+# the work to mountpoint-s3-client (Rust, over the AWS CRT). An S3Writer's stream is one multipart
+# upload, its parts sent by the CRT as the program writes and completed by close(); the CRT's own
+# requests (each part, its retries, the HTTP status) are not visible from Python. So per object:
+# one s3_request event for the writer (op PutObject, from put_object's call to close's return, the
+# bytes written), one per GET stream (from the stream's request to its last chunk, the bytes
+# received), and one per HeadObject, DeleteObject, CopyObject call; `retries` and `status` are
+# unknown (null). ListObjects streams are not recorded.
+
+S3TORCH_LAYER = "s3torchconnector"
+S3TORCH_URL = "_ckprof_s3torch_url"  # the s3:// URL an S3Writer/S3Reader was made for (its __dict__)
+_s3torch_received = {}  # s3:// URL → bytes its GET streams returned in this process
+_s3torch_gets = None  # the GET streams whose event is not written yet (a WeakSet)
+_s3torch_dropped = collections.deque()  # (S3Requests, fields, t_end) of GET streams dropped
+# S3's error body (docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html), as the CRT's
+# message quotes it: <Error><Code>NoSuchBucket</Code>…
+_S3_ERROR_CODE = re.compile(r"<Code>([A-Za-z0-9.]+)</Code>")
+
+
+def s3torch_url(f):
+    """The s3:// URL of an S3Writer or S3Reader made through a patched S3Client, else None."""
+    try:
+        return f.__dict__.get(S3TORCH_URL)
+    except Exception:
+        return None
+
+
+def s3torch_received(url):
+    """Bytes received so far for object `url`, or for every object under it as a prefix (a DCP
+    checkpoint's folder) by s3torchconnector's GET streams in this process."""
+    if not url:
+        return 0
+    base = url.rstrip("/") + "/"
+    with _lock:
+        return sum(n for u, n in _s3torch_received.items() if u == url or u.startswith(base))
+
+
+def _s3torch_fields(client, op, bucket, key, t_start, t_end, nbytes, exc):
+    out = {
+        "op": op,
+        "layer": S3TORCH_LAYER,
+        "bucket": bucket,
+        "key": key,
+        "latency_s": (t_end - t_start) / 1e9,
+        "status": None,  # the CRT's HTTP status is not visible from Python
+        "retries": None,  # nor its retries (S3ClientConfig.max_attempts)
+    }
+    try:
+        out["endpoint"] = client._endpoint  # None: the CRT's default for the region
+    except Exception:
+        pass
+    if exc is None:
+        if nbytes is not None:
+            out["bytes"] = nbytes
+    else:
+        # S3Exception's message is the CRT's; a reply's error body in it says S3's own code
+        code = _S3_ERROR_CODE.search(str(exc))
+        out["error_code"] = code.group(1) if code else type(exc).__name__
+        out["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return out
+
+
+class _GetStream:
+    """A GetObjectStream (an iterator of the object's chunks) that counts what it returns. Its
+    s3_request is written once, when it ends, fails, or is dropped (or at exit), and its t_ns is
+    its last chunk's arrival: the reply's end, even when the reader stopped at the object's size
+    without asking for more."""
+
+    def __init__(self, stream, client, bucket, key, t_start, requests):
+        self._ckprof = [stream, client, bucket, key, t_start, requests, 0, t_start, False]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        st = self._ckprof
+        try:
+            chunk = next(st[0])
+        except StopIteration:
+            self._ckprof_done(None, time.monotonic_ns())
+            raise
+        except BaseException as e:
+            self._ckprof_done(e, time.monotonic_ns())
+            raise
+        try:
+            n, st[7] = len(chunk), time.monotonic_ns()
+            st[6] += n
+            url = f"s3://{st[2]}/{st[3]}"
+            with _lock:
+                _s3torch_received[url] = _s3torch_received.get(url, 0) + n
+        except Exception:
+            pass
+        return chunk
+
+    def _ckprof_done(self, exc, t_end=None, later=False):
+        st = self._ckprof
+        if st[8]:
+            return
+        st[8] = True
+        stream, client, bucket, key, t_start, requests, nbytes, t_last, _ = st
+        t_end = t_last if t_end is None else t_end
+        fields = _s3torch_fields(client, "GetObject", bucket, key, t_start, t_end, nbytes, exc)
+        if later:  # from __del__, which may run inside a collection while _lock is held: no lock here
+            _s3torch_dropped.append((requests, fields, t_end))
+        else:
+            _safely(requests.record, fields, t_end)
+
+    def __del__(self):
+        _safely(self._ckprof_done, None, None, True)
+
+    def __getattr__(self, name):  # tell(), bucket, key of the real stream
+        if name == "_ckprof":  # not made (its __init__ failed): no recursion
+            raise AttributeError(name)
+        return getattr(self._ckprof[0], name)
+
+
+def _s3torch_drain():
+    """Write the events of the GET streams dropped since the last call (a deque: append and
+    popleft need no lock)."""
+    while _s3torch_dropped:
+        try:
+            requests, fields, t_end = _s3torch_dropped.popleft()
+        except IndexError:
+            return
+        _safely(requests.record, fields, t_end)
+
+
+def _s3torch_flush():
+    """At exit: the GET streams still held (a reader kept to the end) and those dropped."""
+    for g in list(_s3torch_gets or ()):
+        _safely(g._ckprof_done, None)
+    _s3torch_drain()
+
+
+def patch_s3torchconnector(mod, uploads, requests):
+    """s3torchconnector._s3client._s3client: S3Client's put_object (its S3Writer's close is the
+    upload's completion: a checkpoint's end, `uploads.object_closed`), get_object (the reader says
+    its URL), _get_object_stream (a counted _GetStream), head_object, delete_object, copy_object."""
+    global _s3torch_gets
+    cls, writer = getattr(mod, "S3Client", None), getattr(mod, "S3Writer", None)
+    if cls is None or writer is None or getattr(cls.put_object, "__ckprof_wrapped__", False):
+        return
+    import atexit
+    import weakref
+
+    _s3torch_gets = weakref.WeakSet()
+    atexit.register(_s3torch_flush)
+    put, get, stream_of, close = cls.put_object, cls.get_object, cls._get_object_stream, writer.close
+
+    def put_object(self, bucket, key, *args, **kwargs):
+        _s3torch_drain()
+        t = time.monotonic_ns()
+        try:
+            w = put(self, bucket, key, *args, **kwargs)
+        except BaseException as e:
+            t_end = time.monotonic_ns()
+            _safely(requests.record, _s3torch_fields(self, "PutObject", bucket, key, t, t_end, None, e), t_end)
+            err = f"{type(e).__name__}: {e}"
+            _safely(uploads.upload_failed, f"s3://{bucket}/{key}", t, err, "s3torchconnector S3Writer")
+            raise
+        try:
+            w.__dict__.update({S3TORCH_URL: f"s3://{bucket}/{key}", "_ckprof_open_ns": t, "_ckprof_s3torch": self})
+        except Exception:
+            pass
+        return w
+
+    def writer_close(self):
+        try:
+            client = None if self.closed else self.__dict__.get("_ckprof_s3torch")
+        except Exception:
+            client = None
+        if client is None:
+            return close(self)
+        t = time.monotonic_ns()
+        try:
+            r = close(self)
+        except BaseException as e:
+            _safely(_writer_closed, self, client, t, e)
+            raise
+        _safely(_writer_closed, self, client, t, None)
+        return r
+
+    def _writer_closed(w, client, t_close, exc):
+        t_end = time.monotonic_ns()
+        url, t_open, nbytes = w.__dict__[S3TORCH_URL], w.__dict__["_ckprof_open_ns"], w.tell()
+        bucket, _, key = url[len("s3://") :].partition("/")
+        fields = _s3torch_fields(client, "PutObject", bucket, key, t_open, t_end, nbytes, exc)
+        fields["close_s"] = (t_end - t_close) / 1e9  # the last part's upload and the completion
+        _safely(requests.record, fields, t_end)
+        err = None if exc is None else f"{type(exc).__name__}: {exc}"
+        uploads.object_closed(w, url, nbytes if exc is None else None, t_open, err, "s3torchconnector S3Writer")
+
+    def get_object(self, bucket, key, *args, **kwargs):
+        r = get(self, bucket, key, *args, **kwargs)
+        try:
+            r.__dict__[S3TORCH_URL] = f"s3://{bucket}/{key}"
+        except Exception:
+            pass
+        return r
+
+    def get_object_stream(self, bucket, key, *args, **kwargs):
+        _s3torch_drain()
+        t = time.monotonic_ns()
+        try:
+            s = stream_of(self, bucket, key, *args, **kwargs)
+        except BaseException as e:
+            t_end = time.monotonic_ns()
+            _safely(requests.record, _s3torch_fields(self, "GetObject", bucket, key, t, t_end, None, e), t_end)
+            raise
+        try:
+            g = _GetStream(s, self, bucket, key, t, requests)
+            _s3torch_gets.add(g)
+            return g
+        except Exception:
+            return s
+
+    def timed(op, fn, where):
+        """A call that is one request: its event from the call to its return."""
+
+        def wrapper(self, *args, **kwargs):
+            _s3torch_drain()
+            t = time.monotonic_ns()
+            try:
+                r = fn(self, *args, **kwargs)
+            except BaseException as e:
+                t_end = time.monotonic_ns()
+                _safely(_timed_done, self, op, where, args, kwargs, t, t_end, e)
+                raise
+            _safely(_timed_done, self, op, where, args, kwargs, t, time.monotonic_ns(), None)
+            return r
+
+        return wrapper
+
+    def _timed_done(client, op, where, args, kwargs, t, t_end, exc):
+        bucket, key = where(*args, **kwargs)
+        requests.record(_s3torch_fields(client, op, bucket, key, t, t_end, None, exc), t_end)
+
+    def bucket_key(bucket, key):
+        return bucket, key
+
+    def destination(src_bucket, src_key, dst_bucket, dst_key):
+        return dst_bucket, dst_key
+
+    for owner, attr, fn in (
+        (cls, "put_object", put_object),
+        (cls, "get_object", get_object),
+        (cls, "_get_object_stream", get_object_stream),
+        (cls, "head_object", timed("HeadObject", cls.head_object, bucket_key)),
+        (cls, "delete_object", timed("DeleteObject", cls.delete_object, bucket_key)),
+        (cls, "copy_object", timed("CopyObject", cls.copy_object, destination)),
+        (writer, "close", writer_close),
+    ):
+        orig = getattr(owner, attr)
+        fn.__name__, fn.__qualname__, fn.__doc__ = orig.__name__, orig.__qualname__, orig.__doc__
+        fn.__wrapped__ = orig
+        fn.__ckprof_wrapped__ = True
+        setattr(owner, attr, fn)
