@@ -224,7 +224,10 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
     n_unknown = sum(1 for x in r if x.retries is None) + sum(x.retries_unknown for x in s)
     if n_unknown:
         retries = None
-        unknown["retries"] = f"{n_unknown} request(s) failed without a reply that says its retries"
+        unknown["retries"] = (
+            f"{n_unknown} request(s) whose retries are not known (a botocore call that failed without a "
+            "reply that says them; s3torchconnector's CRT client never says them)"
+        )
     else:
         retries = sum(x.retries or 0 for x in r) + sum(x.retries for x in s)
 

@@ -124,6 +124,9 @@ def url_lines(url: str, python: str, probe: bool = False) -> list[str]:
             "more than 200 a second of one operation are summed per second)",
             "    - a save's durable end: its upload's completion (PutObject or CompleteMultipartUpload "
             'returned without error: durable "in the object store")',
+            "    - s3torchconnector (its own CRT client): one s3_request per object written (from the "
+            "writer's creation to its close, the bytes written) or read (the bytes returned), per "
+            "HeadObject, DeleteObject, CopyObject; a writer's close is the save's durable end",
         ]
     else:
         lines.append(
@@ -136,7 +139,10 @@ def url_lines(url: str, python: str, probe: bool = False) -> list[str]:
         "    - durability beyond the upload's completion (the store's own replication and disks are not visible)"
     )
     if is_s3:
-        lines.append("    - requests of s3torchconnector (its own C++ client) or raw HTTP")
+        lines.append(
+            "    - s3torchconnector's own parts, retries and HTTP status (inside its CRT client), its "
+            "LISTs; requests made with raw HTTP"
+        )
     else:
         lines.append(f"    - the requests themselves: only botocore's S3 clients are instrumented, not {scheme}'s")
     check = python_check(python, url.split("://", 1)[1] if probe and is_s3 else None)
