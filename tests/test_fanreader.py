@@ -12,6 +12,7 @@ forced, and says which ran (start event, meta.json); the C reader takes nearly e
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import re
@@ -222,7 +223,7 @@ def test_a_library_from_another_fanreader_c_is_not_used(tmp_path, monkeypatch):
         pytest.skip(f"no C compiler: {r.stderr[-200:]!r}")
     monkeypatch.setattr(fanreader, "_LIB", None)
     monkeypatch.setattr(fanreader, "_WHY_NOT", None)
-    monkeypatch.setattr(fanreader.importlib.machinery, "EXTENSION_SUFFIXES", [".so"])
+    monkeypatch.setattr(importlib.machinery, "EXTENSION_SUFFIXES", [".so"])  # read by record/clib.py
     assert fanreader._load(str(tmp_path)) is None
     assert "does not match this ckprof's Python side" in fanreader.why_not()
 

@@ -14,9 +14,10 @@ reader ran and why. CKPROF_FILE_ACTIVITY_READER=python forces the Python reader 
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
 import json
 import os
+
+from .clib import HERE, load_built
 
 ENV = "CKPROF_FILE_ACTIVITY_READER"
 ABI = 2  # fanreader.c's FR_ABI
@@ -32,16 +33,8 @@ def _load(here: str | None = None) -> ctypes.CDLL | None:
     global _LIB, _WHY_NOT
     if _LIB is not None or _WHY_NOT is not None:
         return _LIB
-    here = here or os.path.dirname(os.path.abspath(__file__))
-    paths = [os.path.join(here, "_fanreader" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
-    path = next((p for p in paths if os.path.exists(p)), None)
-    if path is None:
-        _WHY_NOT = "the C reader was not built (no C compiler when ckprof was installed)"
-        return None
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        _WHY_NOT = f"cannot load {path}: {e}"
+    lib, path, _WHY_NOT = load_built("_fanreader", "the C reader", here or HERE)
+    if lib is None:
         return None
     p, i64, i32, u32, c = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint32, ctypes.c_char_p
     i64p, i = ctypes.POINTER(i64), ctypes.c_int

@@ -16,7 +16,6 @@ Python path (to compare the two).
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
 import os
 import threading
 
@@ -24,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from ckprof.collectors.base import NATIVE_NULL
+
+from .clib import load_built
 
 # The row widths the collectors' table_of_rows read (colsampler.c's BLOCK_COLS, HOST_COLS, PROC_COLS)
 COLUMNS = {0: 2 + 17 + 2, 1: 1 + 10 + 4, 2: 5 + 6}  # BLOCK, HOST, PROC
@@ -37,16 +38,8 @@ def _load() -> ctypes.CDLL | None:
     global _LIB, _WHY_NOT
     if _LIB is not None or _WHY_NOT is not None:
         return _LIB
-    here = os.path.dirname(os.path.abspath(__file__))
-    paths = [os.path.join(here, "_colsampler" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
-    path = next((p for p in paths if os.path.exists(p)), None)
-    if path is None:
-        _WHY_NOT = "the native sampler was not built (no C compiler when ckprof was installed)"
-        return None
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        _WHY_NOT = f"cannot load {path}: {e}"
+    lib, path, _WHY_NOT = load_built("_colsampler", "the native sampler")
+    if lib is None:
         return None
     p, i64, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
     i64p, strs = ctypes.POINTER(i64), ctypes.POINTER(ctypes.c_char_p)
