@@ -11,20 +11,12 @@ import re
 import shutil
 import subprocess
 
-from support.browser import chromium
+from support.browser import CHROMIUM_ARGS, chromium
 from support.command import ckprof_cmd
 from support.recordings import three_saves
 
 MiB = 2**20
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+FLAGS = ["--headless", *CHROMIUM_ARGS]
 PROBE = (
     "<script>window.addEventListener('load',()=>{const im=[...document.images];"
     "document.body.setAttribute('data-plots-loaded',im.filter(i=>i.complete&&i.naturalWidth>0).length);"

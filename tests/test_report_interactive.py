@@ -14,21 +14,13 @@ import time
 
 import numpy as np
 import pytest
-from support.browser import chromium
+from support.browser import CHROMIUM_ARGS, chromium
 from support.command import ckprof_cmd
 from support.recordings import three_saves
 
 from ckprof.testing import GPU_SCHEMA, NVME_SCHEMA, RecordingBuilder, bursts
 
 MiB = 2**20
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 # each panel's hover: "<quantity>: <number> <unit>" (plots.timeline_panels' units)
 UNITS = {
     "bandwidth": "GiB/s",
@@ -70,7 +62,7 @@ def test_interactive_timeline_in_headless_chromium(tmp_path):
     url = html.as_uri()
     t0 = time.monotonic()
     with sp() as p:
-        browser = p.chromium.launch(executable_path=exe, args=ARGS, timeout=30_000)
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, timeout=30_000)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1500})
             console, errors, requests = [], [], []

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.browser import chromium
+from support.browser import CHROMIUM_ARGS, chromium
 from support.command import ckprof_cmd
 
 import ckprof
@@ -22,14 +22,6 @@ from ckprof.analysis import phases as PH
 from ckprof.analysis.analyze import analyze
 
 REC = Path(__file__).resolve().parent / "data" / "gpu" / "h200-dcp-async-steps"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 
 # the page's Bokeh document: the phase and step sources, and how many glyph renderers of a figure
 # draw each (a renderer is in a figure's `renderers`)
@@ -67,7 +59,7 @@ def test_phase_bars_and_step_ticks_are_drawn_in_the_page(tmp_path):
     ends = sorted(t for v in PH.step_ends(ckprof.load(str(REC)), an.timeline.start_ns).values() for t in v)
     url = html.as_uri()
     with sp() as p:
-        browser = p.chromium.launch(executable_path=exe, args=ARGS, timeout=30_000)
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, timeout=30_000)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1900})
             errors, console = [], []
