@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .data import Pool, Ring, aligned_buffer, chunk_digest, chunk_key, file_digest
-from .shardio import ChecksumMismatch, Failure, FileJob, FileResult, ready_ring
+from .shardio import ChecksumMismatch, Failure, FileJob, FileResult, ready_ring, run_pipeline, run_threads
 
 MIN_PART_BYTES = 5 * 2**20  # S3's smallest part but the last
 MAX_PARTS = 10_000
@@ -171,16 +171,7 @@ def upload_objects(
             except BaseException as e:  # noqa: BLE001
                 fail.set(_named(e, url(u)))
 
-    ts = [threading.Thread(target=producer, name="ckprof-make", daemon=True)]
-    ts += [threading.Thread(target=uploader, name=f"ckprof-upload-{i}", daemon=True) for i in range(threads)]
-    done = threading.Thread(target=closer, name="ckprof-complete", daemon=True)
-    done.start()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    closing.put(None)
-    done.join()
+    run_pipeline(producer, uploader, "ckprof-upload", threads, closer, "ckprof-complete", closing)
     if fail.error is not None:
         for u in begun:
             if u.upload_id is not None:
@@ -298,11 +289,7 @@ def read_objects(s3, bucket: str, jobs: list[FileJob], *, chunk_bytes: int, thre
         finally:
             mv.release()
 
-    ts = [threading.Thread(target=reader, name=f"ckprof-get-{i}", daemon=True) for i in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(reader, "ckprof-get", threads)
     if fail.error is not None:
         raise fail.error
     out = []

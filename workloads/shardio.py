@@ -71,6 +71,29 @@ class Failure:
         self.event.set()
 
 
+def run_threads(target, name: str, n: int) -> None:
+    """`n` daemon threads running `target`, named name-0..name-(n-1); returns when all have ended."""
+    ts = [threading.Thread(target=target, name=f"{name}-{i}", daemon=True) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+def run_pipeline(producer, worker, worker_name: str, n: int, closer, closer_name: str, closing: queue.Queue) -> None:
+    """One save's write pipeline: the closer (fsync, or an upload's completion) waits on `closing`
+    while the producer fills the ring and `n` workers write it; once those have ended, None tells
+    the closer there is no more, and this returns when it has ended too."""
+    done = threading.Thread(target=closer, name=closer_name, daemon=True)
+    done.start()
+    make = threading.Thread(target=producer, name="ckprof-make", daemon=True)
+    make.start()
+    run_threads(worker, worker_name, n)
+    make.join()
+    closing.put(None)
+    done.join()
+
+
 def _chunks(nbytes: int, chunk: int):
     for i, off in enumerate(range(0, nbytes, chunk)):
         yield i, off, min(chunk, nbytes - off)
@@ -195,16 +218,7 @@ def write_files(
                 fail.set(with_path(e, of.job.path))
 
     closing: queue.Queue = queue.Queue()
-    ts = [threading.Thread(target=producer, name="ckprof-make", daemon=True)]
-    ts += [threading.Thread(target=writer, name=f"ckprof-write-{i}", daemon=True) for i in range(threads)]
-    done = threading.Thread(target=closer, name="ckprof-fsync", daemon=True)
-    done.start()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    closing.put(None)
-    done.join()
+    run_pipeline(producer, writer, "ckprof-write", threads, closer, "ckprof-fsync", closing)
     for of in opened:  # after a failure: close what is still open
         for fd in (of.fd, of.tail_fd):
             if fd is not None and fd >= 0:
@@ -304,11 +318,7 @@ def read_files(
         finally:
             mv.release()
 
-    ts = [threading.Thread(target=reader, name=f"ckprof-read-{i}", daemon=True) for i in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(reader, "ckprof-read", threads)
     for st in states:
         os.close(st.fd)
     if fail.error is not None:
@@ -354,11 +364,7 @@ def write_staged(
                 errors.append(with_path(e, jobs[i].path))
                 return
 
-    ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(worker, "ckprof-write", threads)
     try:
         if not errors and fsync:
             for fd in fds + [t for t in tails if t is not None]:
