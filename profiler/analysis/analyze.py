@@ -25,6 +25,7 @@ import pandas as pd
 from ckprof.jsonsafe import json_float as _f
 from ckprof.power.energy import idle_baseline, in_total, power_by_component
 from ckprof.power.sources import energy_sources
+from ckprof.recording.fstypes import OBJECT_SCHEMES, url_scheme
 from ckprof.recording.reader import Recording
 from ckprof.version import VERSION
 
@@ -436,7 +437,7 @@ def add_workload_seconds(rows: list[Checkpoint], meta: dict) -> tuple[list[Check
             pairs.append((r.workload_write_s, r.duration_s))
     if not pairs:
         return out, None
-    object_store = str(section(workload, "config").get("target") or "").startswith("s3://")
+    object_store = url_scheme(section(workload, "config").get("target")) in OBJECT_SCHEMES
     return out, F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs], object_store)
 
 

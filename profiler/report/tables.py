@@ -7,6 +7,7 @@ Each header names its unit and provenance: [m] measured, [d] derived, [e] estima
 from __future__ import annotations
 
 from ckprof.analysis.model import ABSENT, Checkpoint, DeviceUnknown, LeftOut, Report, RunSteps
+from ckprof.recording.fstypes import OBJECT_SCHEMES, url_scheme
 from ckprof.units import fmt_bytes
 
 TAG = {"measured": "m", "derived": "d", "estimated": "e"}
@@ -302,7 +303,7 @@ def restore_rows(rep: Report | dict) -> list[list[str]]:
         dev, cache = known(r.device_read_share), known(r.cache_served_share)
         if (dev is not None and dev < 0.5) or (cache is not None and cache > 0.5):
             verdict = "NOT A STORAGE READ (page cache)"
-        elif dev is None and cache is None and str(r.path or "").startswith("s3://"):
+        elif dev is None and cache is None and url_scheme(r.path) in OBJECT_SCHEMES:
             verdict = "object-store read (no page cache, no device)"
         elif dev is None and cache is None:
             verdict = "unknown (no cachestat look, no device samples)"
