@@ -21,7 +21,10 @@ the end of step k−1 to its own end, per process. A save's blocked phase inside
 counted already: it is taken out of that step's time (a loop that saves between steps starts its
 next step when the call returns, so that step's own time is what is left). A step *overlaps* a
 save's background when at least half of its time (the stall taken out) falls inside that save's
-persist phase; the *other* steps are those that overlap no checkpoint window. Per save: the median
+persist phase; the *other* steps are those that overlap no checkpoint window. A grouped save whose
+ranks' calls were timed is lived by each process as its own rank's call and window: that process's
+steps are set against them (a rank whose write ended early trains at full speed while another still
+writes; its steps then are no slower ones of this save), else against the save's. Per save: the median
 of each set, the inflation (median overlapping / median other − 1, in %) and the seconds lost
 (Σ over overlapping steps of their time − the other steps' median): derived.
 
@@ -59,6 +62,9 @@ class SaveSpan:
     staged_s: float | None = None  # a checkpoint_phase 'staging' event's time, if any
     durable_end_s: float | None = None
     staging: Staging | None = None  # what that event says besides its time
+    # a grouped save's ranks whose own call was timed: ((host, pid), that rank's SaveSpan), each
+    # process's steps measured against its own rank's phases (one part per process only)
+    by_process: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -122,30 +128,55 @@ def phases(s: SaveSpan) -> list[Phase]:
     return out
 
 
-def step_intervals(step_ends_s: dict) -> np.ndarray:
-    """(start, end) of every step with a known start, from each process's step ends."""
-    rows = []
-    for ends in step_ends_s.values():
+def _process(key) -> tuple:
+    """A step_ends key, (host, pid) or (pid,) or a bare pid, as (host or None, pid)."""
+    if isinstance(key, tuple):
+        return (key[0], key[1]) if len(key) == 2 else (None, key[0])
+    return (None, key)
+
+
+def span_of(s: SaveSpan, process: tuple) -> SaveSpan:
+    """The save as `process` lived it: its own rank's span where the save has one, else the save's."""
+    host, pid = process
+    for (h, p), own in s.by_process:
+        if p == pid and (host is None or h is None or h == host):
+            return own
+    return s
+
+
+def step_intervals(step_ends_s: dict) -> tuple[np.ndarray, list]:
+    """(start, end) of every step with a known start, from each process's step ends, and each
+    step's process ((host or None, pid))."""
+    rows, procs = [], []
+    for key, ends in step_ends_s.items():
         e = np.sort(np.asarray(ends, dtype=float))
         rows.extend(zip(e[:-1], e[1:]))
-    return np.asarray(rows, dtype=float).reshape(-1, 2)
+        procs.extend([_process(key)] * max(len(e) - 1, 0))
+    return np.asarray(rows, dtype=float).reshape(-1, 2), procs
 
 
 def _overlap(steps: np.ndarray, a: float, b: float) -> np.ndarray:
     return np.clip(np.minimum(steps[:, 1], b) - np.maximum(steps[:, 0], a), 0.0, None)
 
 
+def _by_process(s: SaveSpan, procs: list) -> list[tuple[np.ndarray, SaveSpan]]:
+    """(mask of the steps of one process, the save as that process lived it), per process."""
+    return [(np.array([q == p for q in procs], bool), span_of(s, p)) for p in dict.fromkeys(procs)]
+
+
 def step_times(saves: list[SaveSpan], step_ends_s: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The steps (start, end), each one's length, its own time (the blocked phases inside it taken
-    out: the stall, not the step's work) and whether it overlaps any save's window."""
-    steps = step_intervals(step_ends_s)
+    out: the stall, not the step's work) and whether it overlaps any save's window (each process's
+    steps against its own rank's call and window, where the save has them)."""
+    steps, procs = step_intervals(step_ends_s)
     length = steps[:, 1] - steps[:, 0]
     stalled_s = np.zeros(len(steps))
     in_any = np.zeros(len(steps), bool)
     for s in saves:
-        block_end = s.end_s if s.blocking_s is None else s.start_s + s.blocking_s
-        stalled_s += _overlap(steps, s.start_s, block_end)
-        in_any |= _overlap(steps, s.start_s, s.end_s) > 0
+        for mine, own in _by_process(s, procs):
+            block_end = own.end_s if own.blocking_s is None else own.start_s + own.blocking_s
+            stalled_s += np.where(mine, _overlap(steps, own.start_s, block_end), 0.0)
+            in_any |= mine & (_overlap(steps, own.start_s, own.end_s) > 0)
     return steps, length, length - stalled_s, in_any
 
 
@@ -175,19 +206,25 @@ def run_steps(saves: list[SaveSpan], step_ends_s: dict) -> RunSteps:
 
 
 def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffect | None]:
-    """Per save id: its StepEffect, or None for a save with no background phase or no steps."""
+    """Per save id: its StepEffect, or None for a save with no background phase or no steps. Each
+    process's steps are set against its own rank's persist where the save has one (a rank done
+    early trains at full speed while another still writes), else the save's."""
     steps, length, own, in_any = step_times(saves, step_ends_s)
     if not len(steps):
         return {s.id: None for s in saves}
+    procs = step_intervals(step_ends_s)[1]
     other = length[~in_any]
     med_other = float(np.median(other)) if len(other) else None
     out: dict[str, StepEffect | None] = {}
     for s in saves:
-        bg = background_s(s)
-        if bg is None:
+        if background_s(s) is None:
             out[s.id] = None
             continue
-        over = (own > 1e-9) & (_overlap(steps, *bg) >= OVERLAP_SHARE * own)
+        over = np.zeros(len(steps), bool)
+        for mine, span in _by_process(s, procs):
+            bg = background_s(span)
+            if bg is not None:
+                over |= mine & (own > 1e-9) & (_overlap(steps, *bg) >= OVERLAP_SHARE * own)
         d = own[over]
         med = float(np.median(d)) if len(d) else None
         infl = (med / med_other - 1) * 100 if med is not None and med_other else None
@@ -257,8 +294,18 @@ def staged_at(rec, origin_ns: float) -> dict[str, Staging]:
     return staged
 
 
-def save_spans(rows: list, staged: dict) -> list[SaveSpan]:
-    """SaveSpans of a report's saves that finished (rows: Checkpoint models, or their JSON form)."""
+def own_spans(c: Checkpoint, part_blocking_s: dict, staged: dict) -> tuple:
+    """SaveSpan.by_process of a grouped save: ((host, pid), its rank's span) for each process with
+    exactly one timed part (a process with several parts has no one call of its own)."""
+    spans = part_spans(c, part_blocking_s, staged)
+    parts = [p for p in _known(c.parts) or [] if p.pid is not None]
+    pids = [p.pid for p in parts]
+    return tuple(((p.host, p.pid), spans[p.id]) for p in parts if p.id in spans and pids.count(p.pid) == 1)
+
+
+def save_spans(rows: list, staged: dict, part_blocking_s: dict | None = None) -> list[SaveSpan]:
+    """SaveSpans of a report's saves that finished (rows: Checkpoint models, or their JSON form);
+    `part_blocking_s`: part id → the seconds that part's own call blocked (a grouped save's ranks)."""
     spans = []
     for c in rows:
         c = Checkpoint.from_jsonable(c) if isinstance(c, dict) else c
@@ -277,6 +324,7 @@ def save_spans(rows: list, staged: dict) -> list[SaveSpan]:
                 staged_s=None if st is None else st.end_s,
                 durable_end_s=None if durable_end is None else float(durable_end),
                 staging=st,
+                by_process=own_spans(c, part_blocking_s or {}, staged),
             )
         )
     return spans
@@ -358,7 +406,7 @@ def measure(
     """`gpu_idle`: gpu_idle.idle_series of the recording (None or empty: no GPU recorded);
     `part_blocking_s`: part id → the seconds that part's own call blocked (a grouped save's ranks)."""
     staged = staged_at(rec, origin_ns)
-    spans, steps = save_spans(rows, staged), step_ends(rec, origin_ns)
+    spans, steps = save_spans(rows, staged, part_blocking_s), step_ends(rec, origin_ns)
     with_bg = [s for s in spans if background_s(s) is not None or s.staged_s is not None]
     effects = step_effects(spans, steps) if steps else {}
     bg_ids = {s.id for s in with_bg}
