@@ -21,6 +21,10 @@
  * fsid, then struct file_handle and, for *_NAME records, a NUL-terminated name); statx(2)
  * (STATX_BTIME: the inode's birth time where the file system keeps one).
  *
+ * Beside each batch's JSON it lists, where Python asked (fr_set_list), the paths of the batch's
+ * entries the file tracker watches (fr_paths): the tracker takes them in-process instead of parsing
+ * the batch's line back from events.jsonl (issue 21, cost; record/filetracker.py says which).
+ *
  * Plain C, no Python.h: loaded with ctypes (ckprof.record.fanreader). One thread calls it.
  */
 #define _GNU_SOURCE
@@ -36,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FR_ABI 2 /* Python checks it: a library built from another fanreader.c is not used */
+#define FR_ABI 3 /* Python checks it: a library built from another fanreader.c is not used */
 
 /* <linux/fanotify.h> */
 #define FAN_MODIFY 0x2u
@@ -193,6 +197,11 @@ struct fr {
   uint8_t *out; /* finished bursts waiting for Python */
   size_t out_len, out_cap, out_files;
   int64_t out_max_end;
+  /* the paths of the batch's entries the file tracker watches, each NUL-terminated (fr_set_list:
+   * an entry whose mask has a bit of list_want and none of list_skip, not a directory) */
+  uint32_t list_want, list_skip;
+  uint8_t *paths;
+  size_t paths_len, paths_cap;
   char *text[10]; /* JSON texts from Python: the op names (op_bits order), then T_FOUND_BY... */
   size_t text_len[10];
   uint32_t op_bits[6];
@@ -323,6 +332,17 @@ static int out_room(struct fr *s, size_t more) {
   return 0;
 }
 
+static int paths_room(struct fr *s, size_t more) {
+  if (s->paths_len + more <= s->paths_cap) return 0;
+  size_t cap = s->paths_cap ? s->paths_cap : 1 << 14;
+  while (cap < s->paths_len + more) cap *= 2;
+  uint8_t *p = realloc(s->paths, cap);
+  if (!p) return -ENOMEM;
+  s->paths = p;
+  s->paths_cap = cap;
+  return 0;
+}
+
 /* Callers reserve room first: at most 6 bytes a path byte, 24 an integer. */
 static void put(struct fr *s, const char *text, size_t n) {
   memcpy(s->out + s->out_len, text, n);
@@ -429,10 +449,15 @@ static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns
   size_t plen = strlen(b->path), rlen = b->renamed_from ? strlen(b->renamed_from) : 0;
   size_t texts = 0;
   for (int i = 0; i < T_COUNT; i++) texts += s->text_len[i];
-  if (out_room(s, 512 + 6 * (plen + rlen) + 2 * 24 * (size_t)np + texts)) {
+  int listed = !b->is_dir && plen && (b->mask & s->list_want) && !(b->mask & s->list_skip);
+  if (out_room(s, 512 + 6 * (plen + rlen) + 2 * 24 * (size_t)np + texts) || (listed && paths_room(s, plen + 1))) {
     if (ids != few) free(ids);
     burst_free(b);
     return;
+  }
+  if (listed) { /* the path as the entry's "path" holds it, before JSON's escapes */
+    memcpy(s->paths + s->paths_len, b->path, plen + 1);
+    s->paths_len += plen + 1;
   }
   if (s->out_files) s->out[s->out_len++] = ',';
   PUT(s, "{\"path\":");
@@ -516,6 +541,7 @@ void fr_free(struct fr *s) {
   free(s->pids.b);
   free(s->buf);
   free(s->out);
+  free(s->paths);
   for (int i = 0; i < T_COUNT; i++) free(s->text[i]);
   free(s);
 }
@@ -850,6 +876,22 @@ const uint8_t *fr_out(struct fr *s, int64_t *len, int64_t *files, int64_t *max_e
 void fr_out_reset(struct fr *s) {
   s->out_len = 0;
   s->out_files = 0;
+  s->paths_len = 0;
+}
+
+/* List the path of each finished entry whose mask has a bit of `want` and none of `skip` (not a
+ * directory) beside the batch's JSON (want = 0: none, the default). The rule is the file tracker's
+ * (record/filetracker.py WATCHED_OPS, UNWATCHED_OPS), given as mask bits by Python. */
+void fr_set_list(struct fr *s, uint32_t want, uint32_t skip) {
+  s->list_want = want;
+  s->list_skip = skip;
+}
+
+/* The listed paths of the entries finished since the last fr_out_reset, each NUL-terminated, in
+ * the order of the entries: their bytes. */
+const uint8_t *fr_paths(struct fr *s, int64_t *len) {
+  *len = (int64_t)s->paths_len;
+  return s->paths;
 }
 
 /* events taken whole here, events kept (here and through fr_note / fr_rename), files finished */

@@ -3,7 +3,8 @@
 The C side reads the group's events, takes the usual one — a file's create, modify, close_write or
 delete, by a pid this side has said is the recorded tree's, in a directory it has said is wholly
 under the recorded paths — keeps each file's burst, and hands back the finished bursts' entries
-already encoded as JSON (`Reader.finished`). Every other event is handed back to be judged in Python
+already encoded as JSON (`Reader.finished`), with the paths of those the file tracker watches
+beside them where asked (`Reader.list_paths`: the tracker takes them in-process). Every other event is handed back to be judged in Python
 (ckprof.record.fileactivity), which calls `note` / `rename` for the burst table, kept only in C.
 
 Where the library is not built (no C compiler at install), or was built from another
@@ -20,7 +21,7 @@ import os
 from .clib import HERE, load_built
 
 ENV = "CKPROF_FILE_ACTIVITY_READER"
-ABI = 2  # fanreader.c's FR_ABI
+ABI = 3  # fanreader.c's FR_ABI
 # fr_cycle's answers (fanreader.c: why it came back to Python)
 IDLE, EVENT, CONN, FLUSH, STOP = range(5)
 
@@ -38,8 +39,16 @@ def _load(here: str | None = None) -> ctypes.CDLL | None:
         return None
     p, i64, i32, u32, c = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint32, ctypes.c_char_p
     i64p, i = ctypes.POINTER(i64), ctypes.c_int
+    # the ABI first: a library from another fanreader.c may lack a function named below
+    abi = getattr(lib, "fr_abi", None)
+    if abi is None:
+        _WHY_NOT = f"{path} has no fr_abi: it does not match this ckprof's Python side (rebuild it: pip install .)"
+        return None
+    abi.restype, abi.argtypes = i, []
+    if abi() != ABI:
+        _WHY_NOT = f"{path} does not match this ckprof's Python side (rebuild it: pip install .)"
+        return None
     for name, res, args in (
-        ("fr_abi", i, []),
         ("fr_new", p, [ctypes.c_size_t]),
         ("fr_free", None, [p]),
         ("fr_read", i64, [p, i]),
@@ -60,12 +69,11 @@ def _load(here: str | None = None) -> ctypes.CDLL | None:
         ("fr_out_reset", None, [p]),
         ("fr_counts", None, [p, i64p]),
         ("fr_cycle", i, [p, i, i, i, i, i64, i64, i64, i64, i64, i64p]),
+        ("fr_set_list", None, [p, u32, u32]),
+        ("fr_paths", p, [p, i64p]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
-    if lib.fr_abi() != ABI:
-        _WHY_NOT = f"{path} does not match this ckprof's Python side (rebuild it: pip install .)"
-        return None
     _LIB = lib
     return lib
 
@@ -218,15 +226,26 @@ class Reader:
     def emit(self, now_ns: int, quiet_ns: int, everything: bool, offset_ns: int, max_lead_ns: int) -> None:
         self._lib.fr_emit(self._s, now_ns, quiet_ns, everything, offset_ns, max_lead_ns)
 
-    def finished(self) -> tuple[bytes, int] | None:
+    def list_paths(self, want_mask: int, skip_mask: int) -> None:
+        """From now on list, beside each batch, the path of each entry (not a directory) whose
+        mask has a bit of `want_mask` and none of `skip_mask` (`finished`'s third item)."""
+        self._lib.fr_set_list(self._s, want_mask, skip_mask)
+
+    def finished(self) -> tuple[bytes, int, list[str]] | None:
         """The entries finished since the last call, as the JSON of a list's items (the
-        `file_activity` event's `files`), and the latest end_ns among them; None when none."""
-        ptr = self._lib.fr_out(self._s, self._lenp, self._filesp, self._max_endp)
+        `file_activity` event's `files`), the latest end_ns among them, and the listed paths
+        (`list_paths`; in the entries' order, as their "path" parses: PEP 383 for invalid UTF-8);
+        None when none."""
+        lib, s = self._lib, self._s
+        ptr = lib.fr_out(s, self._lenp, self._filesp, self._max_endp)
         if not self._files.value:
             return None
         blob = ctypes.string_at(ptr, self._len.value)
-        self._lib.fr_out_reset(self._s)
-        return blob, self._max_end.value
+        listed = lib.fr_paths(s, self._lenp)
+        n = self._len.value
+        paths = ctypes.string_at(listed, n - 1).decode("utf-8", "surrogateescape").split("\0") if n else []
+        lib.fr_out_reset(s)
+        return blob, self._max_end.value, paths
 
     def counts(self) -> dict:
         out = (ctypes.c_int64 * 3)()

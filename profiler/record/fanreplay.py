@@ -19,7 +19,7 @@ import time
 from . import fanotify as F
 from . import fanreader
 from .clock import MonotonicClock
-from .fileactivity import FileActivity, new_c_reader
+from .fileactivity import FileActivity
 
 
 class ListWriter:
@@ -145,15 +145,18 @@ def capture(root: str, argv: list[str], exclude: list[str] | None = None, others
     return fa.buffers, tree
 
 
-def reader_for(root: str, tree, reader: str, offset_ns: int, exclude=None, writer=None) -> FileActivity:
-    """A reader ("c" or "python") on a pipe, as `replay` feeds it."""
-    fa = FileActivity(writer or ListWriter(), _Clock(), [root], exclude=exclude)
+def reader_for(
+    root: str, tree, reader: str, offset_ns: int, exclude=None, writer=None, written_to=None
+) -> FileActivity:
+    """A reader ("c" or "python") on a pipe, as `replay` feeds it; `written_to` is handed each
+    batch's watched paths, as the file tracker is (FileActivity)."""
+    fa = FileActivity(writer or ListWriter(), _Clock(), [root], exclude=exclude, written_to=written_to)
     fa._realtime_offset_ns = lambda: offset_ns  # CLOCK_REALTIME − CLOCK_MONOTONIC: one for both readers
     fa.group = _ReplayGroup()
     fa.group.add_filesystem(root)
     fa.tree = tree
     if reader == "c":
-        fa._c = new_c_reader()
+        fa._c = fa.make_c_reader()
     return fa
 
 
@@ -185,10 +188,10 @@ def finish(fa: FileActivity) -> list[dict]:
     return kept[before:] if kept is not None else []
 
 
-def replay(root: str, buffers, tree, reader: str, offset_ns: int, exclude=None, writer=None):
+def replay(root: str, buffers, tree, reader: str, offset_ns: int, exclude=None, writer=None, written_to=None):
     """Feed the captured buffers to a new reader ("c" or "python") and finish it: (the events it
     wrote, the FileActivity, its CPU time in s)."""
-    fa = reader_for(root, tree, reader, offset_ns, exclude, writer)
+    fa = reader_for(root, tree, reader, offset_ns, exclude, writer, written_to)
     cpu0 = time.thread_time()
     events = feed(fa, buffers)
     events += finish(fa)

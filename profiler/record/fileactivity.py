@@ -42,6 +42,11 @@ table is C's, and every other event is handed back here, in order, to be judged 
 CKPROF_FILE_ACTIVITY_READER=python) this module is the whole reader; the start event and meta.json
 say which ran (`reader`), and tests/test_fanreader.py holds the two to the same events.
 
+The file tracker (record/filetracker.py) is handed, in-process, the paths of each batch's entries
+it watches (its rule, filetracker.watched_paths; listed by the C reader beside the batch's JSON,
+fanreader.c fr_set_list), before the batch's line is written: it does not parse the line back
+(tests/test_filetracker_inprocess.py holds both readers to the paths their lines name).
+
 While the tree writes, the read cycle itself (the merge pause, read, take, the bursts gone quiet
 finished) runs in C (fanreader.c fr_cycle), which comes back to Python only for an event it cannot
 take, the proc connector's events, a flush (at most every FLUSH_S) or an empty queue;
@@ -66,9 +71,11 @@ import select
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from . import fanotify as F
 from . import fanreader
+from .filetracker import UNWATCHED_OPS, WATCHED_OPS, watched_paths
 from .proctree_events import ProcTree, describe
 
 MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
@@ -117,6 +124,16 @@ def new_c_reader() -> fanreader.Reader:
     return fanreader.Reader(_OPS, (FOUND_BY, WRITERS_UNKNOWN, SIZE_DELETED, SIZE_GONE))
 
 
+def list_masks() -> tuple[int, int]:
+    """The file tracker's rule (filetracker.WATCHED_OPS, UNWATCHED_OPS) as the mask bits of the ops
+    an entry lists (_OPS): (a bit of these, none of those) for fanreader.Reader.list_paths."""
+    want = skip = 0
+    for bits, name in _OPS:
+        want |= bits if name in WATCHED_OPS else 0
+        skip |= bits if name in UNWATCHED_OPS else 0
+    return want, skip
+
+
 class _Burst:
     __slots__ = ("path", "start_ns", "end_ns", "mask", "writers", "pids", "is_dir", "renamed_from", "n", "scanned")
 
@@ -159,8 +176,18 @@ def own_file_system(path: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
 class FileActivity:
     """The `file_activity` source of one recording. `start()`, `set_root(pid)`, `stop()` → meta."""
 
-    def __init__(self, writer, clock, paths: list[str], exclude: list[str] | None = None):
+    def __init__(
+        self,
+        writer,
+        clock,
+        paths: list[str],
+        exclude: list[str] | None = None,
+        written_to: Callable[[list[str]], None] | None = None,
+    ):
+        """`written_to`: the file tracker's sink (FileTracker.written_sink), called with each
+        batch's watched paths before the batch is written."""
         self.writer, self.clock = writer, clock
+        self.written_to = written_to
         self.roots = tuple(sorted({os.path.realpath(p) for p in paths}))
         self.exclude = tuple(os.path.realpath(p) for p in exclude or ())
         self.source = "fanotify"
@@ -227,7 +254,7 @@ class FileActivity:
         why = fanreader.why_not()
         if why is None:
             try:
-                self._c = new_c_reader()
+                self._c = self.make_c_reader()
                 self.reader = "C (record/fanreader.c)"
                 if not self._c_cycles:  # the C calls from the Python loop (to compare): said
                     self.reader += f", read cycle in Python: {CYCLE_ENV}=python"
@@ -236,6 +263,13 @@ class FileActivity:
             except (OSError, MemoryError) as e:
                 why = str(e)
         self.reader = f"python: {why}"
+
+    def make_c_reader(self) -> fanreader.Reader:
+        """The C reader, listing the paths the file tracker watches where it is handed them."""
+        c = new_c_reader()
+        if self.written_to is not None:  # the tracker's rule, as the C reader's mask bits
+            c.list_paths(*list_masks())
+        return c
 
     def set_root(self, pid: int) -> None:
         if self.tree is not None:
@@ -818,11 +852,14 @@ class FileActivity:
         self._out.append(f)
 
     def _flush(self) -> None:
-        """The entries written since the last flush as one event: one line, one write(2)."""
+        """The entries written since the last flush as one event: one line, one write(2); the file
+        tracker is handed the paths it watches first (before the line: filetracker.tick)."""
         if self._c is not None:  # the entries are JSON already: one line, written as it is
             got = self._c.finished()
             if got is not None:
-                files_json, t_ns = got
+                files_json, t_ns, paths = got
+                if paths and self.written_to is not None:
+                    self.written_to(paths)
                 line = b'{"t_ns":%d,"event":"file_activity","source":"fanotify","files":[%s]}' % (t_ns, files_json)
                 if hasattr(self.writer, "event_json"):
                     self.writer.event_json(line)
@@ -830,6 +867,8 @@ class FileActivity:
                     self.writer.event(json.loads(line))
             return
         if self._out:
+            if self.written_to is not None and (paths := watched_paths(self._out)):
+                self.written_to(paths)
             ev = {"t_ns": max(f["end_ns"] for f in self._out), "event": "file_activity", "source": "fanotify"}
             self.writer.event({**ev, "files": self._out})
             self._out = []

@@ -10,6 +10,13 @@ patch listed as written by the save; or each file a `file_activity` burst of the
 wrote, whoever wrote it, under the id `file_activity`) it looks (ckprof.record.pagecache.look:
 open, cachestat(2), close) until the file has no dirty and no writeback pages.
 
+Under `ckprof record` the file-activity source hands the paths of its bursts' written files
+in-process instead (written_sink: a list per batch, drained at each tick), and the tracker parses no
+`file_activity` line — that parse was ~39 % of its busy time at 3,300 new files a second (issue 21,
+cost); meta.json's `file_tracker.written_from` says which. A batch is handed before its line is
+written, and the tracker takes what was handed after it reads the tail: a file's activity is taken
+no later than a `checkpoint_end` or rename written after it, as when the lines were parsed in order.
+
 Measuring must not change what is measured: no descriptor is held on a user's file between looks.
 One held open keeps an unlinked inode alive, and a retention script's unlink + sync(2) then writes
 the deleted checkpoint too (144 MiB instead of 96 MiB, issue 21). So the tracker knows a file by
@@ -67,7 +74,12 @@ from .clock import nap
 from .eventtail import EventTail
 from .filewatch import FileWatch
 
-_WRITE_OPS = {"create", "modify", "close_write", "rename"}
+# Which files a `file_activity` entry names are watched (its `ops`, docs/recording-format.md): a file
+# written — created, modified, closed for writing or renamed into place — and not deleted in the
+# burst; never a directory. The C reader applies this rule as mask bits when it lists the paths it
+# hands in-process (record/fileactivity.py, fanreader.c fr_set_list).
+WATCHED_OPS = frozenset({"create", "modify", "close_write", "rename"})
+UNWATCHED_OPS = frozenset({"delete"})
 # Files the file activity named are first looked at no faster than this, in the order written:
 # each costs the thread ~65 µs (its line parsed, a look, statfs(2), a file event written; measured
 # on the loaded 2-core VM: 0.65 s for 9,824 files), so ≤ 2 % of a core however many small files a
@@ -97,8 +109,12 @@ class _File:
 # The lines a tick parses (any other is skipped unparsed, eventtail). `file_activity` lines are this
 # recorder's own, written compact (recording/events.py line(), fanreader.c's encoder): the key and
 # value together, so the tracker's own file events, whose id is `file_activity` too (FILE_ACTIVITY_ID),
-# are not parsed back — at 3,300 new files a second they were 99 % of the lines it parsed.
-_WANTED = (b'"checkpoint_end"', b'"renamed_to"', b'"event":"file_activity"')
+# are not parsed back — at 3,300 new files a second they were 99 % of the lines it parsed. Where the
+# file-activity source hands the written paths in-process (written_sink), its lines are not parsed at all.
+_WANTED_HANDED = (b'"checkpoint_end"', b'"renamed_to"')
+_WANTED = (*_WANTED_HANDED, b'"event":"file_activity"')
+WRITTEN_FROM_LINES = "events.jsonl (file_activity lines parsed)"
+WRITTEN_FROM_SOURCE = "the file-activity source, in-process"
 IDLE_PERIOD_S = 0.1
 LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring: the bounds)
 # a file on FUSE or a network file system is looked at at most once a second: there each open(2)
@@ -106,6 +122,19 @@ LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring
 # server (NFS close-to-open consistency revalidates with a GETATTR on every open, nfs(5))
 SERVED_KINDS = ("fuse", "network")
 SERVED_LOOK_S = 1.0
+
+
+def watched_paths(entries) -> list[str]:
+    """The paths of a `file_activity` event's entries that the tracker watches (WATCHED_OPS), in order."""
+    out = []
+    for e in entries if isinstance(entries, list) else ():
+        if not isinstance(e, dict):
+            continue
+        ops = set(e.get("ops") or ())
+        path = str(e.get("path") or "")
+        if path and not e.get("dir") and WATCHED_OPS & ops and not UNWATCHED_OPS & ops:
+            out.append(path)
+    return out
 
 
 def _yield_on_wake() -> None:
@@ -147,6 +176,13 @@ class FileTracker:
         self._written_set: set[str] = set()
         self._adds, self._adds_at = max(1.0, WRITTEN_PER_S * period_s), time.monotonic()
         self.written_not_watched = 0
+        # where the written files are learnt: the file_activity lines of events.jsonl, or handed
+        # in-process by the source (written_sink): path lists, drained at each tick
+        self._wanted = _WANTED
+        self.written_from = WRITTEN_FROM_LINES
+        self._handed: list[list[str]] = []
+        self._handed_n = self._handed_lost = 0
+        self._handed_lock = threading.Lock()
 
     def _emit(self, event: str, t_ns: int | None = None, dev: int | None = None, **fields) -> None:
         if "path" in fields and event.startswith("file_"):  # what is behind the file (statfs(2) f_type)
@@ -187,6 +223,37 @@ class FileTracker:
             self._watch.close()
             self._watch = None
 
+    def written_sink(self):
+        """What the file-activity source (record/fileactivity.py) calls with the paths of each
+        batch's entries the tracker watches (watched_paths' rule), before it writes that batch's
+        `file_activity` line; from now on the tail parses no `file_activity` line. None where the
+        tracker does not run (no cachestat): there is nothing to hand. Call before the source
+        writes its first batch."""
+        if self.reason is not None:
+            return None
+        self._wanted = _WANTED_HANDED
+        self.written_from = WRITTEN_FROM_SOURCE
+        return self._take_handed
+
+    def _take_handed(self, paths: list[str]) -> None:
+        """A batch's watched paths, from the source's thread: kept for the next tick. At most
+        WRITTEN_MAX wait here (a tracker thread that stopped must not hold the recording's memory);
+        beyond, they are counted in written_not_watched."""
+        with self._handed_lock:
+            if self._handed_n + len(paths) > WRITTEN_MAX:
+                self._handed_lost += len(paths)
+                return
+            self._handed.append(paths)
+            self._handed_n += len(paths)
+
+    def _drain_handed(self) -> None:
+        with self._handed_lock:
+            handed, self._handed = self._handed, []
+            lost, self._handed_n, self._handed_lost = self._handed_lost, 0, 0
+        self.written_not_watched += lost
+        for paths in handed:
+            self._queue_paths(paths)
+
     def _sleep(self) -> bool:
         """Until the next look; True when the recording stops. Files waiting for their pages are
         asked each period; with none, a write to events.jsonl is the only reason to look."""
@@ -216,11 +283,17 @@ class FileTracker:
         return int(self._looks)
 
     def tick(self, every_file: bool = False) -> None:
-        for ev in self._events.new_events(containing=_WANTED):
+        events = self._events.new_events(containing=self._wanted)
+        # the handed paths after the tail is read: the source hands a batch before it writes its
+        # line, so every batch whose line came before a checkpoint_end or rename read here is taken
+        # at this tick or before, as when the lines were parsed in order (at a tick, queueing a
+        # written file and adding a save's files commute: first looks at written files come after)
+        self._drain_handed()
+        for ev in events:
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 if url_scheme(ev["path"]) is None:  # an object (s3://...): no local file to look for
                     self._add(ev)
-            elif ev.get("event") == "file_activity":
+            elif ev.get("event") == "file_activity" and self.written_from == WRITTEN_FROM_LINES:
                 self._queue_written(ev.get("files"))
             elif ev.get("event") == "checkpoint_extend" and ev.get("renamed_to") and ev.get("path"):
                 # the save's file (or folder) moved to its final name (write to a temporary name, then rename)
@@ -246,13 +319,15 @@ class FileTracker:
                 (self._gone if f.gone_ns is not None else self._pending).append(f)
 
     def _queue_written(self, entries) -> None:
+        """A `file_activity` line's entries, parsed from the tail (no source hands them in-process)."""
+        self._queue_paths(watched_paths(entries))
+
+    def _queue_paths(self, paths: list[str]) -> None:
         """The files a burst of the recorded tree wrote (record/fileactivity.py: whoever wrote them,
         forked writers and native threads included) wait for their first look (WRITTEN_PER_S), under
         FILE_ACTIVITY_ID: the analysis gives each to the file-level save holding it."""
-        for e in entries if isinstance(entries, list) else ():
-            ops = set(e.get("ops") or ())
-            path = str(e.get("path") or "")
-            if not path or e.get("dir") or "delete" in ops or not _WRITE_OPS & ops or path in self._written_set:
+        for path in paths:
+            if path in self._written_set:
                 continue
             if len(self._written) >= WRITTEN_MAX:
                 self.written_not_watched += 1

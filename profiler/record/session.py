@@ -219,6 +219,7 @@ def close_session(s: Session, **meta_updates) -> dict:
             "cpu_s": round(s.recorder.files.cpu_s, 4),
             "idle_wake": s.recorder.files.idle_wake,
             "look": s.recorder.files.look,
+            "written_from": s.recorder.files.written_from,
         },
         recorder_cpu_s={"flush": round(s.recorder.flush_cpu_s, 4), "process": round(time.process_time(), 4)},
         **meta_updates,
@@ -289,7 +290,9 @@ def record(
         live.recorder = recorder
     recorder.start()
     # files written under the paths by any process of the tree, seen by the kernel (fanotify)
-    activity = FileActivity(writer, clock, list(opts.paths), exclude=[out_dir]).start()
+    # the file tracker is handed the written paths in-process (not parsed back from events.jsonl)
+    written_to = recorder.files.written_sink() if recorder.files is not None else None
+    activity = FileActivity(writer, clock, list(opts.paths), exclude=[out_dir], written_to=written_to).start()
 
     def on_start(pid: int) -> None:
         activity.set_root(pid)
