@@ -1,0 +1,304 @@
+"""Real DLIO (dlio_benchmark) checkpointing under `ckprof record`, as released and with its fsync
+key fixed (issue 26), on ext4 over a direct-io loop device (root, slow).
+
+DLIO is installed from tests/frameworks/dlio_benchmark-2.0.0-e1919d7b.tar.gz: `git archive` of
+argonne-lcf/dlio_benchmark at e1919d7b6ccffbe15143cd616517da9e5d7b26a7 (its head of 2026-06-17;
+setup.py still says 2.0.0), the package, setup.py, pyproject.toml, LICENSE (Apache-2.0), README.md
+and MANIFEST.in. The package index's only dlio_benchmark is 2.0.0 of 2024, from before DLIO had a
+checkpoint fsync at all. .ci/run installs the archive `--no-deps` beside CPU torch, with the
+`dlio` extra (mpi4py on Debian's OpenMPI, hydra-core, omegaconf, pydftracer).
+
+The bug: dlio_benchmark/utils/config.py LoadConfig stores the workload's `checkpoint.fsync` as
+`args.checkpoint_sync`, and nothing reads that name: the savers read `args.checkpoint_fsync`
+(checkpointing/base_checkpointing.py save_checkpoint → pytorch_checkpointing.py save_state, whose
+`if fsync: os.fsync(f.fileno())` never runs). The fixed run applies the one-line rename to a copy of
+the installed package put first on PYTHONPATH; the installed package is never changed.
+
+A llama3-8b-like model (ZeRO-3, GQA 32:8, DLIO's own layout) scaled to 68 MiB a checkpoint, 2 ranks
+under mpirun, 3 saves 0.5 s apart. Checked in both runs, each printed before the test fails:
+
+  * one save checkpoint per DLIO save, its path the save's directory, its parts the 4 files
+    (2 ranks × model and optimizer states);
+  * each window covers ≥ 90 % of the save as DLIO timed it (its per-rank per_epoch_stats.json:
+    first rank's start to last rank's end, wall clock put on the recording's anchor) and starts at
+    most 0.5 s before it;
+  * each checkpoint's bytes_app is the bytes of the save's files on disk, exactly, and Σ
+    bytes_device ≤ 1.05 × what the loop device wrote;
+  * meta.json's provenance names DLIO's installed version and commit;
+  * fsync (`fsync_verdict`, from ckprof's own events): as released no file of any save saw an
+    fsync and every save left pages dirty at its return; fixed, every file saw its fsync and every
+    save is durable on the device at its end.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from support.checks import checker
+from support.command import ckprof_cmd, clean_env
+from support.system import need_binary
+
+import ckprof
+from ckprof.record.provenance import installed, vcs_commit
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+HERE = Path(__file__).resolve().parent
+ARCHIVE = HERE / "dlio_benchmark-2.0.0-e1919d7b.tar.gz"
+INSTALL = f"pip install -e '.[dlio]' torch==2.13.0 && pip install --no-deps {ARCHIVE.name} (.ci/run does)"
+# dlio_benchmark/utils/config.py, LoadConfig: the line as released, and the one-line fix
+BUG_LINE = "args.checkpoint_sync = config['checkpoint']['fsync']"
+FIX_LINE = "args.checkpoint_fsync = config['checkpoint']['fsync']"
+RANKS, SAVES, BETWEEN_S = 2, 3, 0.5
+FILES_PER_SAVE = 2 * RANKS  # ZeRO-3: each rank its model states and its optimizer states
+MIN_COVER, MAX_LEAD_S = 0.90, 0.5
+MiB = 2**20
+
+# MLPerf Storage's llama3_8b.yaml (32 layers, hidden 4096, FFN 14336, 32 heads, 8 KV heads, ZeRO-3)
+# scaled down in every dimension: 68 MiB a checkpoint (2 × 4.8 MiB model, 2 × 29 MiB optimizer)
+WORKLOAD = """\
+model:
+  name: llama3_8b_tiny
+  type: transformer
+  num_layers: 4
+  model_datatype: fp16
+  optimizer_datatype: fp32
+  parallelism: {{pipeline: 1, tensor: 1, zero_stage: 3}}
+  transformer: {{vocab_size: 8192, hidden_size: 192, ffn_hidden_size: 672, num_attention_heads: 32, num_kv_heads: 8}}
+framework: pytorch
+workflow: {{generate_data: False, train: False, checkpoint: True}}
+checkpoint:
+  checkpoint_folder: {folder}
+  time_between_checkpoints: {between}
+  num_checkpoints_write: {saves}
+  num_checkpoints_read: 0
+  fsync: True
+"""
+
+
+def dlio_package() -> Path:
+    """The installed dlio_benchmark package's directory, or a skip saying what to install."""
+    for m in ("torch", "hydra", "omegaconf", "mpi4py", "dftracer"):
+        if importlib.util.find_spec(m) is None:
+            pytest.skip(f"{m} is not installed (DLIO needs it): {INSTALL}")
+    spec = importlib.util.find_spec("dlio_benchmark")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip(f"dlio_benchmark is not installed: {INSTALL}")
+    need_binary("mpirun")
+    pkg = Path(list(spec.submodule_search_locations)[0])
+    config = (pkg / "utils" / "config.py").read_text()
+    if "checkpoint_fsync" not in config:
+        pytest.skip(f"this dlio_benchmark ({pkg}) has no checkpoint fsync (the index's 2.0.0 predates it): {INSTALL}")
+    if config.count(BUG_LINE) != 1:
+        pytest.fail(f"{pkg}/utils/config.py no longer has {BUG_LINE!r} once: DLIO changed; revisit this test")
+    return pkg
+
+
+def fixed_copy(pkg: Path, where: Path) -> Path:
+    """A copy of the installed package with the one-line fix, in a folder to put on PYTHONPATH."""
+    dst = where / "dlio_benchmark"
+    shutil.copytree(pkg, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    cfg = dst / "utils" / "config.py"
+    cfg.write_text(cfg.read_text().replace(BUG_LINE, FIX_LINE))
+    return where
+
+
+class DlioRun:
+    """One DLIO run recorded and reported: the recording, its JSON report, DLIO's own per-rank
+    save times, the files of each save on disk (directory → {file: bytes})."""
+
+    def __init__(self, out: Path, rep: dict, stats: list[dict], saves: dict[str, dict[str, int]], device: str):
+        self.rec, self.rep, self.stats, self.saves, self.device = ckprof.load(str(out)), rep, stats, saves, device
+
+
+def dlio_script() -> str:
+    """DLIO's console script beside this interpreter (the one pip installed with the package)."""
+    script = Path(sys.executable).parent / "dlio_benchmark"
+    if not script.exists():
+        pytest.skip(f"no dlio_benchmark script beside {sys.executable}: {INSTALL}")
+    return str(script)
+
+
+def record_dlio(loop_ext4, tmp_path: Path, fixed: bool) -> DlioRun:
+    pkg = dlio_package()
+    lp, mnt = loop_ext4
+    name = "fixed" if fixed else "released"
+    folder, conf, dlio_out = mnt / name, tmp_path / "conf", tmp_path / f"{name}-dlio-out"
+    (conf / "workload").mkdir(parents=True)
+    (conf / "workload" / "llama3_8b_tiny.yaml").write_text(
+        WORKLOAD.format(folder=folder, between=BETWEEN_S, saves=SAVES)
+    )
+    env = clean_env(PYTHONUNBUFFERED="1")
+    if fixed:
+        env["PYTHONPATH"] = str(fixed_copy(pkg, tmp_path / "dlio-fixed"))
+        # the copy is what DLIO's processes import (the same interpreter, the same environment)
+        probe = "import dlio_benchmark.utils.config as c; print(c.__file__)"
+        used = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+        assert used.stdout.strip().startswith(env["PYTHONPATH"]), (used.stdout, used.stderr[-2000:])
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(RANKS), dlio_script(),
+           "--config-dir", str(conf), "workload=llama3_8b_tiny", f"++workload.output.folder={dlio_out}"]  # fmt: skip
+    out, rep_json = tmp_path / f"rec-{name}", tmp_path / f"{name}.json"
+    t0 = time.monotonic()
+    # DLIO's hydra writes ./hydra_log: run it in tmp_path, outside the recorded --path
+    r = ckprof_cmd(
+        "record", "-q", "--interval", "0.1", "-o", out, "--path", mnt, "--", *cmd, env=env, cwd=tmp_path, timeout=150
+    )
+    assert r.returncode == 0, f"{' '.join(cmd)}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    print(f"\nDLIO {name}: recorded in {time.monotonic() - t0:.1f} s")
+    r = ckprof_cmd("report", out, "--format", "json", "-o", rep_json)
+    assert r.returncode == 0, r.stderr
+    stats = [json.loads((dlio_out / f"{k}_per_epoch_stats.json").read_text())["1"] for k in range(RANKS)]
+    saves = {
+        str(d): {str(f): f.stat().st_size for f in sorted(d.iterdir())} for d in sorted(folder.iterdir()) if d.is_dir()
+    }
+    return DlioRun(out, json.loads(rep_json.read_text()), stats, saves, lp.name)
+
+
+def fsync_verdict(run: DlioRun) -> tuple[str, dict[str, dict]]:
+    """("pass" | "fail", {file: evidence}) for "every checkpoint file was fsync'd", from ckprof's
+    own events: the injected patch's checkpoint_extend (op fsync/fdatasync) naming the file, which
+    sees DLIO's `os.fsync(f.fileno())` after its torch.save, and the file's dirty bytes when the
+    torch.save that wrote it returned (its checkpoint_end's pending_bytes_at_return, cachestat(2)).
+    A stand-in for profiler/analysis/audit.py's fsync rule, which reads the same evidence: swap in
+    `audit_recording(run.rec.path)`'s fsync check when it lands."""
+    ev = run.rec.events
+    rows = ev.to_dict("records") if not ev.empty else []
+    synced = [e for e in rows if e["event"] == "checkpoint_extend" and e.get("op") in ("fsync", "fdatasync")]
+    evidence: dict[str, dict] = {}
+    for files in run.saves.values():
+        for f in files:
+            ends = [e for e in rows if e["event"] == "checkpoint_end" and e.get("path") == f]
+            evidence[f] = {
+                "fsync_calls": sum(e.get("path") == f for e in synced),
+                "pending_bytes_at_return": [e.get("pending_bytes_at_return") for e in ends],
+            }
+    ok = all(e["fsync_calls"] >= 1 for e in evidence.values())
+    return ("pass" if ok else "fail"), evidence
+
+
+def _wall_s(stamp: str, anchor_wall_ns: int) -> float:
+    """DLIO's stamp (utcnow(): datetime.now(), local time, µs) as s since the recording's anchor."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp() - anchor_wall_ns / 1e9
+
+
+def check_dlio_run(run: DlioRun) -> list[str]:
+    """Print every figure; return the checks (both runs alike) that failed."""
+    failed: list[str] = []
+    check = checker(failed)
+    rep, anchor_wall = run.rep, int(run.rec.meta["start"]["wall_ns"])
+    cps = [c for c in rep["checkpoints"] if c["kind"] == "save" and c["ok"] is not False]
+    for c in cps:
+        print(
+            f"  checkpoint {c['id']}: {c['path']} {c['start_s']:.3f}–{c['app_end_s']} s parts "
+            f"{len(c['parts'] or [])} bytes_app {c['bytes_app']} bytes_device {c['bytes_device']} durable "
+            f"{c['durable']} at return {c['durable_at_return']} finished by {c['finished_by']}"
+        )
+    check("DLIO saved as configured", len(run.saves) == SAVES, f"{len(run.saves)} save directories, {SAVES} asked")
+    check(
+        "each save wrote its files",
+        all(len(f) == FILES_PER_SAVE for f in run.saves.values()),
+        str({Path(d).name: len(f) for d, f in run.saves.items()}),
+    )
+    check("one checkpoint per DLIO save", len(cps) == len(run.saves), f"{len(cps)} checkpoints, {len(run.saves)} saves")
+    by_path = {c["path"]: c for c in cps}
+    for k, (d, files) in enumerate(run.saves.items(), 1):
+        c = by_path.get(d)
+        if c is None:
+            check(f"save {d} has its checkpoint", False, f"none of {sorted(by_path)}")
+            continue
+        parts = {p["path"] for p in c["parts"] or []}
+        check(f"{Path(d).name}: its parts are its files", parts == set(files), f"{sorted(parts)}")
+        check(
+            f"{Path(d).name}: bytes_app = its files on disk",
+            c["bytes_app"] == sum(files.values()),
+            f"{c['bytes_app']} B against {sum(files.values())} B",
+        )
+        # DLIO's own timer of this save on each rank (start_save_ckpt/end_save_ckpt)
+        timed = [s[f"save_ckpt{k}"] for s in run.stats]
+        a = min(_wall_s(t["start"], anchor_wall) for t in timed)
+        b = max(_wall_s(t["end"], anchor_wall) for t in timed)
+        wa, wb = c["start_s"], c["app_end_s"] if c["app_end_s"] is not None else c["start_s"]
+        cover = max(0.0, min(b, wb) - max(a, wa)) / max(1e-9, b - a)
+        check(
+            f"{Path(d).name}: window covers ≥ 90 % of DLIO's timed save",
+            cover >= MIN_COVER,
+            f"{100 * cover:.1f} % of {1e3 * (b - a):.1f} ms (window {1e3 * (wa - a):+.1f} ms at its start, "
+            f"{1e3 * (wb - b):+.1f} ms at its end); DLIO said {[round(t['throughput'], 3) for t in timed]} GB/s",
+        )
+        check(f"{Path(d).name}: window starts ≤ 0.5 s before the save", a - wa <= MAX_LEAD_S, f"{a - wa:.3f} s")
+    b = run.rec.block()
+    dev_written = float(b.loc[b["device"] == run.device, "write_bytes"].sum()) if not b.empty else 0.0
+    cp_dev = sum(c["bytes_device"] or 0 for c in cps)
+    check(
+        "Σ bytes_device ≤ 1.05 × device written",
+        cp_dev <= 1.05 * dev_written,
+        f"{cp_dev / MiB:.2f} MiB / {dev_written / MiB:.2f} MiB",
+    )
+    prov = run.rec.meta["provenance"]
+    dist = installed(["dlio_benchmark"]).get("dlio_benchmark")
+    want = {"version": dist[0], "commit": vcs_commit(dist[1]), "unknown": None} if dist else None
+    check("provenance names the installed DLIO", prov.get("dlio") == want, f"{prov.get('dlio')} against {want}")
+    check(
+        "DLIO's version is read from the launched Python",
+        "launched" in (prov.get("libraries_source") or "")
+        and prov["dlio"]["version"] == metadata.version("dlio_benchmark"),
+        f"{prov.get('libraries_source')}",
+    )
+    return failed
+
+
+def test_dlio_as_released_never_fsyncs(loop_ext4, tmp_path):
+    """fsync: True in the workload, and no file of any save sees an fsync: each save returns with
+    its pages dirty, durable only when writeback gets to them."""
+    run = record_dlio(loop_ext4, tmp_path, fixed=False)
+    failed = check_dlio_run(run)
+    check = checker(failed)
+    verdict, evidence = fsync_verdict(run)
+    for f, e in evidence.items():
+        print(
+            f"  {Path(f).parent.name}/{Path(f).name}: fsync calls {e['fsync_calls']}, dirty at return {e['pending_bytes_at_return']} B"
+        )
+    check("the fsync verdict fails", verdict == "fail", verdict)
+    check("no file saw an fsync", all(e["fsync_calls"] == 0 for e in evidence.values()), "see above")
+    for d, files in run.saves.items():
+        dirty = sum(sum(x or 0 for x in evidence[f]["pending_bytes_at_return"]) for f in files)
+        check(f"{Path(d).name} left pages dirty at its return", dirty > 0, f"{dirty / MiB:.2f} MiB")
+    for c in run.rep["checkpoints"]:
+        if c["kind"] == "save" and c["path"] in run.saves:
+            check(
+                f"{Path(c['path']).name} not durable when it returned, finished by nothing",
+                c["durable_at_return"] is False and not c["finished_by"],
+                f"durable at return {c['durable_at_return']}, finished by {c['finished_by']}",
+            )
+    assert not failed, failed
+
+
+def test_dlio_fsync_fixed_fsyncs_every_file(loop_ext4, tmp_path):
+    """The one-line fix: every file of every save is fsync'd by DLIO, and each save is durable on
+    the device when its window ends."""
+    run = record_dlio(loop_ext4, tmp_path, fixed=True)
+    failed = check_dlio_run(run)
+    check = checker(failed)
+    verdict, evidence = fsync_verdict(run)
+    for f, e in evidence.items():
+        print(
+            f"  {Path(f).parent.name}/{Path(f).name}: fsync calls {e['fsync_calls']}, dirty at return {e['pending_bytes_at_return']} B"
+        )
+    check("the fsync verdict passes", verdict == "pass", verdict)
+    for c in run.rep["checkpoints"]:
+        if c["kind"] == "save" and c["path"] in run.saves:
+            check(
+                f"{Path(c['path']).name} durable on the device at its end, finished by fsync",
+                c["durable"] is True and c["durable_where"] == "device" and "fsync" in (c["finished_by"] or []),
+                f"durable {c['durable']} where {c['durable_where']} finished by {c['finished_by']}",
+            )
+    assert not failed, failed
