@@ -116,6 +116,16 @@ def launcher_world(env=None) -> int | None:
     return None
 
 
+def launcher_rank(env=None) -> int:
+    """This process's rank under the launcher that started it (launcher_env), else 0."""
+    env = os.environ if env is None else env
+    if launcher_env(env):
+        for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
+            if env.get(var, "").isdigit():
+                return int(env[var])
+    return 0
+
+
 def _have(module: str) -> bool:
     import importlib.util
 

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 
 from ckprof.record.options import RecordOptions
 
+from .rules import DEFAULT_EDITION
+
 FILE_CHUNK_BYTES = 4 * 2**20
 # an s3:// target's chunk is a multipart upload's part: boto3's part size (s3transfer's
 # multipart_chunksize, 8 MiB), as S3 takes no part under 5 MiB but the last
@@ -35,8 +37,17 @@ class RunConfig:
     drop_caches: bool = False
     warm: bool = False  # a load reads what the page cache holds (no eviction of its files first)
     record: bool = True
+    # MLPerf Storage's checkpointing rules the run is checked against (ckprof.workloads.rules):
+    # v3.0 | v2.0 | none, and the simulated accelerators it declares (Rules.md 4.3.4)
+    rules: str = DEFAULT_EDITION
+    accelerator_type: str | None = None
+    accelerators: int | None = None
+    # a load's invocation start, wall clock (None: this process's start): Rules.md 4.7.1's gap
+    invoked_unix_ns: int | None = None
     # how the run is recorded (output directory, sampling, --force...): the options `ckprof record` takes
     recording: RecordOptions = field(default_factory=RecordOptions)
+    # the checks' results (rules.summary), made before any rank starts: meta.json's workload.rules
+    rule_checks: dict | None = None
 
     def __post_init__(self) -> None:
         if self.chunk_bytes is None:
@@ -48,4 +59,6 @@ class RunConfig:
         return self.count > 1 and self.interval_s > 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("rule_checks")  # written beside the config, as workload.rules
+        return d

@@ -79,6 +79,7 @@ def run(plan, cfg, which: str) -> int:
                     "rank": comm.rank,
                     "world": comm.size,
                     "launcher": which,
+                    "rules": cfg.rule_checks,  # MLPerf Storage's rules (ckprof.workloads.rules.summary)
                 }
         if comm.rank == 0:
             render(results, plan, cfg, out_dir)

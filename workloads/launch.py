@@ -131,6 +131,7 @@ def _run_local(plan, cfg, setup, path, total, nranks) -> int:
                     "config": cfg.to_dict(),
                     "results": results,
                     "error": error,
+                    "rules": cfg.rule_checks,  # MLPerf Storage's rules (ckprof.workloads.rules.summary)
                 }
     try:
         render(results, plan, cfg, out_dir)
@@ -164,10 +165,21 @@ def load_main(checkpoint: str, ranks: int | None, cfg) -> int:
     plan = _plan_from_manifest(manifest)
     plan.nranks = n  # the readers (the title says how many read it)
     cfg.count, cfg.target, cfg.fsync = 0, path, True
+    _check_load_rules(manifest, cfg)
     setup = Setup(run_id="load", seed=0, first_step=0)
     if launcher_env():
         return run_distributed(plan, cfg, launcher_env())
     return _run_local(plan, cfg, setup, path, int(manifest.get("bytes") or 0), n)
+
+
+def _check_load_rules(manifest: dict, cfg) -> None:
+    """The read invocation against MLPerf Storage's rules (cfg.rules): its cache clearing and the gap
+    since the checkpoint was written (ckprof.workloads.rules.check_load); flagged rules printed."""
+    from . import rules
+
+    checks = rules.check_load(manifest, cfg, cfg.invoked_unix_ns)
+    cfg.rule_checks = rules.summary(cfg.rules, checks)
+    rules.say_flagged(cfg.rules, checks)
 
 
 def _plan_from_manifest(manifest: dict):

@@ -162,10 +162,26 @@ def check_run(cfg: RunConfig) -> None:
             raise UsageError(f"{name} must be {what} (got {value})")
 
 
+def check_rules(plan, cfg: RunConfig) -> list:
+    """The run against MLPerf Storage's rules (cfg.rules): a violation is refused here, before any
+    rank starts; a flagged rule is printed (by rank 0 under a launcher); the results go into
+    cfg.rule_checks, which the summary writes as workload.rules (ckprof.workloads.rules)."""
+    from . import rules
+
+    checks = rules.check_save(plan, cfg)
+    rules.enforce(checks)
+    cfg.rule_checks = rules.summary(cfg.rules, checks)
+    return checks
+
+
 def run(model: ModelOptions, cfg: RunConfig) -> int:
     """Write the checkpoints (and read the newest back with cfg.load), recorded unless
-    cfg.record is False; the exit status `ckprof workload` would give."""
+    cfg.record is False; the exit status `ckprof workload` would give. Checked against
+    MLPerf Storage's rules first (cfg.rules): a violation is refused, a flagged rule printed."""
     from .launch import main as run_main
+    from .rules import say_flagged
 
     check_run(cfg)
-    return run_main(model.plan(), cfg)
+    plan = model.plan()
+    say_flagged(cfg.rules, check_rules(plan, cfg))
+    return run_main(plan, cfg)

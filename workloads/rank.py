@@ -230,6 +230,9 @@ def run_rank(plan, cfg, comm, setup: Setup, progress: Progress | None = None) ->
                     "bytes": rec["bytes"],
                     "files": files,
                     "plan": plan.to_dict(),
+                    # wall clock once every rank's files were written and fsynced: a later
+                    # `ckprof workload load` measures MLPerf's write-to-read gap from it (rules.py, 4.7.1)
+                    "written_unix_ns": time.time_ns(),
                 },
             )
             rec["removed"] = st.prune(cfg.keep)

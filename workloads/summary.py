@@ -97,7 +97,24 @@ def render(results: dict, plan, cfg, recording: str | None, console: Console | N
                 else ""
             )
         )
+    for line in rules_lines(cfg.rule_checks):
+        console.print(line)
     if recording:
         console.print(
             f"recording: {recording}  (python -c \"import ckprof; print(ckprof.load('{recording}').checkpoints())\")"
         )
+
+
+def rules_lines(checked: dict | None) -> list[str]:
+    """What the run was against MLPerf Storage's rules (ckprof.workloads.rules.summary): the counts,
+    the write-to-read gap of a read invocation, and where the rest is."""
+    if not checked or not checked.get("checks"):
+        return []
+    counts = checked["counts"]
+    said = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    out = [f"MLPerf Storage {checked['edition']} rules: {said} (each with why: meta.json workload.rules, or --dry-run)"]
+    for c in checked["checks"]:
+        gap = c["figures"].get("gap_s") if c["rule"] == "4.7.1" else None
+        if gap is not None:
+            out.append(f"write-to-read gap (Rules.md 4.7.1): {gap:.3f} s, {c['status']}: {c['why']}")
+    return out

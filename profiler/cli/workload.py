@@ -10,6 +10,7 @@ from ckprof.record.options import RecordOptions
 from ckprof.units import click_callback, parse_interval, parse_size
 from ckprof.workloads.config import RunConfig
 from ckprof.workloads.options import ModelOptions, run
+from ckprof.workloads.rules import DEFAULT_EDITION, EDITIONS
 
 from .recording_options import recording_options
 
@@ -47,7 +48,8 @@ def model_options(f):
         click.option(
             "--subset",
             is_flag=True,
-            help="Run only the first ranks (8, or --ranks) of the full layout, as MLPerf's subset mode.",
+            help="Run only the first ranks (8, or --ranks) of the full layout, as MLPerf's subset mode "
+            "(MLPerf Storage v3.0: llama3-8b only; --rules v2.0 for the others).",
         ),
         click.option(
             "--scale", type=float, default=None, help="Multiply every file's size by F (keeps rank and file structure)."
@@ -107,6 +109,9 @@ def run_from_flags(
     no_record,
     recording: RecordOptions,
     warm=False,
+    rules=DEFAULT_EDITION,
+    accelerator_type=None,
+    accelerators=None,
 ) -> RunConfig:
     return RunConfig(
         target=target,
@@ -124,7 +129,22 @@ def run_from_flags(
         warm=warm,
         record=not no_record,
         recording=recording,
+        rules=rules,
+        accelerator_type=accelerator_type,
+        accelerators=accelerators,
     )
+
+
+def rules_option(f):
+    return click.option(
+        "--rules",
+        type=click.Choice(EDITIONS),
+        default=DEFAULT_EDITION,
+        show_default=True,
+        help="MLPerf Storage checkpointing rules to check the run against: a violation is refused, a "
+        "flagged rule (scaled sizes, fewer than 10 checkpoints, a warm read...) printed and kept in "
+        "meta.json's workload.rules; v2.0 for comparison, none to skip. See docs/workload.md.",
+    )(f)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -190,6 +210,21 @@ def run_from_flags(
     help="A load reads what the page cache holds (default: its files are evicted first, a cold restore).",
 )
 @click.option("--no-record", is_flag=True, help="Do not record telemetry (a bare run).")
+@rules_option
+@click.option(
+    "--accelerator-type",
+    default=None,
+    metavar="NAME",
+    help="The simulated accelerator (MLPerf Storage v3.0 Rules.md Table 3): b200 (180 GB), mi355 (288 GB); "
+    "h100, a100 (80 GB, whatif only). Its memory × --accelerators must hold the model's checkpoint.",
+)
+@click.option(
+    "--accelerators",
+    type=int,
+    default=None,
+    metavar="N",
+    help="How many simulated accelerators [default: one per rank, as MLPerf's processes].",
+)
 @recording_options(interval_flag="--sample-interval", output_help="Recording directory")
 @click.pass_context
 def workload(ctx, dry_run, **flags):
@@ -198,7 +233,8 @@ def workload(ctx, dry_run, **flags):
     \b
     ckprof workload --preset llama3-8b --dry-run
     ckprof workload --preset llama3-8b --total-size 512MiB --target /mnt/ckpt --count 3 --interval 5s --load
-    ckprof workload --preset llama3-405b --subset --scale 0.001 --target /mnt/ckpt --direct
+    ckprof workload --preset llama3-405b --subset --rules v2.0 --scale 0.001 --target /mnt/ckpt --direct
+    ckprof workload --preset llama3-8b --count 10 --accelerator-type b200 --dry-run
     ckprof workload load /mnt/ckpt/global_epoch1_step3
     ckprof workload --total-size 1GiB --ranks 2 --target s3://bucket/ckpt --load
     """
@@ -206,9 +242,13 @@ def workload(ctx, dry_run, **flags):
         return
     model = model_from_flags(flags)
     if dry_run:
+        from ckprof.workloads import rules
         from ckprof.workloads.plan import describe
 
-        click.echo(describe(model.plan()))
+        plan, cfg = model.plan(), run_from_flags(**flags)
+        checks = rules.check_save(plan, cfg)  # a violation is shown, not refused: nothing runs
+        click.echo(describe(plan))
+        click.echo(rules.describe(cfg.rules, checks))
         return
     cfg = run_from_flags(**flags)
     model.plan()  # a bad model is said before a missing --target, as always
@@ -242,12 +282,15 @@ def _interval(text: str) -> float:
 @click.option("--warm", is_flag=True, help="Read what the page cache holds: no eviction first (a warm restore).")
 @click.option("--threads", default=1, show_default=True, help="Reader threads per rank.")
 @click.option("--no-record", is_flag=True, help="Do not record telemetry.")
+@rules_option
 @recording_options(interval_flag="--sample-interval", output_help="Recording directory")
 @click.pass_context
-def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_record, recording):
+def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_record, rules, recording):
     """Read a checkpoint written by `ckprof workload` with all ranks, verify every checksum,
-    report the slowest rank's read GiB/s."""
+    report the slowest rank's read GiB/s. Under --rules v3.0 the gap since the checkpoint was
+    written is reported (MLPerf's two-invocation mode: at most 30 s; negative: clock skew)."""
     from ckprof.workloads.launch import load_main
+    from ckprof.workloads.rules import invocation_start_unix_ns
 
     if ranks is not None and ranks < 1:
         raise UsageError(f"--ranks must be at least 1 (got {ranks})")
@@ -262,5 +305,7 @@ def load_cmd(ctx, checkpoint, ranks, direct, drop_caches, warm, threads, no_reco
         record=not no_record,
         recording=recording,
         load=True,
+        rules=rules,
+        invoked_unix_ns=invocation_start_unix_ns(),  # this invocation's process start (Rules.md 4.7.1)
     )
     ctx.exit(_interruptible(load_main, checkpoint, ranks, cfg))
