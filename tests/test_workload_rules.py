@@ -103,6 +103,8 @@ def test_4_3_4_accelerator_memory_must_hold_the_checkpoint(tmp_path):
     assert "b200 (180 GB)" in r.output and "mi355 (288 GB)" in r.output and "h100 (80 GB, whatif only)" in r.output
     r = ckprof_cmd("workload", "--dry-run", "--accelerators", "8", in_process=True)
     assert r.exit_code == 2 and "--accelerators needs --accelerator-type" in r.output
+    r = ckprof_cmd("workload", "--dry-run", "--accelerator-type", "b200", "--accelerators", "0", in_process=True)
+    assert r.exit_code == 2 and "--accelerators must be at least 1 (got 0)" in r.output
     # declared and large enough: meets; h100/a100 hold it but are whatif only
     assert status_of(dry("--preset", "llama3-8b", "--accelerator-type", "b200"), "4.3.4") == rules.MEETS
     whatif = dry("--preset", "llama3-8b", "--accelerator-type", "a100")

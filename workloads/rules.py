@@ -171,12 +171,12 @@ def client_memory_bytes() -> int:
 def check_save(plan, cfg, memory_bytes: int | None = None) -> list[Check]:
     """Every rule against a save run's plan and config (nothing is run or written)."""
     edition = check_edition(cfg.rules)
-    if edition == NONE:
-        return []
     if cfg.accelerators is not None and cfg.accelerator_type is None:
         raise UsageError("--accelerators needs --accelerator-type (which accelerator there are N of)")
     if cfg.accelerators is not None and cfg.accelerators < 1:
         raise UsageError(f"--accelerators must be at least 1 (got {cfg.accelerators})")
+    if edition == NONE:
+        return []
     acc = accelerator(edition, cfg.accelerator_type)
     return [
         _model(plan),
@@ -252,7 +252,8 @@ def _accelerators(plan, cfg, acc: Accelerator | None) -> Check:
         return Check(
             "4.3.4",
             FLAGGED,
-            "no --accelerator-type declared (MLPerf's checker fails a run whose metadata records none)",
+            "no --accelerator-type declared: whose memory must hold the checkpoint is unknown (v3.0's checker "
+            "fails a run that records none)",
         )
     count = cfg.accelerators or plan.nranks
     have = acc.memory_gb * ACCELERATOR_GB_BYTES * count
