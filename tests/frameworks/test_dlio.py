@@ -8,11 +8,10 @@ and MANIFEST.in. The package index's only dlio_benchmark is 2.0.0 of 2024, from 
 checkpoint fsync at all. .ci/run installs the archive `--no-deps` beside CPU torch, with the
 `dlio` extra (mpi4py on Debian's OpenMPI, hydra-core, omegaconf, pydftracer).
 
-The bug: dlio_benchmark/utils/config.py LoadConfig stores the workload's `checkpoint.fsync` as
-`args.checkpoint_sync`, and nothing reads that name: the savers read `args.checkpoint_fsync`
-(checkpointing/base_checkpointing.py save_checkpoint → pytorch_checkpointing.py save_state, whose
-`if fsync: os.fsync(f.fileno())` never runs). The fixed run applies the one-line rename to a copy of
-the installed package put first on PYTHONPATH; the installed package is never changed.
+The bug: DLIO stores the workload's `checkpoint.fsync` under a name its savers never read, so
+`fsync: True` never fsyncs. dlio_run.py (shared with benchmarks/workload_vs_dlio.py) names the line
+and applies the one-line fix to a copy of the installed package put first on PYTHONPATH; the
+installed package is never changed.
 
 A llama3-8b-like model (ZeRO-3, GQA 32:8, DLIO's own layout) scaled to 68 MiB a checkpoint, 2 ranks
 under mpirun, 3 saves 0.5 s apart. Checked in both runs, each printed before the test fails:
@@ -32,16 +31,14 @@ under mpirun, 3 saves 0.5 s apart. Checked in both runs, each printed before the
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
+import dlio_run
 import pytest
 from support.checks import checker
 from support.command import ckprof_cmd, clean_env
@@ -52,103 +49,46 @@ from ckprof.record.provenance import installed, vcs_commit
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
-ARCHIVE = HERE / "dlio_benchmark-2.0.0-e1919d7b.tar.gz"
-INSTALL = f"pip install -e '.[dlio]' torch==2.13.0 && pip install --no-deps {ARCHIVE.name} (.ci/run does)"
-# dlio_benchmark/utils/config.py, LoadConfig: the line as released, and the one-line fix
-BUG_LINE = "args.checkpoint_sync = config['checkpoint']['fsync']"
-FIX_LINE = "args.checkpoint_fsync = config['checkpoint']['fsync']"
 RANKS, SAVES, BETWEEN_S = 2, 3, 0.5
 FILES_PER_SAVE = 2 * RANKS  # ZeRO-3: each rank its model states and its optimizer states
 MIN_COVER, MAX_LEAD_S = 0.90, 0.5
 MiB = 2**20
-
-# MLPerf Storage's llama3_8b.yaml (32 layers, hidden 4096, FFN 14336, 32 heads, 8 KV heads, ZeRO-3)
-# scaled down in every dimension: 68 MiB a checkpoint (2 × 4.8 MiB model, 2 × 29 MiB optimizer)
-WORKLOAD = """\
-model:
-  name: llama3_8b_tiny
-  type: transformer
-  num_layers: 4
-  model_datatype: fp16
-  optimizer_datatype: fp32
-  parallelism: {{pipeline: 1, tensor: 1, zero_stage: 3}}
-  transformer: {{vocab_size: 8192, hidden_size: 192, ffn_hidden_size: 672, num_attention_heads: 32, num_kv_heads: 8}}
-framework: pytorch
-workflow: {{generate_data: False, train: False, checkpoint: True}}
-checkpoint:
-  checkpoint_folder: {folder}
-  time_between_checkpoints: {between}
-  num_checkpoints_write: {saves}
-  num_checkpoints_read: 0
-  fsync: True
-"""
-
-
-def dlio_package() -> Path:
-    """The installed dlio_benchmark package's directory, or a skip saying what to install."""
-    for m in ("torch", "hydra", "omegaconf", "mpi4py", "dftracer"):
-        if importlib.util.find_spec(m) is None:
-            pytest.skip(f"{m} is not installed (DLIO needs it): {INSTALL}")
-    spec = importlib.util.find_spec("dlio_benchmark")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"dlio_benchmark is not installed: {INSTALL}")
-    need_binary("mpirun")
-    pkg = Path(list(spec.submodule_search_locations)[0])
-    config = (pkg / "utils" / "config.py").read_text()
-    if "checkpoint_fsync" not in config:
-        pytest.skip(f"this dlio_benchmark ({pkg}) has no checkpoint fsync (the index's 2.0.0 predates it): {INSTALL}")
-    if config.count(BUG_LINE) != 1:
-        pytest.fail(f"{pkg}/utils/config.py no longer has {BUG_LINE!r} once: DLIO changed; revisit this test")
-    return pkg
-
-
-def fixed_copy(pkg: Path, where: Path) -> Path:
-    """A copy of the installed package with the one-line fix, in a folder to put on PYTHONPATH."""
-    dst = where / "dlio_benchmark"
-    shutil.copytree(pkg, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    cfg = dst / "utils" / "config.py"
-    cfg.write_text(cfg.read_text().replace(BUG_LINE, FIX_LINE))
-    return where
+# MLPerf Storage's llama3_8b.yaml (32 layers, hidden 4096, FFN 14336, 32 heads, 8 KV heads, vocab
+# 128256, ZeRO-3) scaled down in every dimension: 68 MiB a checkpoint at 2 ranks (4.8 MiB of model
+# and 29 MiB of optimizer states a rank)
+SHAPE = {"layers": 4, "hidden": 192, "ffn": 672, "heads": 32, "kv_heads": 8, "vocab": 8192}
 
 
 class DlioRun:
-    """One DLIO run recorded and reported: the recording, its JSON report, DLIO's own per-rank
-    save times, the files of each save on disk (directory → {file: bytes})."""
+    """One DLIO run recorded and reported: the recording, its JSON report, each save as DLIO timed
+    it (Unix s), the files of each save on disk (directory → {file: bytes})."""
 
-    def __init__(self, out: Path, rep: dict, stats: list[dict], saves: dict[str, dict[str, int]], device: str):
-        self.rec, self.rep, self.stats, self.saves, self.device = ckprof.load(str(out)), rep, stats, saves, device
-
-
-def dlio_script() -> str:
-    """DLIO's console script beside this interpreter (the one pip installed with the package)."""
-    script = Path(sys.executable).parent / "dlio_benchmark"
-    if not script.exists():
-        pytest.skip(f"no dlio_benchmark script beside {sys.executable}: {INSTALL}")
-    return str(script)
+    def __init__(self, out: Path, rep: dict, timed: list, saves: dict[str, dict[str, int]], device: str):
+        self.rec, self.rep, self.timed, self.saves, self.device = ckprof.load(str(out)), rep, timed, saves, device
 
 
 def record_dlio(loop_ext4, tmp_path: Path, fixed: bool) -> DlioRun:
-    pkg = dlio_package()
+    pkg, why = dlio_run.package()
+    if pkg is None:
+        pytest.skip(why)
+    need_binary("mpirun")
+    if not dlio_run.has_bug(pkg):
+        pytest.fail(f"{pkg}/utils/config.py no longer has {dlio_run.BUG_LINE!r} once: DLIO changed; revisit this test")
     lp, mnt = loop_ext4
     name = "fixed" if fixed else "released"
     folder, conf, dlio_out = mnt / name, tmp_path / "conf", tmp_path / f"{name}-dlio-out"
-    (conf / "workload").mkdir(parents=True)
-    (conf / "workload" / "llama3_8b_tiny.yaml").write_text(
-        WORKLOAD.format(folder=folder, between=BETWEEN_S, saves=SAVES)
-    )
+    dlio_run.write_workload(conf, SHAPE, folder, SAVES, BETWEEN_S, fsync=True)
     env = clean_env(PYTHONUNBUFFERED="1")
     if fixed:
-        env["PYTHONPATH"] = str(fixed_copy(pkg, tmp_path / "dlio-fixed"))
+        env["PYTHONPATH"] = str(dlio_run.fixed_copy(pkg, tmp_path / "dlio-fixed"))
         # the copy is what DLIO's processes import (the same interpreter, the same environment)
         probe = "import dlio_benchmark.utils.config as c; print(c.__file__)"
         used = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
         assert used.stdout.strip().startswith(env["PYTHONPATH"]), (used.stdout, used.stderr[-2000:])
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(RANKS), dlio_script(),
-           "--config-dir", str(conf), "workload=llama3_8b_tiny", f"++workload.output.folder={dlio_out}"]  # fmt: skip
+    cmd = dlio_run.command(conf, dlio_out, RANKS)
     out, rep_json = tmp_path / f"rec-{name}", tmp_path / f"{name}.json"
     t0 = time.monotonic()
-    # DLIO's hydra writes ./hydra_log: run it in tmp_path, outside the recorded --path
+    # cwd: DLIO's hydra writes ./hydra_log, kept outside the recorded --path
     r = ckprof_cmd(
         "record", "-q", "--interval", "0.1", "-o", out, "--path", mnt, "--", *cmd, env=env, cwd=tmp_path, timeout=150
     )
@@ -156,11 +96,11 @@ def record_dlio(loop_ext4, tmp_path: Path, fixed: bool) -> DlioRun:
     print(f"\nDLIO {name}: recorded in {time.monotonic() - t0:.1f} s")
     r = ckprof_cmd("report", out, "--format", "json", "-o", rep_json)
     assert r.returncode == 0, r.stderr
-    stats = [json.loads((dlio_out / f"{k}_per_epoch_stats.json").read_text())["1"] for k in range(RANKS)]
     saves = {
         str(d): {str(f): f.stat().st_size for f in sorted(d.iterdir())} for d in sorted(folder.iterdir()) if d.is_dir()
     }
-    return DlioRun(out, json.loads(rep_json.read_text()), stats, saves, lp.name)
+    timed = dlio_run.timed_saves(dlio_out, RANKS)
+    return DlioRun(out, json.loads(rep_json.read_text()), timed, saves, lp.name)
 
 
 def fsync_verdict(run: DlioRun) -> tuple[str, dict[str, dict]]:
@@ -183,11 +123,6 @@ def fsync_verdict(run: DlioRun) -> tuple[str, dict[str, dict]]:
             }
     ok = all(e["fsync_calls"] >= 1 for e in evidence.values())
     return ("pass" if ok else "fail"), evidence
-
-
-def _wall_s(stamp: str, anchor_wall_ns: int) -> float:
-    """DLIO's stamp (utcnow(): datetime.now(), local time, µs) as s since the recording's anchor."""
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp() - anchor_wall_ns / 1e9
 
 
 def check_dlio_run(run: DlioRun) -> list[str]:
@@ -222,17 +157,15 @@ def check_dlio_run(run: DlioRun) -> list[str]:
             c["bytes_app"] == sum(files.values()),
             f"{c['bytes_app']} B against {sum(files.values())} B",
         )
-        # DLIO's own timer of this save on each rank (start_save_ckpt/end_save_ckpt)
-        timed = [s[f"save_ckpt{k}"] for s in run.stats]
-        a = min(_wall_s(t["start"], anchor_wall) for t in timed)
-        b = max(_wall_s(t["end"], anchor_wall) for t in timed)
+        # DLIO's own timer of this save (first rank's start to last rank's end), on the anchor
+        a, b = (t - anchor_wall / 1e9 for t in run.timed[k - 1])
         wa, wb = c["start_s"], c["app_end_s"] if c["app_end_s"] is not None else c["start_s"]
         cover = max(0.0, min(b, wb) - max(a, wa)) / max(1e-9, b - a)
         check(
             f"{Path(d).name}: window covers ≥ 90 % of DLIO's timed save",
             cover >= MIN_COVER,
             f"{100 * cover:.1f} % of {1e3 * (b - a):.1f} ms (window {1e3 * (wa - a):+.1f} ms at its start, "
-            f"{1e3 * (wb - b):+.1f} ms at its end); DLIO said {[round(t['throughput'], 3) for t in timed]} GB/s",
+            f"{1e3 * (wb - b):+.1f} ms at its end)",
         )
         check(f"{Path(d).name}: window starts ≤ 0.5 s before the save", a - wa <= MAX_LEAD_S, f"{a - wa:.3f} s")
     b = run.rec.block()
