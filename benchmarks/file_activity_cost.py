@@ -42,8 +42,17 @@ With --baseline-python PY (an interpreter whose `ckprof` is another version, e.g
 checkout's virtual env), each round also records with the source on under PY, in alternating
 order: the code before a change and after it, measured in the same run.
 
+In --replay and --reader-only the source hands each batch's watched paths to a sink that keeps
+nothing, as it hands them to the file tracker under `ckprof record` (that work is the source's).
+
+With --tracker-route N, the file tracker's own CPU to learn of N written files (batches of --batch
+entries, as the source writes them at ~3,300 files a second), by each route, alternating --rounds
+times, no look made: parsing the `file_activity` lines back from events.jsonl (a tracker handed
+nothing) and being handed the paths in-process (FileTracker.written_sink, under `ckprof record`).
+
     sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
         [--baseline-python OTHER/.venv/bin/python] [--replay 6000] [--reader-only]
+        [--tracker-route 39600 [--batch 330]]
 """
 
 from __future__ import annotations
@@ -132,6 +141,58 @@ for i in range(n):
 """
 
 
+def _discard(paths: list[str]) -> None:
+    """A file tracker's sink that keeps nothing: the source's side of the hand-off only."""
+
+
+def tracker_route(tmp: str, files: int, batch: int, rounds: int) -> None:
+    """The file tracker's CPU to learn of written files, by each route (module doc)."""
+    from ckprof.record import filetracker
+    from ckprof.record.clock import MonotonicClock
+    from ckprof.recording.writer import RecordingWriter
+
+    filetracker.WRITTEN_MAX = 1 << 62  # every file kept waiting: the route's whole work, no bound
+    files = -(-files // batch) * batch
+
+    def run(route: str) -> float:
+        writer = RecordingWriter(tempfile.mkdtemp(dir=tmp))
+        writer.create({})
+        t = filetracker.FileTracker(writer, MonotonicClock(), period_s=0.1)
+        t._add_written = lambda every_file: None  # no first looks: the route's own work
+        sink = t.written_sink() if route == "in-process" else None
+        cpu_s = 0.0
+        for k in range(0, files, batch):
+            entries = [
+                {"path": f"/ckpt/step_{i // 3300}/f{i}", "start_ns": 10**15 + i, "start_from": "btime",
+                 "end_ns": 10**15 + 5 * 10**5 + i, "ops": ["create", "modify", "close_write"], "writers": [12345],
+                 "size_bytes": 512, "kernel_events": 1}
+                for i in range(k, k + batch)
+            ]  # fmt: skip
+            line = {"t_ns": 10**15 + k, "event": "file_activity", "source": "fanotify", "files": entries}
+            if sink is not None:  # as the source does: hand, then write the line
+                sink(filetracker.watched_paths(entries))
+            writer.event_json(json.dumps(line, separators=(",", ":")).encode())
+            c0 = time.thread_time()
+            t.tick()
+            cpu_s += time.thread_time() - c0
+        t._events.close()
+        assert len(t._written) == files, (route, len(t._written))
+        return cpu_s
+
+    took: dict[str, list[float]] = {"events.jsonl": [], "in-process": []}
+    for k in range(rounds):
+        for route in list(took) if k % 2 == 0 else list(took)[::-1]:
+            took[route].append(run(route))
+            print(f"tracker-route round {k + 1} {route}: {1e6 * took[route][-1] / files:.2f} µs a written file")
+    m = {r: statistics.median(v) / files for r, v in took.items()}
+    print(
+        f"== tracker-route ({files} files in batches of {batch}, load average {os.getloadavg()[0]:.1f}): "
+        + "; ".join(
+            f"{r} {1e6 * v:.2f} µs a file ({100 * v * 3333:.2f} % of a core at 3,333 files/s)" for r, v in m.items()
+        )
+    )
+
+
 def replay(tmp: str, files: int, rate: float, rounds: int) -> None:
     """The readers' CPU a file on the same captured events (module doc)."""
     from ckprof.record import fanreader, fanreplay
@@ -153,7 +214,9 @@ def replay(tmp: str, files: int, rate: float, rounds: int) -> None:
     per_file = {"python": [], "c": []}
     for k in range(rounds):
         for reader in ("python", "c") if k % 2 == 0 else ("c", "python"):
-            _ev, fa, cpu_s = fanreplay.replay(root, buffers, tree, reader, offset_ns, writer=fanreplay.EncodingWriter())
+            _ev, fa, cpu_s = fanreplay.replay(
+                root, buffers, tree, reader, offset_ns, writer=fanreplay.EncodingWriter(), written_to=_discard
+            )
             per_file[reader].append(1e6 * cpu_s / max(fa.files, 1))
             print(f"replay round {k + 1} {reader}: {per_file[reader][-1]:.2f} µs of CPU a file ({fa.files} files)")
     py_m, c_m = statistics.median(per_file["python"]), statistics.median(per_file["c"])
@@ -182,7 +245,7 @@ def reader_only(tmp: str, gen: str, rate: float, seconds: float, rounds: int) ->
             os.makedirs(root)
             os.environ.update(envs[reader])
             try:
-                fa = FileActivity(EncodingWriter(), MonotonicClock(), [root]).start()
+                fa = FileActivity(EncodingWriter(), MonotonicClock(), [root], written_to=_discard).start()
             finally:
                 for name in envs[reader]:
                     os.environ.pop(name, None)
@@ -218,11 +281,16 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", default=["idle", "files", "writes"], choices=["idle", "files", "writes"])
     ap.add_argument("--replay", type=int, metavar="FILES", help="time the two readers on the same captured events")
     ap.add_argument("--reader-only", action="store_true", help="time the source alone in this process, each reader")
+    ap.add_argument("--tracker-route", type=int, metavar="FILES", help="time the file tracker's two routes")
+    ap.add_argument("--batch", type=int, default=330, help="entries a file_activity batch (--tracker-route)")
     a = ap.parse_args()
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not a.tracker_route:  # the tracker alone needs no fanotify
         sys.exit("needs root: fanotify needs CAP_SYS_ADMIN")
     tmp = tempfile.mkdtemp(prefix="ckprof-fa-bench-")
     try:
+        if a.tracker_route:
+            tracker_route(tmp, a.tracker_route, a.batch, a.rounds)
+            return
         if a.replay:
             replay(tmp, a.replay, a.rate, a.rounds)
             return
