@@ -260,3 +260,10 @@ def test_the_load_invocation_checks_its_reads_and_its_cache(tmp_path):
     r = load(ckpt, tmp_path / "warm", "--warm")
     assert r.returncode == 0, r.stderr
     assert checks_of(tmp_path / "warm")["4.3.1"]["status"] == "flagged"
+
+
+def test_a_run_refused_for_another_reason_says_one_line_not_the_rules_too(tmp_path):
+    """Flagged rules are printed once the run goes ahead: a preflight refusal stays one line."""
+    r = ckprof_cmd("workload", *TINY, "--target", tmp_path / "ckpt", "--no-record", "--chunk-size", "1000")
+    assert r.returncode == 2
+    assert len(r.stderr.splitlines()) == 1 and "--chunk-size must be a multiple of 4 KiB" in r.stderr

@@ -22,6 +22,7 @@ from .comm import from_launcher
 from .preflight import preflight
 from .rank import Setup, node_key, run_load, run_rank
 from .recorded import events_env, recorded_path, recording
+from .rules import say_flagged
 from .summary import render
 
 
@@ -51,6 +52,8 @@ def run(plan, cfg, which: str) -> int:
         setup = comm.allgather(proposal)[0]
         if isinstance(setup, str):
             raise CkprofError(setup)
+        if cfg.count:
+            say_flagged(cfg.rule_checks)  # the run goes ahead: the rules it does not keep, said by rank 0
         hosts = {h for h in comm.allgather(socket.gethostname())}
         if cfg.recording.output and len(hosts) > 1:
             host_dir = os.path.join(cfg.recording.output, f"host={socket.gethostname()}")

@@ -27,6 +27,7 @@ from .plan import Plan
 from .preflight import check_bucket, check_memory, preflight, reader_bytes
 from .rank import Setup
 from .recorded import end_open_windows, events_env, recorded_path, recording
+from .rules import say_flagged
 from .summary import render
 
 
@@ -93,6 +94,7 @@ def main(plan, cfg) -> int:
             seed=secrets.randbits(62),
             first_step=store.open_store(target).next_step(),
         )
+        say_flagged(cfg.rule_checks)  # the run goes ahead: the rules it does not keep, said once
     except Interrupted as e:
         e.doing = "starting"
         raise
@@ -179,7 +181,7 @@ def _check_load_rules(manifest: dict, cfg) -> None:
 
     checks = rules.check_load(manifest, cfg, cfg.invoked_unix_ns)
     cfg.rule_checks = rules.summary(cfg.rules, checks)
-    rules.say_flagged(cfg.rules, checks)
+    rules.say_flagged(cfg.rule_checks)
 
 
 def _plan_from_manifest(manifest: dict):

@@ -164,8 +164,8 @@ def check_run(cfg: RunConfig) -> None:
 
 def check_rules(plan, cfg: RunConfig) -> list:
     """The run against MLPerf Storage's rules (cfg.rules): a violation is refused here, before any
-    rank starts; a flagged rule is printed (by rank 0 under a launcher); the results go into
-    cfg.rule_checks, which the summary writes as workload.rules (ckprof.workloads.rules)."""
+    rank starts; the results go into cfg.rule_checks, which the summary writes as workload.rules
+    and whose flagged rules are printed once the preflight passed (ckprof.workloads.rules)."""
     from . import rules
 
     checks = rules.check_save(plan, cfg)
@@ -179,9 +179,8 @@ def run(model: ModelOptions, cfg: RunConfig) -> int:
     cfg.record is False; the exit status `ckprof workload` would give. Checked against
     MLPerf Storage's rules first (cfg.rules): a violation is refused, a flagged rule printed."""
     from .launch import main as run_main
-    from .rules import say_flagged
 
     check_run(cfg)
     plan = model.plan()
-    say_flagged(cfg.rules, check_rules(plan, cfg))
+    check_rules(plan, cfg)  # flagged rules are printed once nothing else refuses the run (launch.main)
     return run_main(plan, cfg)

@@ -483,23 +483,26 @@ def enforce(checks: list[Check]) -> None:
             raise UsageError(f"{c.why}: MLPerf Storage Rules.md {c.rule}, {c.name}", hint=c.hint)
 
 
-def flagged_lines(edition: str, checks: list[Check]) -> list[str]:
-    """The warnings a run prints: one line per flagged rule."""
+def flagged_lines(checked: dict | None) -> list[str]:
+    """The warnings a run prints (from its summary()): one line per flagged rule."""
+    if not checked:
+        return []
     return [
-        f"ckprof: warning: MLPerf Storage {edition} rule {c.rule} ({c.title}) flagged: {c.why}"
-        for c in checks
-        if c.status == FLAGGED
+        f"ckprof: warning: MLPerf Storage {checked['edition']} rule {c['rule']} ({c['title']}) flagged: {c['why']}"
+        for c in checked.get("checks", [])
+        if c["status"] == FLAGGED
     ]
 
 
-def say_flagged(edition: str, checks: list[Check]) -> None:
-    """Print each flagged rule on stderr, once: by rank 0 under a launcher."""
+def say_flagged(checked: dict | None) -> None:
+    """Print each flagged rule on stderr, once (rank 0 under a launcher), when the run goes ahead:
+    after everything that can refuse it, so a refusal stays one line."""
     from ckprof.errors import say
 
     from .comm import launcher_rank
 
     if launcher_rank() == 0:
-        for line in flagged_lines(edition, checks):
+        for line in flagged_lines(checked):
             say(line)
 
 
