@@ -51,6 +51,34 @@ class NodeInterface(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeNfsMount(Model):
+    """One NFS mount of a node over its span of a checkpoint: its requests and their round trips
+    (analysis/remote.py nfs_window, the rule of the one-host report's NFS figures)."""
+
+    export: str
+    ops: float | None = figure("requests", M)
+    mean_rtt_ms: float | None = figure("ms (Σ RTT / Σ requests)", D)
+    max_interval_mean_rtt_ms: float | None = figure("ms (the highest interval's mean: no per-request max)", D)
+    retransmits: float | None = figure("count", M)
+    unknown: dict[str, str]  # a null figure's name → why it is null
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeS3Requests(Model):
+    """A node's S3 requests whose replies came back in its span of a checkpoint (analysis/
+    object_store.py object_store_window, the rule of the one-host report's object-store figures)."""
+
+    requests: int = figure("requests", M)
+    requests_by_op: dict[str, int] = figure("requests", M)
+    latency_p50_ms: float | None = figure("ms (the call's time, retries inside it)", D)
+    latency_p99_ms: float | None = figure("ms (the call's time, retries inside it)", D)
+    retries: int | None = figure("count (botocore's RetryAttempts)", M)
+    errors: int = figure("requests (failed after their retries)", M)
+    throttled: int = figure("requests", M)
+    unknown: dict[str, str]  # a null figure's name → why it is null
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeNetwork(Model):
     """What a node sent and received over the network in its span of a checkpoint (analysis/remote.py:
     every sampling interval the span touches). A figure the host has no source for is null, its
@@ -62,14 +90,29 @@ class NodeNetwork(Model):
     tx_gib_per_s: float | None = figure("GiB/s (tx_bytes / seconds)", D)
     rx_gib_per_s: float | None = figure("GiB/s (rx_bytes / seconds)", D)
     interfaces: dict[str, NodeInterface]
+    # the interfaces tx_bytes and rx_bytes sum: the lowest of each stack (analysis/remote.py count_once)
+    interfaces_counted: list[str]
+    # those left out of the sums, each with the interfaces it is stacked on (its bytes counted there);
+    # null where the recording does not say (the reason in `unknown`)
+    interfaces_stacked: dict[str, list[str]] | None
     nfs_bytes_sent: float | None = figure("B (RPC payload and headers to the NFS servers, all mounts)", M)
+    nfs_mounts: dict[str, NodeNfsMount]  # per mount point: its requests and RTTs; empty: none (see unknown)
     s3_bytes_sent: float | None = figure("B (PutObject and UploadPart bodies)", M)
     s3_bytes_received: float | None = figure("B (GetObject bodies)", M)
+    s3_requests: NodeS3Requests | None  # null: no S3 request in the span (see unknown)
     unknown: dict[str, str]  # a null figure's name → why it is null
 
     @classmethod
     def from_plain(cls, d: dict) -> NodeNetwork:
-        return cls(**{**d, "interfaces": {i: NodeInterface(**f) for i, f in d["interfaces"].items()}})
+        s3 = d["s3_requests"]
+        return cls(
+            **{
+                **d,
+                "interfaces": {i: NodeInterface(**f) for i, f in d["interfaces"].items()},
+                "nfs_mounts": {m: NodeNfsMount(**f) for m, f in d["nfs_mounts"].items()},
+                "s3_requests": s3 and NodeS3Requests(**s3),
+            }
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

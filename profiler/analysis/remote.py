@@ -12,6 +12,13 @@ timeouts, and GiB/s to the server over the touched intervals' span; from `nfs_mo
 applications wrote and what reached the server (`server_write_bytes`). Per interface: bytes and
 packets received and sent. A mount or interface with no sample in the window is absent; a counter
 that could not be read makes its figure null, never 0.
+
+A sum over interfaces counts each byte once (`count_once`): interfaces stacked on others (a bridge
+over its ports, a bond over its slaves, a VLAN or macvlan over its device: the `lower_interfaces`
+the net collector records from sysfs) carry the bytes of the ones below them again, so only the
+lowest of each stack are summed. The lowest, not the uppermost: a lower device carries traffic
+its upper never sees (a bridge forwarding between two of its ports, untagged frames under a VLAN,
+a bond's LACP frames), and the lowest are what reaches the wire.
 """
 
 from __future__ import annotations
@@ -90,6 +97,7 @@ class InterfaceIntervals(_Intervals):
     tx_errors: np.ndarray | None = None
     rx_dropped: np.ndarray | None = None
     tx_dropped: np.ndarray | None = None
+    lower_interfaces: np.ndarray | None = None  # per interval end, the interfaces it was stacked on (net)
 
 
 def _by(df: pd.DataFrame, key: str) -> dict[str, pd.DataFrame]:
@@ -111,9 +119,8 @@ class RemoteSeries:
         def rates(name, fn):
             return fn(rec.samples(name)) if name in rec.collectors else pd.DataFrame()
 
-        return cls.of_frames(
-            rates("nfs", nfs_op_rates), rates("nfs_mount", nfs_mount_rates), rates("net", interface_rates)
-        )
+        net = rec.samples("net") if "net" in rec.collectors else pd.DataFrame()
+        return cls.of_frames(rates("nfs", nfs_op_rates), rates("nfs_mount", nfs_mount_rates), with_stacking(net))
 
     @classmethod
     def of_frames(cls, nfs_ops: pd.DataFrame, nfs_mounts: pd.DataFrame, interfaces: pd.DataFrame) -> RemoteSeries:
@@ -123,6 +130,17 @@ class RemoteSeries:
             {m: MountIntervals.of(g) for m, g in _by(nfs_mounts, "mount").items()},
             {i: InterfaceIntervals.of(g) for i, g in _by(interfaces, "interface").items()},
         )
+
+
+def with_stacking(net: pd.DataFrame) -> pd.DataFrame:
+    """The `net` samples' interface rates, each interval with the interfaces its interface was
+    stacked on at the interval's end (`lower_interfaces`; absent from a recording made before
+    the collector recorded it)."""
+    rates = interface_rates(net) if not net.empty else pd.DataFrame()
+    if rates.empty or "lower_interfaces" not in net:
+        return rates
+    lower = net[["interface", "t_ns", "lower_interfaces"]].drop_duplicates(["interface", "t_ns"])
+    return rates.merge(lower, on=["interface", "t_ns"], how="left")
 
 
 def _sum(a: np.ndarray | None) -> float | None:
@@ -229,6 +247,50 @@ def interface_window(series: RemoteSeries, a_ns: float, b_ns: float) -> dict[str
             tx_gib_per_s=None if tx is None else tx / span_s / GIB,
         )
     return out
+
+
+@dataclass(frozen=True)
+class InterfaceCount:
+    """Which of a window's interfaces a sum over them holds, so that each byte counts once.
+
+    `counted`: the lowest interface of each stack (none below it); `stacked`: each left out, with
+    the interfaces it was stacked on in the window (its bytes are counted there), None where the
+    recording does not say; `why_unknown`: why no sum can count each byte once (a stacked
+    interface over one not recorded in the window, or the stacking unknown with several
+    interfaces), else None."""
+
+    counted: list[str]
+    stacked: dict[str, list[str]] | None
+    why_unknown: str | None
+
+
+NO_STACKING = (
+    "the recording does not say how its interfaces are stacked (made before the net collector "
+    "recorded their lower_* links): a sum over several could count a byte twice"
+)
+
+
+def count_once(series: RemoteSeries, a_ns: float, b_ns: float, recorded: list[str]) -> InterfaceCount:
+    """The counting rule (module docstring) over the window [a, b] for the `recorded` interfaces
+    (those interface_window gives for it): an interface with a lower one in any interval the
+    window touches is left out (a stack made or undone mid-window is left out for all of it:
+    the lower device carried its bytes throughout)."""
+    lowers: dict[str, set[str]] = {}
+    for i in recorded:
+        col = series.interfaces[i].window(a_ns, b_ns).lower_interfaces
+        if col is None:
+            many = len([r for r in recorded if r != "lo"]) > 1  # lo is never stacked (a bridge refuses it)
+            return InterfaceCount(list(recorded), None, NO_STACKING if many else None)
+        lowers[i] = {n for v in col if isinstance(v, str) for n in v.split()}
+    stacked = {i: sorted(lw) for i, lw in lowers.items() if lw}
+    missing = {i: sorted(set(lw) - set(recorded)) for i, lw in stacked.items() if set(lw) - set(recorded)}
+    why = None
+    if missing:
+        why = "; ".join(
+            f"{i} is stacked on {', '.join(m)}, not recorded in the span: its bytes cannot be counted once"
+            for i, m in missing.items()
+        )
+    return InterfaceCount([i for i in recorded if i not in stacked], stacked, why)
 
 
 @dataclass(frozen=True)

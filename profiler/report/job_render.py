@@ -180,6 +180,64 @@ def network_table(rep: JobReport) -> tuple[list[str], list[list[str]], list[str]
     return headers, rows, reasons
 
 
+def stacking_lines(rep: JobReport) -> list[str]:
+    """Per node, which interfaces its network bytes sum and which it leaves out as stacked on
+    others (analysis/remote.py count_once), each distinct line once; none where nothing is stacked."""
+    out: list[str] = []
+    for c in rep.job.checkpoints[:MAX_NODE_COLUMNS]:
+        for h, n in c.per_host.items():
+            stacked = n.network.interfaces_stacked
+            if not stacked:
+                continue
+            left = ", ".join(f"{i} (stacked on {', '.join(lw)})" for i, lw in stacked.items())
+            line = f"{h}: summed {', '.join(n.network.interfaces_counted) or 'none'}; left out {left}"
+            if line not in out:
+                out.append(line)
+    return out
+
+
+def _ms(v: float | None) -> str:
+    return num(v, "{:.2f} ms", "unknown")
+
+
+def _requests_cell(c: JobCheckpoint, h: str) -> str:
+    """A node's NFS requests per mount (mean RTT, the highest interval's mean) and its S3 requests
+    (p50, p99 latency) in one checkpoint; "none" where it has neither."""
+    n = c.per_host.get(h)
+    if n is None:
+        return "not seen"
+    net, parts = n.network, []
+    for mount, m in net.nfs_mounts.items():
+        parts.append(
+            f"NFS {mount}: {num(m.ops, '{:.0f}', 'unknown')} ops, RTT {_ms(m.mean_rtt_ms)} mean, "
+            f"{_ms(m.max_interval_mean_rtt_ms)} max interval, {num(m.retransmits, '{:.0f}', 'unknown')} retrans"
+        )
+    if (s3 := net.s3_requests) is not None:
+        parts.append(
+            f"S3: {s3.requests} requests, p50 {_ms(s3.latency_p50_ms)}, p99 {_ms(s3.latency_p99_ms)}, "
+            f"{s3.errors} errors"
+        )
+    return " · ".join(parts) or "none"
+
+
+def requests_table(rep: JobReport) -> tuple[list[str], list[list[str]], list[str]] | None:
+    """Nodes × checkpoints: each node's NFS round trips and S3 latencies (the one-host report's
+    rules), and each distinct reason a figure of theirs is null; None when no node has either."""
+    cps = rep.job.checkpoints[:MAX_NODE_COLUMNS]
+    nets = [n.network for c in cps for n in c.per_host.values()]
+    if not any(net.nfs_mounts or net.s3_requests for net in nets):
+        return None
+    headers = ["node"] + [f"{_label(c)} [requests m · ms d]" for c in cps]
+    rows = [[h] + [_requests_cell(c, h) for c in cps] for h in rep.job.hosts]
+    reasons: list[str] = []
+    for net in nets:
+        whys = [net.unknown[k] for k in ("nfs_mounts", "s3_requests") if k in net.unknown]
+        whys += [w for m in net.nfs_mounts.values() for w in m.unknown.values()]
+        whys += list(net.s3_requests.unknown.values()) if net.s3_requests else []
+        reasons += [w for w in whys if w not in reasons]
+    return headers, rows, reasons
+
+
 def _demote(md: str) -> list[str]:
     return [("#" + line) if line.startswith("#") else line for line in md.splitlines()]
 
@@ -202,7 +260,11 @@ def to_markdown(rep: JobReport) -> str:
         L += ["", "## Per node", ""] + R.md_table(headers, rows) + (["", f"({cut})"] if cut else [])
         net_headers, net_rows, reasons = network_table(rep)
         L += ["", "## Network per node", ""] + R.md_table(net_headers, net_rows)
-        L += [""] + [f"- unknown: {R.md_cell(why)}" for why in reasons]
+        L += [""] + [f"- {R.md_cell(line)}" for line in stacking_lines(rep)]
+        L += [f"- unknown: {R.md_cell(why)}" for why in reasons]
+        if (req := requests_table(rep)) is not None:
+            L += ["", "## NFS and S3 requests per node", ""] + R.md_table(req[0], req[1])
+            L += [""] + [f"- unknown: {R.md_cell(why)}" for why in req[2]]
     else:
         L.append("No checkpoint windows on any node.")
     L += ["", "## Job notes", ""] + ([f"- {R.md_cell(n.text)}" for n in rep.notes] or ["- none"])
@@ -229,7 +291,11 @@ def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[
             parts.append(f"<p class='small'>{h(cut)}</p>")
         net_headers, net_rows, reasons = network_table(rep)
         parts += ["<h2>Network per node</h2>", R.html_table(net_headers, net_rows)]
-        parts.append("<ul>" + "".join(f"<li>unknown: {h(why)}</li>" for why in reasons) + "</ul>" if reasons else "")
+        items = [h(line) for line in stacking_lines(rep)] + [f"unknown: {h(why)}" for why in reasons]
+        parts.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>" if items else "")
+        if (req := requests_table(rep)) is not None:
+            parts += ["<h2>NFS and S3 requests per node</h2>", R.html_table(req[0], req[1])]
+            parts.append("<ul>" + "".join(f"<li>unknown: {h(why)}</li>" for why in req[2]) + "</ul>" if req[2] else "")
         if "nodes" in plots:
             parts.append(
                 R.img_tag(
