@@ -267,3 +267,11 @@ def test_a_run_refused_for_another_reason_says_one_line_not_the_rules_too(tmp_pa
     r = ckprof_cmd("workload", *TINY, "--target", tmp_path / "ckpt", "--no-record", "--chunk-size", "1000")
     assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1 and "--chunk-size must be a multiple of 4 KiB" in r.stderr
+
+
+def test_4_7_1_an_unreadable_process_start_is_an_unknown_gap_not_a_guess(monkeypatch):
+    """Where /proc/self/stat cannot be read (not on this machine), the gap is null with why."""
+    monkeypatch.setattr(rules, "invocation_start_unix_ns", lambda: None)
+    manifest = {"bytes": 4096, "run_id": "elsewhere-1-abc", "written_unix_ns": time.time_ns()}
+    gap = next(c for c in rules.check_load(manifest, RunConfig(target="/x", load=True)) if c.rule == "4.7.1")
+    assert gap.status == rules.FLAGGED and gap.figures["gap_s"] is None and "/proc/self/stat" in gap.why

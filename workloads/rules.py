@@ -393,19 +393,19 @@ def _gap_save(cfg) -> Check:
 # -- a read run (`ckprof workload load`) ----------------------------------------------------------
 
 
-def invocation_start_unix_ns() -> int:
+def invocation_start_unix_ns() -> int | None:
     """When this process started, wall clock, in ns: proc(5)'s starttime (field 22 of
     /proc/self/stat, clock ticks after boot, on CLOCK_BOOTTIME) taken back from now. MLPerf's
     read.invocation_start_time is its process's start too (4.7.1). psutil's create_time adds
     starttime to /proc/stat's btime, whole seconds, and was seen 0.76 s early; this is within a tick
-    (10 ms). Where /proc cannot be read: now."""
+    (10 ms), rounded down. Where /proc/self/stat cannot be read: None (the gap is then unknown)."""
     try:
         with open("/proc/self/stat", "rb") as f:
             after_comm = f.read().rsplit(b")", 1)[1].split()
         ticks = int(after_comm[19])  # fields 3.. follow the command's ')': field 22 is index 19
         age_ns = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - ticks * 10**9 // os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
-        return time.time_ns()
+        return None
     return time.time_ns() - max(0, age_ns)
 
 
@@ -453,6 +453,13 @@ def _gap(manifest: dict, edition: str, invoked_unix_ns: int | None) -> Check:
             figures={"gap_s": None, "write_end_unix_ns": None, "read_start_unix_ns": invoked_unix_ns},
         )
     start = invocation_start_unix_ns() if invoked_unix_ns is None else invoked_unix_ns
+    if start is None:
+        return Check(
+            "4.7.1",
+            FLAGGED,
+            "gap unknown: this process's start could not be read (/proc/self/stat, proc(5))",
+            figures={"gap_s": None, "write_end_unix_ns": written, "read_start_unix_ns": None},
+        )
     gap_s = (start - written) / 1e9
     figures = {
         "gap_s": gap_s,
