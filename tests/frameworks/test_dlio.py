@@ -108,8 +108,8 @@ def fsync_verdict(run: DlioRun) -> tuple[str, dict[str, dict]]:
     own events: the injected patch's checkpoint_extend (op fsync/fdatasync) naming the file, which
     sees DLIO's `os.fsync(f.fileno())` after its torch.save, and the file's dirty bytes when the
     torch.save that wrote it returned (its checkpoint_end's pending_bytes_at_return, cachestat(2)).
-    A stand-in for profiler/analysis/audit.py's fsync rule, which reads the same evidence: swap in
-    `audit_recording(run.rec.path)`'s fsync check when it lands."""
+    A stand-in for the report's audit (profiler/analysis/audit.py's fsync rule, which reads the same
+    evidence); where the report has the audit, `check_fsync` has it say the same."""
     ev = run.rec.events
     rows = ev.to_dict("records") if not ev.empty else []
     synced = [e for e in rows if e["event"] == "checkpoint_extend" and e.get("op") in ("fsync", "fdatasync")]
@@ -123,6 +123,31 @@ def fsync_verdict(run: DlioRun) -> tuple[str, dict[str, dict]]:
             }
     ok = all(e["fsync_calls"] >= 1 for e in evidence.values())
     return ("pass" if ok else "fail"), evidence
+
+
+def audit_fsync(rep: dict) -> str | None:
+    """The status of the report's audit's fsync rule ("pass", "fail", "unknown"), or None where the
+    report has no audit (a ckprof from before it)."""
+    checks = (rep.get("audit") or {}).get("checks") or []
+    if not checks:
+        return None
+    return next((c["status"] for c in checks if c.get("id") == "fsync"), "no fsync rule in the audit")
+
+
+def check_fsync(run: DlioRun, check, want: str) -> dict[str, dict]:
+    """The fsync verdict is `want` ("pass" or "fail"), and the report's audit, where it has one,
+    says the same; every file's evidence printed."""
+    verdict, evidence = fsync_verdict(run)
+    for f, e in evidence.items():
+        print(
+            f"  {Path(f).parent.name}/{Path(f).name}: fsync calls {e['fsync_calls']}, "
+            f"dirty at return {e['pending_bytes_at_return']} B"
+        )
+    check(f"the fsync verdict is {want}", verdict == want, verdict)
+    audited = audit_fsync(run.rep)
+    if audited is not None:
+        check("the report's audit says the same", audited == want, f"its fsync rule: {audited}")
+    return evidence
 
 
 def check_dlio_run(run: DlioRun) -> list[str]:
@@ -195,12 +220,7 @@ def test_dlio_as_released_never_fsyncs(loop_ext4, tmp_path):
     run = record_dlio(loop_ext4, tmp_path, fixed=False)
     failed = check_dlio_run(run)
     check = checker(failed)
-    verdict, evidence = fsync_verdict(run)
-    for f, e in evidence.items():
-        print(
-            f"  {Path(f).parent.name}/{Path(f).name}: fsync calls {e['fsync_calls']}, dirty at return {e['pending_bytes_at_return']} B"
-        )
-    check("the fsync verdict fails", verdict == "fail", verdict)
+    evidence = check_fsync(run, check, "fail")
     check("no file saw an fsync", all(e["fsync_calls"] == 0 for e in evidence.values()), "see above")
     for d, files in run.saves.items():
         dirty = sum(sum(x or 0 for x in evidence[f]["pending_bytes_at_return"]) for f in files)
@@ -221,12 +241,7 @@ def test_dlio_fsync_fixed_fsyncs_every_file(loop_ext4, tmp_path):
     run = record_dlio(loop_ext4, tmp_path, fixed=True)
     failed = check_dlio_run(run)
     check = checker(failed)
-    verdict, evidence = fsync_verdict(run)
-    for f, e in evidence.items():
-        print(
-            f"  {Path(f).parent.name}/{Path(f).name}: fsync calls {e['fsync_calls']}, dirty at return {e['pending_bytes_at_return']} B"
-        )
-    check("the fsync verdict passes", verdict == "pass", verdict)
+    check_fsync(run, check, "pass")
     for c in run.rep["checkpoints"]:
         if c["kind"] == "save" and c["path"] in run.saves:
             check(
