@@ -20,7 +20,9 @@ from datetime import datetime
 from pathlib import Path
 
 ARCHIVE = Path(__file__).resolve().parent / "dlio_benchmark-2.0.0-e1919d7b.tar.gz"
-INSTALL = f"pip install -e '.[dlio]' torch==2.13.0 && pip install --no-deps {ARCHIVE.name} (.ci/run does)"
+INSTALL = (
+    f"pip install -e '.[dlio]' torch==2.13.0 && pip install --no-deps tests/frameworks/{ARCHIVE.name} (.ci/run does)"
+)
 BUG_LINE = "args.checkpoint_sync = config['checkpoint']['fsync']"
 FIX_LINE = "args.checkpoint_fsync = config['checkpoint']['fsync']"
 NEEDS = ("torch", "hydra", "omegaconf", "mpi4py", "dftracer")  # what its checkpoint path imports
