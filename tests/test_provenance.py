@@ -95,9 +95,26 @@ def test_dlio_as_the_command_gets_its_version_and_commit(tmp_path, monkeypatch):
     )
     monkeypatch.setattr(sys, "path", [str(site), *sys.path])
     p = P.provenance([PY, "-m", "dlio_benchmark.main", "workload=llama3_8b"], str(tmp_path))
-    assert p["dlio"] == {"version": "2.0.0", "commit": commit, "unknown": None}
+    assert p["dlio"] == {"version": "2.0.0", "commit": commit, "archive_sha256": None, "unknown": None}
     assert p["libraries"]["dlio_benchmark"] == "2.0.0"
     assert "dlio" not in P.provenance([PY, "-c", "pass"], str(tmp_path))
+
+
+def test_dlio_installed_from_an_archive_gets_the_archive_s_sha256(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    dist = site / "dlio_benchmark-2.0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dlio_benchmark\nVersion: 2.0.0\n\n")
+    sha = "109e875177e587e47b949297346c3b82186cfa956a19ad8966ec5e975c1afae6"
+    # as pip wrote it for `pip install ./dlio_benchmark-2.0.0-e1919d7b.tar.gz` (pip 25)
+    url = {"archive_info": {"hash": f"sha256={sha}", "hashes": {"sha256": sha}}, "url": "file:///x.tar.gz"}
+    (dist / "direct_url.json").write_text(json.dumps(url))
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    p = P.provenance([PY, "-m", "dlio_benchmark.main"], str(tmp_path))
+    assert p["dlio"] == {"version": "2.0.0", "commit": None, "archive_sha256": sha, "unknown": None}
+    del url["archive_info"]["hashes"]  # an older pip wrote `hash` alone
+    (dist / "direct_url.json").write_text(json.dumps(url))
+    assert P.provenance([PY, "-m", "dlio_benchmark.main"], str(tmp_path))["dlio"]["archive_sha256"] == sha
     p = P.provenance(["/bin/sh", "dlio_benchmark"], str(tmp_path))
     assert p["dlio"]["version"] is None and "not a Python script" in p["dlio"]["unknown"]
 

@@ -435,6 +435,7 @@ class DlioProvenance(Model):
     version: str | None = plain()
     commit: str | None = plain("the commit it was installed from (direct_url.json, PEP 610)")
     unknown: str | None = plain("why the version is unknown")
+    archive_sha256: str | None = plain("sha256 of the archive it was installed from (direct_url.json, PEP 610)")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,9 @@ def provenance(meta: dict) -> Provenance | None:
         python=host.get("python"),
         libraries=p.get("libraries"),
         libraries_unknown=p.get("libraries_unknown"),
-        dlio=DlioProvenance(dlio.get("version"), dlio.get("commit"), dlio.get("unknown")) if dlio else None,
+        dlio=DlioProvenance(dlio.get("version"), dlio.get("commit"), dlio.get("unknown"), dlio.get("archive_sha256"))
+        if dlio
+        else None,
         nvme_firmware={disk: (i or {}).get("firmware_rev") for disk, i in _dict(topology, "identity").items()},
         gpu_driver=driver,
         gpu_driver_unknown=driver_unknown,
@@ -84,7 +86,9 @@ def markdown_lines(prov: Provenance | None) -> list[str]:
     if prov.dlio is not None:
         d = prov.dlio
         lines.append(
-            f"- DLIO {d.version}" + (f" (commit {d.commit})" if d.commit else "")
+            f"- DLIO {d.version}"
+            + (f" (commit {d.commit})" if d.commit else "")
+            + (f" (archive sha256 {d.archive_sha256})" if d.archive_sha256 else "")
             if d.version
             else f"- DLIO: version unknown ({d.unknown})"
         )
@@ -134,6 +138,7 @@ def differences(a: Provenance | None, b: Provenance | None) -> list[tuple[str, s
     if a.dlio is not None and b.dlio is not None:
         differ("DLIO version", a.dlio.version, b.dlio.version)
         differ("DLIO commit", a.dlio.commit, b.dlio.commit)
+        differ("DLIO archive", a.dlio.archive_sha256, b.dlio.archive_sha256)
     differ("GPU driver", a.gpu_driver, b.gpu_driver)
     for i, (fa, fb) in enumerate(zip(a.file_systems, b.file_systems)):
         target = fa.path if fa.path == fb.path else f"target {i + 1}"

@@ -96,15 +96,23 @@ def metadata_version(meta_dir: str) -> str | None:
     return None
 
 
-def vcs_commit(meta_dir: str) -> str | None:
-    """The commit a project was installed from (direct_url.json `vcs_info.commit_id`, PEP 610)."""
+def install_source(meta_dir: str) -> tuple[str | None, str | None]:
+    """Where a project was installed from (direct_url.json, PEP 610): the git commit
+    (`vcs_info.commit_id`, installed from git) and the archive's sha256 (`archive_info.hashes`,
+    installed from a wheel or sdist by URL or path), each None where the install does not say."""
     import json
 
     try:
         with open(os.path.join(meta_dir, "direct_url.json")) as f:
-            return (json.load(f).get("vcs_info") or {}).get("commit_id")
+            url = json.load(f)
+        commit = (url.get("vcs_info") or {}).get("commit_id")
+        archive = url.get("archive_info") or {}
+        sha = (archive.get("hashes") or {}).get("sha256")
+        if sha is None and str(archive.get("hash", "")).startswith("sha256="):  # the field before `hashes`
+            sha = archive["hash"].split("=", 1)[1]
+        return commit, sha
     except (OSError, ValueError, AttributeError):
-        return None
+        return None, None
 
 
 def interpreter_of(argv: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:
@@ -203,9 +211,11 @@ def provenance(argv: list[str], cwd: str, env: Mapping[str, str] | None = None) 
     out["libraries_unknown"] = None if interpreter else why
     if is_dlio(argv):
         dlio = libs.get("dlio_benchmark")
+        commit, archive_sha256 = install_source(dlio[1]) if dlio else (None, None)
         out["dlio"] = {
             "version": dlio[0] if dlio else None,
-            "commit": vcs_commit(dlio[1]) if dlio else None,
+            "commit": commit,
+            "archive_sha256": archive_sha256,
             "unknown": None if dlio else (why or "dlio_benchmark is not installed in this Python"),
         }
     out["command_sha256"] = hashlib.sha256("\0".join(argv).encode("utf-8", "surrogateescape")).hexdigest()

@@ -31,6 +31,7 @@ under mpirun, 3 saves 0.5 s apart. Checked in both runs, each printed before the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -45,7 +46,7 @@ from support.command import ckprof_cmd, clean_env
 from support.system import need_binary
 
 import ckprof
-from ckprof.record.provenance import installed, vcs_commit
+from ckprof.record.provenance import install_source, installed
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -203,8 +204,15 @@ def check_dlio_run(run: DlioRun) -> list[str]:
     )
     prov = run.rec.meta["provenance"]
     dist = installed(["dlio_benchmark"]).get("dlio_benchmark")
-    want = {"version": dist[0], "commit": vcs_commit(dist[1]), "unknown": None} if dist else None
+    commit, archive_sha256 = install_source(dist[1]) if dist else (None, None)
+    want = {"version": dist[0], "commit": commit, "archive_sha256": archive_sha256, "unknown": None} if dist else None
     check("provenance names the installed DLIO", prov.get("dlio") == want, f"{prov.get('dlio')} against {want}")
+    archive = Path(__file__).resolve().parent / "dlio_benchmark-2.0.0-e1919d7b.tar.gz"
+    if archive_sha256 is not None:  # installed from the archive kept here (.ci/run): its hash, not pip's 2.0.0
+        got = hashlib.sha256(archive.read_bytes()).hexdigest()
+        check(
+            "provenance's DLIO archive is the one kept here", archive_sha256 == got, f"{archive_sha256} against {got}"
+        )
     check(
         "DLIO's version is read from the launched Python",
         "launched" in (prov.get("libraries_source") or "")
