@@ -38,6 +38,17 @@ def recording(cfg, path: str | None, argv: list[str]):
             "recorded (s3_request events) with the network interfaces, and a save is durable in the object "
             "store once its objects' completing calls returned (docs/remote.md)"
         )
+        # preflight.check_bucket, then store's next_step (a save, once: rank 0) or read_manifest
+        # (a load, each process): made before open_session, so the server counts these more
+        sources.notes.append(
+            "the launcher's checks of the target before this recording started are not in it: 2 requests "
+            + (
+                "(HeadBucket and one ListObjectsV2 of the prefix for the next step number)"
+                if cfg.count
+                else "per loading process (HeadBucket and the manifest's GetObject)"
+            )
+            + " that the server counts and the report does not"
+        )
     out_dir = prepare_output(opts.output or default_output_dir(), opts.force)
     session = open_session(out_dir, sources, argv, opts)
     session.recorder.start()

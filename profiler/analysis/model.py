@@ -285,7 +285,7 @@ class ObjectStoreFigures(Model):
     bytes_sent: float | None = figure("B (PutObject and UploadPart bodies)", MEASURED)
     gib_per_s_sent: float | None = figure(GIBPS + " (bytes_sent / window_s)", DERIVED)
     bytes_received: float | None = figure("B (GetObject bodies)", MEASURED)
-    multipart_parts: int = figure("parts", MEASURED)
+    multipart_parts: int | None = figure("parts", MEASURED)
     latency_p50_ms: float | None = figure("ms (the call's time, retries inside it)", DERIVED)
     latency_p99_ms: float | None = figure("ms (the call's time, retries inside it)", DERIVED)
     latency_from_buckets: bool = plain("some latencies from per-second sums' buckets")

@@ -15,7 +15,10 @@ operation (the call's time, botocore's retries and back-off inside it); retries 
 RetryAttempts); errors (requests that failed after their retries) by code, the throttling ones
 apart; every failed attempt by code, retried or not (a throttled request that succeeded on retry
 shows here, and only here); LIST calls per rank (per pid where no rank was set), so a LIST storm shows; endpoints.
-A figure no request could give is null, never 0, with the reason in `unknown`.
+A figure no request could give is null, never 0, with the reason in `unknown`: among them the
+multipart parts of a window holding an s3torchconnector upload, whose CRT client (native code,
+mountpoint-s3-client over aws-c-s3) sends the upload's parts itself where Python never sees them
+(one PutObject event per upload: docs/remote.md).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ THROTTLING_CODES = frozenset(
 LIST_OPS = ("ListObjectsV2", "ListObjects", "ListObjectVersions", "ListMultipartUploads", "ListParts")
 OBJECT_MADE = ("PutObject", "CompleteMultipartUpload", "CopyObject")
 BODY_SENT = ("PutObject", "UploadPart")
+# the `layer` of the events the s3torchconnector wrapper writes (record/instrument/site/_ckprof_uploads.py S3TORCH_LAYER)
+S3TORCH_LAYER = "s3torchconnector"
 
 
 def _get(row: dict, key: str) -> Any:
@@ -86,6 +91,7 @@ class S3Request:
     failed_attempts: dict[str, int]
     endpoint: str | None
     caller: str
+    layer: str | None = None  # the client library that made it (botocore, aiobotocore, s3torchconnector)
 
     @classmethod
     def from_event(cls, row: dict) -> S3Request:
@@ -101,6 +107,7 @@ class S3Request:
             failed_attempts=_counts(_get(row, "failed_attempts")),
             endpoint=None if endpoint is None else str(endpoint),
             caller=_caller(row),
+            layer=_get(row, "layer"),
         )
 
 
@@ -124,6 +131,7 @@ class S3Sum:
     failed_attempts: dict[str, int]
     endpoint: str | None
     caller: str
+    layer: str | None = None
 
     @classmethod
     def from_event(cls, row: dict) -> S3Sum:
@@ -145,6 +153,7 @@ class S3Sum:
             failed_attempts=_counts(_get(row, "failed_attempts")),
             endpoint=None if endpoint is None else str(endpoint),
             caller=_caller(row),
+            layer=_get(row, "layer"),
         )
 
 
@@ -211,7 +220,15 @@ def object_store_window(reqs: ObjectStoreRequests, a_ns: float, b_ns: float) -> 
 
     objects = sum(1 for x in ok if x.op in OBJECT_MADE)
     objects += sum(x.requests - sum(x.errors.values()) for x in s if x.op in OBJECT_MADE)
-    parts = sum(1 for x in ok if x.op == "UploadPart") + sum(x.parts for x in s)
+    parts: int | None = sum(1 for x in ok if x.op == "UploadPart") + sum(x.parts for x in s)
+    crt_uploads = sum(1 for x in r if x.layer == S3TORCH_LAYER and x.op == "PutObject")
+    crt_uploads += sum(x.requests for x in s if x.layer == S3TORCH_LAYER and x.op == "PutObject")
+    if crt_uploads:
+        parts = None
+        unknown["multipart_parts"] = (
+            f"{crt_uploads} upload(s) through s3torchconnector, whose CRT client sends their parts itself "
+            "(native code, unseen from Python)"
+        )
 
     lat_ms = np.array([x.latency_s for x in r], dtype=float) * 1e3
     extra = [float(b) for x in s for b, n in x.latency_ms_buckets.items() for _ in range(n)]
