@@ -81,8 +81,8 @@ from .filewatch import FileWatch
 WATCHED_OPS = frozenset({"create", "modify", "close_write", "rename"})
 UNWATCHED_OPS = frozenset({"delete"})
 # Files the file activity named are first looked at no faster than this, in the order written:
-# each costs the thread ~65 µs (its line parsed, a look, statfs(2), a file event written; measured
-# on the loaded 2-core VM: 0.65 s for 9,824 files), so ≤ 2 % of a core however many small files a
+# each costs the thread ~65 µs (its line parsed — now its path handed in-process, written_sink —, a
+# look, statfs(2), a file event written; measured on the loaded 2-core VM: 0.65 s for 9,824 files), so ≤ 2 % of a core however many small files a
 # command writes; a save of 1,500 files is watched within 5 s. At most WRITTEN_MAX wait for their
 # first look; files beyond are not watched (counted in `written_not_watched`, and their save's
 # durability is unknown, with that reason).
