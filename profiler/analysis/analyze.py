@@ -12,7 +12,8 @@ Input and of the steps before it, in this order —
     run_figures       the run's figures over the checkpoints
     collect_notes     every note, with its code (findings.py), in the report's order
 
-and the report is assembled from them, then the restore predictions and the advice.
+and the report is assembled from them, then the restore predictions, the advice and the audit
+against MLPerf Storage v3.0's checkpoint rules (audit.py).
 """
 
 from __future__ import annotations
@@ -29,16 +30,16 @@ from ckprof.recording.fstypes import OBJECT_SCHEMES, url_scheme
 from ckprof.recording.reader import Recording
 from ckprof.version import VERSION
 
+from . import audit, gpu_idle, scale, timeline
 from . import durability as D
 from . import findings as F
-from . import gpu_idle, scale, timeline
 from . import phases as P
 from . import remote as R
 from . import thermal as T
 from . import windows as W
 from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row, device_sampling, window_device_unknown
 from .fields import FIELDS
-from .model import Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Remote, Report, Run, Scale
+from .model import Audit, Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Remote, Report, Run, Scale
 from .model_base import ABSENT, Note
 from .records import Window, events_of
 
@@ -365,13 +366,20 @@ def analyze(
     from .restore_prediction import predict
 
     model = predict(model, read_bps, read_bps_basis)
-    model = replace(model, advice=advise(model))
+    model = replace(model, advice=advise(model), audit=audit_rules(inp, windows, dur, rows))
     an = Analysis(model.to_jsonable(), tl, ctx, sampling=rows.sampling, model=model)
     n_bins = int(np.ceil(max(tl.duration_s, tl.res_s) / tl.res_s))
     power = {"power": power_by_component(ctx.sources, tl.start_ns, tl.res_s, n_bins)} if ctx.sources else {}
     an.plot = {"temp_vs_bw": plot_tb, **power, "marks": _marks(inp.events, tl.start_ns)}
     an.plot["step_ends"] = (ph.step_ends_s, None)  # the timelines' step ticks (plots.recorded_steps)
     return an
+
+
+def audit_rules(inp: Input, windows: Windows, dur: Durability, rows: Rows) -> Audit:
+    """The run against MLPerf Storage v3.0's checkpoint rules (audit.py), from the steps' figures."""
+    return audit.audit(
+        audit.AuditInput(inp.meta, windows.wins, rows.rows, dur.evidence, dur.per_window, inp.rec.start_ns)
+    )
 
 
 def recording_info(inp: Input) -> RecordingInfo:

@@ -133,7 +133,7 @@ def storage_of(path: str | None, files: list[FileEvent]) -> Storage:
     return Storage(weakest or "unrecognised", names)
 
 
-def _flushed_by_app(fe: FileEvidence, ids) -> tuple[bool, set[str]]:
+def flushed_by_app(fe: FileEvidence, ids) -> tuple[bool, set[str]]:
     """(an os.sync inside the window, the paths the app fsync'd/fdatasync'd inside it — under their
     names after a rename that followed)."""
     synced, paths = False, set()
@@ -160,7 +160,7 @@ def _at_window_end(
     if have_ret and at_ret == 0:
         return True, 0.0  # pages only get dirtier by new writes: clean at the call's return, clean after
     extended = any(fe.extends.get(i) for i in ids)  # the app finished the save after the call returned
-    synced, fsynced = _flushed_by_app(fe, ids)
+    synced, fsynced = flushed_by_app(fe, ids)
 
     def flushed(f: FileEvent) -> bool:
         return synced or os.path.normpath(str(f.path)) in fsynced
@@ -240,6 +240,25 @@ def _written_files(w: Window, fe: FileEvidence, known: set) -> list[FileEvent]:
     return out
 
 
+def save_files(w: Window, fe: FileEvidence) -> list[FileEvent]:
+    """The file events of a save, the verdict's and the audit's (analysis/audit.py): those of its
+    ids and of the files it wrote that no call named."""
+    # a torch.save / DCP / safetensors save inside `with ckprof.checkpoint():` is part of it: its files too
+    ids = (w.id, *w.nested_ids)
+    moved = set().union(*(fe.renamed.get(i, set()) for i in ids))
+    # a file renamed to its final name did not vanish: the new name is tracked in its place
+    # parts of one checkpoint (ranks naming one DCP folder) have the same files watched: each once
+    files = list(
+        {
+            (f.event, f.path): f
+            for i in ids
+            for f in fe.by_id.get(i, [])
+            if not (f.event == "file_gone_before_poll" and f.path in moved)
+        }.values()
+    )
+    return files + _written_files(w, fe, {f.path for f in files})
+
+
 @dataclass
 class Verdict:
     """One window's durability (durable_end): filled as the rule goes, the reason first in
@@ -262,20 +281,8 @@ def durable_end(w: Window, fe: FileEvidence, hint: DurableHint | None = None) ->
     end = fe.ends.get(w.id) or CheckpointEnd()
     at_ret, n_ret = end.pending_bytes_at_return, end.files_at_return
     have_ret = at_ret is not None and n_ret
-    # a torch.save / DCP / safetensors save inside `with ckprof.checkpoint():` is part of it: its files too
     ids = (w.id, *w.nested_ids)
-    moved = set().union(*(fe.renamed.get(i, set()) for i in ids))
-    # a file renamed to its final name did not vanish: the new name is tracked in its place
-    # parts of one checkpoint (ranks naming one DCP folder) have the same files watched: each once
-    files = list(
-        {
-            (f.event, f.path): f
-            for i in ids
-            for f in fe.by_id.get(i, [])
-            if not (f.event == "file_gone_before_poll" and f.path in moved)
-        }.values()
-    )
-    files += _written_files(w, fe, {f.path for f in files})
+    files = save_files(w, fe)
     storage = storage_of(w.path, files)
     out.file_system = storage.file_system
 

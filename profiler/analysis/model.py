@@ -585,6 +585,45 @@ class Advice(Model):
 
 
 @dataclass(frozen=True)
+class FileFsync(Model):
+    """One checkpoint file's fsync as the recording shows it (analysis/audit.py)."""
+
+    checkpoint_id: str = plain()
+    path: str | None = plain()
+    fsync: bool | None = plain(
+        "true: the app's os.fsync/os.fdatasync/os.sync returned inside its save's window; false: its pages "
+        "were dirty at the save's end; null: no call seen"
+    )
+    state: str = plain("fsync | clean | dirty | unknown: at its save's end")
+    pending_bytes: float | None = figure("B (dirty or under writeback at the save's end, cachestat(2))", MEASURED)
+    basis: str = plain()
+
+
+@dataclass(frozen=True)
+class RuleCheck(Model):
+    """One rule of the audit: pass, fail or unknown, why, and the figures it stands on (each key
+    names its unit)."""
+
+    id: str = plain("fsync | restore_page_cache | client_memory | subset | write_read_gap | run_timer")
+    rule: str = plain()
+    status: str = plain("pass | fail | unknown")
+    reason: str = plain()
+    figures: dict[str, Any] = plain(factory=dict)
+    files: list[FileFsync] = plain("the fsync rule's files, not fsync'd first (at most 64)", factory=list)
+
+
+@dataclass(frozen=True)
+class Audit(Model):
+    """The run against MLPerf Storage v3.0's checkpoint rules (analysis/audit.py)."""
+
+    rules: str = plain()
+    passed: int = figure("count", DERIVED)
+    failed: int = figure("count", DERIVED)
+    unknown: int = figure("count", DERIVED)
+    checks: list[RuleCheck] = plain(factory=list)
+
+
+@dataclass(frozen=True)
 class Report(Model):
     schema: str = plain()
     schema_version: int = plain()
@@ -597,6 +636,7 @@ class Report(Model):
     notes: list[Note] = plain(factory=list)
     fields: dict[str, dict[str, str]] = plain(factory=dict)
     advice: list[Advice] = plain(factory=list)
+    audit: Audit | None = plain("MLPerf Storage v3.0's checkpoint rules (null: a report from before the audit)")
 
     def to_jsonable(self) -> dict:
         out = super().to_jsonable()
@@ -617,15 +657,18 @@ __all__ = [
     "ABSENT",
     "Advice",
     "AsyncEffect",
+    "Audit",
     "Checkpoint",
     "DeviceFigures",
     "DeviceUnknown",
     "EnergyFigures",
+    "FileFsync",
     "Part",
     "Phase",
     "Provenance",
     "Remote",
     "Report",
+    "RuleCheck",
     "Run",
     "RunSteps",
     "Scale",

@@ -91,6 +91,13 @@ def to_markdown(rep: Report | dict) -> str:
     if rep.advice:
         L += ["", "## What would help (each from a measured figure)", ""]
         L += [f"- {md_cell(a.text)}" for a in rep.advice]
+    ar = T.audit_rows(rep)
+    if ar and rep.audit is not None:
+        L += ["", f"## Rules: {md_cell(rep.audit.rules)} (pass, fail or unknown, from what was recorded)", ""]
+        L += md_table(T.AUDIT_HEADERS, ar)
+        fr = T.audit_file_rows(rep)
+        if fr:
+            L += ["", "### fsync: each checkpoint file", ""] + md_table(T.AUDIT_FILE_HEADERS, fr)
     L += ["", "## Throttling", ""] + [f"- {md_cell(x)}" for x in T.throttle_lines(rep)]
     L += ["", "## Notes: what could not be measured, and why", ""]
     L += [f"- {md_cell(n.text)}" for n in rep.notes] or ["- none"]
@@ -232,6 +239,19 @@ def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None 
             + "".join(f"<li>{html_text(a.text)}</li>" for a in rep.advice)
             + "</ul>"
         )
+    ar = T.audit_rows(rep)
+    if ar and rep.audit is not None:
+        parts += [
+            f"<h2 id='rules'>Rules: {html_text(rep.audit.rules)} (pass, fail or unknown, from what was recorded)</h2>",
+            html_table(T.AUDIT_HEADERS, ar, bad_col=1),
+        ]
+        fr = T.audit_file_rows(rep)
+        if fr:
+            parts.append(
+                "<details id='rules-fsync-files'><summary>fsync: each checkpoint file at its save's end</summary>"
+                + html_table(T.AUDIT_FILE_HEADERS, fr)
+                + "</details>"
+            )
     parts.append(
         "<h2>Throttling</h2><ul>" + "".join(f"<li>{html_text(x)}</li>" for x in T.throttle_lines(rep)) + "</ul>"
     )

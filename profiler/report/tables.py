@@ -662,3 +662,47 @@ def remote_rows(rep: Report | dict) -> list[list[str]]:
                 ]
             )  # fmt: skip
     return out
+
+
+AUDIT_HEADERS = ["rule", "status", "why", "figures (units in their names)"]
+AUDIT_FILE_HEADERS = ["checkpoint", "file", "at its save's end", "dirty [m]", "basis"]
+STATUS_WORD = {"pass": "pass", "fail": "FAILED", "unknown": "unknown"}
+
+
+def _figure_text(v) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def audit_rows(rep: Report | dict) -> list[list[str]]:
+    """Each MLPerf Storage v3.0 rule of the audit (analysis/audit.py): status, why, its scalar
+    figures (the per-load and per-checkpoint ones are in the JSON)."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    if rep.audit is None:
+        return []
+    return [
+        [
+            f"{c.id}: {c.rule}",
+            STATUS_WORD.get(c.status, c.status),
+            c.reason,
+            "; ".join(
+                f"{k} {_figure_text(v)}" for k, v in c.figures.items() if v is None or isinstance(v, (int, float, str))
+            ),
+        ]
+        for c in rep.audit.checks
+    ]
+
+
+def audit_file_rows(rep: Report | dict) -> list[list[str]]:
+    """The fsync rule's files (not fsync'd first, at most 64): what each one's pages were at its save's end."""
+    rep = Report.from_jsonable(rep)  # or its JSON form
+    if rep.audit is None:
+        return []
+    return [
+        [f.checkpoint_id, str(f.path or "—"), f.state, b(f.pending_bytes), f.basis]
+        for c in rep.audit.checks
+        for f in c.files
+    ]
