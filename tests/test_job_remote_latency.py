@@ -111,12 +111,12 @@ def test_s3_requests_and_latencies_per_node(s3_job):
         disk = c.per_host["disk"].network
         assert disk.s3_requests is None and "no S3 request" in disk.unknown["s3_requests"]
         assert disk.nfs_mounts == {} and "no NFS mount" in disk.unknown["nfs_mounts"]
-    md = job_render.to_markdown(rep).split("## NFS and S3 requests per node")[1].split("\n## ")[0]
+    md = job_render.to_markdown(rep).split("## NFS, S3 and FUSE requests per node")[1].split("\n## ")[0]
     s3_row = next(ln for ln in md.splitlines() if ln.startswith("| s3 |"))
     assert f"S3: {saves[0].per_host['s3'].network.s3_requests.requests} requests, p50 " in s3_row
     assert "| disk | none | none |" in md and "- unknown: no S3 request recorded on this host" in md
     html = job_render.to_html(rep, {}, {})
-    assert "<h2>NFS and S3 requests per node</h2>" in html
+    assert "<h2>NFS, S3 and FUSE requests per node</h2>" in html
     doc = json.loads(job_render.to_json(rep))
     got = doc["job"]["checkpoints"][0]["per_host"]["s3"]["network"]["s3_requests"]
     assert got["latency_p99_ms"] == saves[0].per_host["s3"].network.s3_requests.latency_p99_ms
@@ -183,7 +183,7 @@ def test_nfs_round_trips_per_node(tmp_path):
     other = c.per_host["m"].network
     assert other.nfs_mounts == {} and other.unknown["nfs_mounts"].startswith("no NFS mount")
     assert other.s3_requests is None and other.unknown["s3_requests"].startswith("no S3 request")
-    md = job_render.to_markdown(rep).split("## NFS and S3 requests per node")[1].split("\n## ")[0]
+    md = job_render.to_markdown(rep).split("## NFS, S3 and FUSE requests per node")[1].split("\n## ")[0]
     assert f"NFS {MOUNT}: {ops} ops, RTT {rtt / ops:.2f} ms mean" in md and "| m | none |" in md
     field = rep.fields["job.checkpoints[].per_host.{host}.network.nfs_mounts.*.mean_rtt_ms"]
     assert field["unit"].startswith("ms") and field["provenance"] == "derived"

@@ -79,6 +79,21 @@ class NodeS3Requests(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeFuseMount(Model):
+    """One FUSE mount of a node over its span of a checkpoint: its queue and its daemon's writes
+    (analysis/fuse.py fuse_window, the rule of the one-host report's FUSE figures)."""
+
+    connection: int
+    readings: int = figure("count", M)
+    max_waiting: float | None = figure("requests", M)
+    mean_waiting: float | None = figure("requests", D)
+    busy_fraction: float | None = figure("fraction of readings with a request waiting", D)
+    daemon_write_bytes: float | None = figure("B", M)
+    daemon_read_bytes: float | None = figure("B", M)
+    unknown: dict[str, str]  # a null figure's name → why it is null
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeNetwork(Model):
     """What a node sent and received over the network in its span of a checkpoint (analysis/remote.py:
     every sampling interval the span touches). A figure the host has no source for is null, its
@@ -100,6 +115,7 @@ class NodeNetwork(Model):
     s3_bytes_sent: float | None = figure("B (PutObject and UploadPart bodies)", M)
     s3_bytes_received: float | None = figure("B (GetObject bodies)", M)
     s3_requests: NodeS3Requests | None  # null: no S3 request in the span (see unknown)
+    fuse_mounts: dict[str, NodeFuseMount]  # per mount point: its queue and daemon; empty: none (see unknown)
     unknown: dict[str, str]  # a null figure's name → why it is null
 
     @classmethod
@@ -111,6 +127,7 @@ class NodeNetwork(Model):
                 "interfaces": {i: NodeInterface(**f) for i, f in d["interfaces"].items()},
                 "nfs_mounts": {m: NodeNfsMount(**f) for m, f in d["nfs_mounts"].items()},
                 "s3_requests": s3 and NodeS3Requests(**s3),
+                "fuse_mounts": {m: NodeFuseMount(**f) for m, f in d["fuse_mounts"].items()},
             }
         )
 

@@ -12,8 +12,9 @@ Rules:
   VLAN or macvlan over its device) is left out, its bytes counted on the lowest; which were summed
   and which left out is said (`interfaces_counted`, `interfaces_stacked`). The two ends of a veth
   pair in one namespace are not a stack: one's tx is the other's rx, each direction once;
-- a node's NFS requests and RTTs per mount, and its S3 requests and latencies: the one-host
-  report's rules (remote.nfs_window, object_store.object_store_window) over the node's span;
+- a node's NFS requests and RTTs per mount, its S3 requests and latencies, its FUSE mounts' queue
+  and daemon writes: the one-host report's rules (remote.nfs_window,
+  object_store.object_store_window, fuse.fuse_window) over the node's span;
 - the checkpoint's network bytes: the nodes' sum in its direction (sent for a save, received for a
   load); null when a node that took part has them unknown (named in `network_unknown_hosts`);
 - the slowest node by network: among the nodes that moved bytes in that direction, the one with
@@ -25,7 +26,8 @@ from __future__ import annotations
 from ckprof.jsonsafe import json_float as _f
 from ckprof.units import GIB
 
-from .job_model import NodeFigures, NodeInterface, NodeNetwork, NodeNfsMount, NodeS3Requests
+from .fuse import fuse_window
+from .job_model import NodeFigures, NodeFuseMount, NodeInterface, NodeNetwork, NodeNfsMount, NodeS3Requests
 from .model import InterfaceFigures, NfsMount, ObjectStoreFigures
 from .object_store import object_store_window
 from .remote import NO_STACKING, OffHost, count_once, interface_window, nfs_window
@@ -36,6 +38,9 @@ NO_NFS = "no NFS mount recorded on this host in the node's span"
 NO_S3 = "no S3 request recorded on this host in the node's span"
 
 
+NO_FUSE = "no FUSE mount recorded on this host in the node's span (the fuse collector runs for a --path on one)"
+NO_WAITING = "no reading of the mount's waiting requests in the node's span"
+NO_DAEMON_IO = "the daemon's I/O not known in the node's span (not found, unreadable, or restarted)"
 NO_NFS_OPS = "no NFS request completed on this mount in the node's span"
 NFS_UNREAD = "the mount's counters unreadable in the node's span"
 
@@ -93,6 +98,9 @@ def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -
             unknown[f"s3_{field}"] = s3.unknown.get(field, "not known from the S3 requests")
     if s3 is None:
         unknown["s3_requests"] = NO_S3
+    fuse = fuse_window(off.fuse, a_ns, b_ns) if off is not None else {}
+    if not fuse:
+        unknown["fuse_mounts"] = NO_FUSE
     return NodeNetwork(
         seconds=_f(seconds),
         tx_bytes=_f(tx),
@@ -107,8 +115,18 @@ def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -
         s3_bytes_sent=_f(s3.bytes_sent) if s3 is not None else None,
         s3_bytes_received=_f(s3.bytes_received) if s3 is not None else None,
         s3_requests=_s3_requests(s3) if s3 is not None else None,
+        fuse_mounts={m: _fuse_mount(f) for m, f in fuse.items()},
         unknown=unknown,
     )
+
+
+def _fuse_mount(f: dict) -> NodeFuseMount:
+    """A FUSE mount's queue and daemon writes as the one-host report has them, each null with its reason."""
+    figures = {
+        k: f[k] for k in ("max_waiting", "mean_waiting", "busy_fraction", "daemon_write_bytes", "daemon_read_bytes")
+    }
+    unknown = {k: (NO_DAEMON_IO if k.startswith("daemon_") else NO_WAITING) for k, v in figures.items() if v is None}
+    return NodeFuseMount(connection=int(f["connection"]), readings=int(f["readings"]), **figures, unknown=unknown)
 
 
 def _nfs_mount(m: NfsMount) -> NodeNfsMount:

@@ -174,8 +174,8 @@ def network_table(rep: JobReport) -> tuple[list[str], list[list[str]], list[str]
     reasons: list[str] = []
     for c in cps:
         for n in c.per_host.values():
-            for why in n.network.unknown.values():
-                if why not in reasons:
+            for key, why in n.network.unknown.items():
+                if key != "fuse_mounts" and why not in reasons:  # FUSE's: under the requests table
                     reasons.append(why)
     return headers, rows, reasons
 
@@ -201,8 +201,8 @@ def _ms(v: float | None) -> str:
 
 
 def _requests_cell(c: JobCheckpoint, h: str) -> str:
-    """A node's NFS requests per mount (mean RTT, the highest interval's mean) and its S3 requests
-    (p50, p99 latency) in one checkpoint; "none" where it has neither."""
+    """A node's NFS requests per mount (mean RTT, the highest interval's mean), its S3 requests
+    (p50, p99 latency) and its FUSE mounts' queue in one checkpoint; "none" where it has none."""
     n = c.per_host.get(h)
     if n is None:
         return "not seen"
@@ -217,22 +217,28 @@ def _requests_cell(c: JobCheckpoint, h: str) -> str:
             f"S3: {s3.requests} requests, p50 {_ms(s3.latency_p50_ms)}, p99 {_ms(s3.latency_p99_ms)}, "
             f"{s3.errors} errors"
         )
+    for mount, fm in net.fuse_mounts.items():
+        parts.append(
+            f"FUSE {mount}: {num(fm.max_waiting, '{:.0f}', 'unknown')} waiting at most, "
+            f"{num(fm.mean_waiting, '{:.2f}', 'unknown')} mean, daemon wrote {b(fm.daemon_write_bytes)}"
+        )
     return " · ".join(parts) or "none"
 
 
 def requests_table(rep: JobReport) -> tuple[list[str], list[list[str]], list[str]] | None:
-    """Nodes × checkpoints: each node's NFS round trips and S3 latencies (the one-host report's
-    rules), and each distinct reason a figure of theirs is null; None when no node has either."""
+    """Nodes × checkpoints: each node's NFS round trips, S3 latencies and FUSE queues (the one-host
+    report's rules), and each distinct reason a figure of theirs is null; None when no node has any."""
     cps = rep.job.checkpoints[:MAX_NODE_COLUMNS]
     nets = [n.network for c in cps for n in c.per_host.values()]
-    if not any(net.nfs_mounts or net.s3_requests for net in nets):
+    if not any(net.nfs_mounts or net.s3_requests or net.fuse_mounts for net in nets):
         return None
     headers = ["node"] + [f"{_label(c)} [requests m · ms d]" for c in cps]
     rows = [[h] + [_requests_cell(c, h) for c in cps] for h in rep.job.hosts]
     reasons: list[str] = []
     for net in nets:
-        whys = [net.unknown[k] for k in ("nfs_mounts", "s3_requests") if k in net.unknown]
+        whys = [net.unknown[k] for k in ("nfs_mounts", "s3_requests", "fuse_mounts") if k in net.unknown]
         whys += [w for m in net.nfs_mounts.values() for w in m.unknown.values()]
+        whys += [w for m in net.fuse_mounts.values() for w in m.unknown.values()]
         whys += list(net.s3_requests.unknown.values()) if net.s3_requests else []
         reasons += [w for w in whys if w not in reasons]
     return headers, rows, reasons
@@ -263,7 +269,7 @@ def to_markdown(rep: JobReport) -> str:
         L += [""] + [f"- {R.md_cell(line)}" for line in stacking_lines(rep)]
         L += [f"- unknown: {R.md_cell(why)}" for why in reasons]
         if (req := requests_table(rep)) is not None:
-            L += ["", "## NFS and S3 requests per node", ""] + R.md_table(req[0], req[1])
+            L += ["", "## NFS, S3 and FUSE requests per node", ""] + R.md_table(req[0], req[1])
             L += [""] + [f"- unknown: {R.md_cell(why)}" for why in req[2]]
     else:
         L.append("No checkpoint windows on any node.")
@@ -294,7 +300,7 @@ def to_html(rep: JobReport, plots: dict[str, bytes], host_plots: dict[str, dict[
         items = [h(line) for line in stacking_lines(rep)] + [f"unknown: {h(why)}" for why in reasons]
         parts.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>" if items else "")
         if (req := requests_table(rep)) is not None:
-            parts += ["<h2>NFS and S3 requests per node</h2>", R.html_table(req[0], req[1])]
+            parts += ["<h2>NFS, S3 and FUSE requests per node</h2>", R.html_table(req[0], req[1])]
             parts.append("<ul>" + "".join(f"<li>unknown: {h(why)}</li>" for why in req[2]) + "</ul>" if req[2] else "")
         if "nodes" in plots:
             parts.append(
