@@ -378,7 +378,9 @@ def analyze(
 def audit_rules(inp: Input, windows: Windows, dur: Durability, rows: Rows) -> Audit:
     """The run against MLPerf Storage v3.0's checkpoint rules (audit.py), from the steps' figures."""
     return audit.audit(
-        audit.AuditInput(inp.meta, windows.wins, rows.rows, dur.evidence, dur.per_window, inp.rec.start_ns)
+        audit.AuditInput(
+            inp.meta, windows.wins, rows.rows, dur.evidence, dur.per_window, inp.rec.start_ns, inp.rec.timebase
+        )
     )
 
 

@@ -18,8 +18,10 @@ already has, so each is judged by the one rule that measures it:
 - `subset`: subset mode only for the 8B model; the model's size (a `ckprof workload` run's plan).
 - `write_read_gap`: the last save's end to the first load's start (≤ 30 s), and clock skew; two
   invocations recorded apart: `audit_runs.audit_two_invocations`.
-- `run_timer`: the run's own timer (a `ckprof workload` run's results) inside ckprof's window, and
-  not stopped while the save's pages were dirty.
+- `run_timer`: the run's own timer (a `ckprof workload` run's results; DLIO's per-rank
+  per_epoch_stats.json) against ckprof's window, and not stopped while the save's files were dirty.
+- the run's config, where the recording names it: a `ckprof workload` run's (meta.json), DLIO's
+  `workload.checkpoint.fsync=` override, else its workload YAML (read when the report is made).
 
 The v3.0 constants are here, not imported from ckprof.workloads: the read side never imports the
 write side (docs/architecture.md, Layers).
@@ -27,10 +29,14 @@ write side (docs/architecture.md, Layers).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from ckprof.recording.timebase import Timebase
 
 from . import durability as D
 from .model import Audit, Checkpoint, FileFsync, RuleCheck
@@ -60,6 +66,7 @@ class AuditInput:
     evidence: D.FileEvidence
     verdicts: Sequence[D.Verdict]
     start_ns: int  # the rows' zero (s since recording start)
+    timebase: Timebase | None = None  # the recording's monotonic <-> wall (another program's stamps)
 
 
 def audit(inp: AuditInput) -> Audit:
@@ -103,6 +110,9 @@ def fsync_config(meta: dict) -> tuple[bool | None, str]:
         key, eq, value = str(arg).lstrip("+").partition("=")
         if eq and key == DLIO_FSYNC_KEY and value.lower() in ("true", "false"):
             return value.lower() == "true", f"the command's override {arg}"
+    dlio = dlio_argv(meta)
+    if dlio is not None:
+        return dlio_workload_fsync(meta, dlio)
     return None, "the run's config is not in the recording (only a ckprof workload run's, or a command-line override)"
 
 
@@ -451,55 +461,195 @@ def write_read_gap_rule(rows: Sequence[Checkpoint], meta: dict) -> RuleCheck:
 # -- the run's own timer ----------------------------------------------------------------------------
 
 
-def run_timer_rule(inp: AuditInput) -> RuleCheck:
-    rule = "the run's own timer inside ckprof's window, not stopped while the save's pages were dirty"
-    results = section(inp.meta, "workload", "results")
-    if not results:
-        return RuleCheck(
-            "run_timer",
-            rule,
-            UNKNOWN,
-            "the command's own timer is not in the recording (ckprof reads a ckprof workload run's results; "
-            "DLIO's and mlpstorage's output files are not read)",
+RUN_TIMER_RULE = "the run's own timer against ckprof's window, not stopped while the save's pages were dirty"
+
+
+@dataclass(frozen=True)
+class Timer:
+    """One save or load as the run timed it, on the recording's CLOCK_MONOTONIC (ns)."""
+
+    kind: str
+    start_ns: int
+    end_ns: int
+    step: int | None = None
+
+
+def workload_timers(meta: dict) -> list[Timer]:
+    """A `ckprof workload` run's own seconds (meta.json workload.results: barrier to the last rank's
+    fsync, CLOCK_MONOTONIC, the recording's clock)."""
+    results = section(meta, "workload", "results")
+    found = [("save", c) for c in results.get("checkpoints") or [] if isinstance(c, dict)]
+    if isinstance(results.get("load"), dict):
+        found.append(("load", results["load"]))
+    return [
+        Timer(kind, c["start_ns"], c["end_ns"], c.get("step"))
+        for kind, c in found
+        if isinstance(c.get("start_ns"), int) and isinstance(c.get("end_ns"), int)
+    ]
+
+
+def _timed(w: Window, r: Checkpoint, t: Timer, fe: D.FileEvidence, inside: bool, bad: list[str]) -> dict[str, Any]:
+    """One timer against its window: the seconds of each and their offsets; a failure said in `bad`
+    (outside the window where both are on one clock and should nest, or stopped while dirty)."""
+    end_ns = w.app_end_ns
+    start_after_s = (t.start_ns - w.start_ns) / 1e9
+    end_before_s = None if end_ns is None else (end_ns - t.end_ns) / 1e9
+    dirty = [f for f in files_fsynced(w, fe) if f.state == "dirty"] if r.kind == "save" else []
+    dirty_bytes = sum(f.pending_bytes or 0.0 for f in dirty)
+    item = {
+        "id": r.id,
+        "kind": r.kind,
+        "timer_s": (t.end_ns - t.start_ns) / 1e9,
+        "window_s": None if end_ns is None else (end_ns - w.start_ns) / 1e9,
+        "timer_start_after_window_s": start_after_s,
+        "timer_end_before_window_end_s": end_before_s,
+        "dirty_files_at_window_end": len(dirty) if r.kind == "save" else None,
+        "dirty_bytes_at_window_end": dirty_bytes if r.kind == "save" else None,
+    }
+    if inside and (start_after_s < -STAMP_SLACK_S or (end_before_s is not None and end_before_s < -STAMP_SLACK_S)):
+        bad.append(f"{r.id}: the timer runs outside ckprof's window")
+    elif dirty:
+        # dirty at the window's end (the fsync rule's files), so dirty when a timer inside or before it stopped
+        bad.append(
+            f"{r.id}: the timer stopped with {len(dirty)} file(s), {int(dirty_bytes)} B, still dirty: its rate is "
+            "partly the page cache's"
         )
-    timers = {("save", c.get("step")): c for c in results.get("checkpoints") or [] if isinstance(c, dict)}
-    load = results.get("load")
-    if isinstance(load, dict):
-        timers[("load", load.get("step"))] = load
+    return item
+
+
+def run_timer_rule(inp: AuditInput) -> RuleCheck:
+    rule = RUN_TIMER_RULE
+    timers, source = workload_timers(inp.meta), "the ckprof workload's own (CLOCK_MONOTONIC, the recording's clock)"
+    inside = True
+    if not timers:
+        dlio, why = dlio_timers(inp)
+        if dlio is None:
+            return RuleCheck("run_timer", rule, UNKNOWN, why)
+        timers, source, inside = dlio, why, False
     per: list[dict[str, Any]] = []
     bad: list[str] = []
-    for w, r in zip(inp.windows, inp.rows):
-        t = timers.get((r.kind, r.step)) if r.source == "workload" else None
-        if not t or not isinstance(t.get("start_ns"), int) or not isinstance(t.get("end_ns"), int):
-            continue
-        end_ns = w.app_end_ns
-        item = {
-            "id": r.id,
-            "kind": r.kind,
-            "timer_s": (t["end_ns"] - t["start_ns"]) / 1e9,
-            "window_s": None if end_ns is None else (end_ns - w.start_ns) / 1e9,
-            "timer_start_after_window_s": (t["start_ns"] - w.start_ns) / 1e9,
-            "timer_end_before_window_end_s": None if end_ns is None else (end_ns - t["end_ns"]) / 1e9,
-        }
-        per.append(item)
-        if item["timer_start_after_window_s"] < -STAMP_SLACK_S or (
-            item["timer_end_before_window_end_s"] is not None and item["timer_end_before_window_end_s"] < -STAMP_SLACK_S
-        ):
-            bad.append(f"{r.id}: the timer runs outside ckprof's window")
-        elif r.kind == "save" and r.durable_at_return is False:
-            bad.append(
-                f"{r.id}: the timer stopped with {int(r.pending_bytes_at_return or 0)} B still dirty: its rate is "
-                "partly the page cache's"
-            )
-    figures: dict[str, Any] = {"per_checkpoint": per}
+    pairs = list(zip(inp.windows, inp.rows))
+    for t in timers:
+        if inside:  # the workload's: its own windows, by step
+            match = [(w, r) for w, r in pairs if r.source == "workload" and r.kind == t.kind and r.step == t.step]
+        else:  # another program's: the window of its kind that overlaps the timer most
+            overlap = [
+                (min(t.end_ns, w.app_end_ns) - max(t.start_ns, w.start_ns), w, r)
+                for w, r in pairs
+                if r.kind == t.kind and w.app_end_ns is not None
+            ]
+            match = [(w, r) for o, w, r in sorted(overlap, key=lambda x: -x[0])[:1] if o > 0]
+        if match:
+            per.append(_timed(*match[0], t, inp.evidence, inside, bad))
+    figures: dict[str, Any] = {"timer_source": source, "timers": len(timers), "per_checkpoint": per}
     if not per:
-        return RuleCheck("run_timer", rule, UNKNOWN, "no workload checkpoint's timer matches a window", figures)
+        return RuleCheck("run_timer", rule, UNKNOWN, f"no timer of the run matches a window ({source})", figures)
     if bad:
         return RuleCheck("run_timer", rule, FAIL, "; ".join(bad[:5]), figures)
-    return RuleCheck(
-        "run_timer",
-        rule,
-        PASS,
-        f"{len(per)} timer(s) inside ckprof's windows (same CLOCK_MONOTONIC), none stopped with dirty pages",
-        figures,
+    where = "inside ckprof's windows" if inside else "beside ckprof's windows"
+    return RuleCheck("run_timer", rule, PASS, f"{len(per)} timer(s) {where}, none stopped with dirty pages", figures)
+
+
+# -- DLIO as the command (dlio_benchmark: Hydra arguments, its output folder) ------------------------
+
+
+def dlio_argv(meta: dict) -> list[str] | None:
+    """The argv when DLIO is the command (the recorder named it in meta.json provenance.dlio)."""
+    argv = meta.get("command")
+    if not section(meta, "provenance", "dlio") or not isinstance(argv, list):
+        return None
+    return [str(a) for a in argv]
+
+
+def hydra_value(argv: Sequence[str], key: str) -> str | None:
+    """A Hydra override's value on the command line (key=value, +key=value, ++key=value)."""
+    for arg in argv:
+        k, eq, value = arg.lstrip("+").partition("=")
+        if eq and k == key:
+            return value
+    return None
+
+
+def option_value(argv: Sequence[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for n in names:
+            if arg == n and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(n + "="):
+                return arg[len(n) + 1 :]
+    return None
+
+
+def dlio_workload_fsync(meta: dict, argv: Sequence[str]) -> tuple[bool | None, str]:
+    """DLIO's `checkpoint.fsync` from its workload YAML (--config-dir DIR workload=NAME:
+    DIR/workload/NAME.yaml, as Hydra composes it), read as the report is made: the recording keeps
+    the argv and cwd, not the file."""
+    cdir, name = option_value(argv, "--config-dir", "-cd"), hydra_value(argv, "workload")
+    if not cdir or not name:
+        return None, "DLIO's workload config is its packaged one (no --config-dir): not read"
+    path = os.path.normpath(os.path.join(str(meta.get("cwd") or ""), cdir, "workload", f"{name}.yaml"))
+    try:
+        import yaml  # type: ignore[import-untyped]  # PyYAML: Hydra's and OmegaConf's (DLIO needs them); not ckprof's
+    except ImportError:
+        return None, f"DLIO's workload YAML {path}: PyYAML is not installed to read it"
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        return (
+            None,
+            f"DLIO's workload YAML {path} cannot be read now ({e.__class__.__name__}): the recording keeps no copy",
+        )
+    value = section(doc, "checkpoint").get("fsync")
+    if not isinstance(value, bool):
+        return None, f"DLIO's workload YAML {path} sets no checkpoint.fsync"
+    return value, f"DLIO's workload YAML {path} checkpoint.fsync: {value} (read now: the recording keeps no copy)"
+
+
+def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
+    """Each DLIO save as DLIO timed it: its per-rank {rank}_per_epoch_stats.json (statscounter
+    start_save_ckpt/end_save_ckpt, local time to the µs) in ++workload.output.folder; per save the
+    first rank's start to the last rank's end, put on the recording's clock (recording/timebase.py).
+    Else (None, why)."""
+    argv = dlio_argv(inp.meta)
+    if argv is None or inp.timebase is None:
+        return None, (
+            "the command's own timer is not in the recording (ckprof reads a ckprof workload run's results "
+            "and DLIO's per-epoch stats; not mlpstorage's)"
+        )
+    folder = hydra_value(argv, "workload.output.folder")
+    if folder is None:
+        return None, "DLIO's output folder is Hydra's run directory (no workload.output.folder= on its command line)"
+    folder = os.path.normpath(os.path.join(str(inp.meta.get("cwd") or ""), folder))
+    spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith("_per_epoch_stats.json"))
+        for n in names:
+            with open(os.path.join(folder, n)) as f:
+                stats = json.load(f)
+            for epoch, got in (stats or {}).items():
+                for key, t in (got or {}).items():
+                    if key.startswith("save_ckpt") and isinstance(t, dict) and "start" in t and "end" in t:
+                        spans.setdefault((epoch, key), []).append((_dlio_unix_s(t["start"]), _dlio_unix_s(t["end"])))
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        return None, f"DLIO's per-epoch stats in {folder} cannot be read now ({e.__class__.__name__}: {e})"
+    if not spans:
+        return None, f"no DLIO save timed in {folder} (no *_per_epoch_stats.json with save_ckpt entries)"
+    tb = inp.timebase
+    timers = [
+        Timer(
+            "save",
+            int(tb.to_monotonic_ns(int(min(a for a, _ in v) * 1e9))),
+            int(tb.to_monotonic_ns(int(max(b for _, b in v) * 1e9))),
+        )
+        for v in spans.values()
+    ]
+    return sorted(timers, key=lambda t: t.start_ns), (
+        f"DLIO's own: {len(names)} rank(s)' per-epoch stats in {folder} (local wall clock, put on the recording's)"
     )
+
+
+def _dlio_unix_s(stamp: str) -> float:
+    """A DLIO stamp (utility.utcnow(): datetime.now().isoformat(), local time, µs) as Unix seconds,
+    in this machine's time zone (the recording's, when the report is made where it was recorded)."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
