@@ -64,7 +64,7 @@ def test_dropped_fsync_fails_with_the_files_named(dlio):
     c = checks(dlio["dropped"])["fsync"]
     assert c.status == "fail"
     assert "asks for fsync" in c.reason and "no fsync happened" in c.reason
-    assert c.figures["config_fsync"] is True and DLIO_FSYNC_TRUE in c.figures["config_source"]
+    assert c.figures["config_fsync"] is True and "workload.checkpoint.fsync=True" in c.figures["config_source"]
     assert c.figures["files"] == 4 and c.figures["files_dirty"] == 4
     for step in (1, 2):
         for r in (0, 1):

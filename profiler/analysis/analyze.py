@@ -377,11 +377,7 @@ def analyze(
 
 def audit_rules(inp: Input, windows: Windows, dur: Durability, rows: Rows) -> Audit:
     """The run against MLPerf Storage v3.0's checkpoint rules (audit.py), from the steps' figures."""
-    return audit.audit(
-        audit.AuditInput(
-            inp.meta, windows.wins, rows.rows, dur.evidence, dur.per_window, inp.rec.start_ns, inp.rec.timebase
-        )
-    )
+    return audit.audit(audit.AuditInput(inp.meta, windows.wins, rows.rows, dur.evidence, inp.rec.timebase))
 
 
 def recording_info(inp: Input) -> RecordingInfo:

@@ -57,15 +57,13 @@ GAP_RULE = "a read run starts within 30 s of the write's end (a negative gap is 
 
 @dataclass(frozen=True)
 class AuditInput:
-    """What the audit reads: meta.json, the windows and their rows (parallel lists), the file
-    evidence and the durability verdicts (parallel to the windows)."""
+    """What the audit reads: meta.json, the windows and their rows (parallel lists), the files'
+    evidence (durability.py), the recording's clock."""
 
     meta: dict
     windows: Sequence[Window]
     rows: Sequence[Checkpoint]
     evidence: D.FileEvidence
-    verdicts: Sequence[D.Verdict]
-    start_ns: int  # the rows' zero (s since recording start)
     timebase: Timebase | None = None  # the recording's monotonic <-> wall (another program's stamps)
 
 
@@ -106,10 +104,9 @@ def fsync_config(meta: dict) -> tuple[bool | None, str]:
     if isinstance(cfg.get("fsync"), bool):
         return cfg["fsync"], f"ckprof workload config fsync: {cfg['fsync']}"
     argv = meta.get("command")
-    for arg in argv if isinstance(argv, list) else []:
-        key, eq, value = str(arg).lstrip("+").partition("=")
-        if eq and key == DLIO_FSYNC_KEY and value.lower() in ("true", "false"):
-            return value.lower() == "true", f"the command's override {arg}"
+    value = hydra_value([str(a) for a in argv], DLIO_FSYNC_KEY) if isinstance(argv, list) else None
+    if value is not None and value.lower() in ("true", "false"):
+        return value.lower() == "true", f"the command's override {DLIO_FSYNC_KEY}={value}"
     dlio = dlio_argv(meta)
     if dlio is not None:
         return dlio_workload_fsync(meta, dlio)
@@ -437,7 +434,9 @@ def write_read_gap_rule(rows: Sequence[Checkpoint], meta: dict) -> RuleCheck:
             "no load in this recording (a read run recorded apart: audit_runs.audit_two_invocations(write, read))",
         )
     read = loads[0]
-    before = [r for r in rows if r.kind == "save" and r.ok is not False and (end_s(r) or 0) <= read.start_s]
+    # a save that never returned has no end to measure from
+    ends = [(end_s(r), r) for r in rows if r.kind == "save" and r.ok is not False]
+    before = [r for e, r in ends if e is not None and e <= read.start_s]
     if not before:
         own = _workload_gap(meta)
         if own is not None:
