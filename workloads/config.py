@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ckprof.record.options import RecordOptions
-
-from .rules import DEFAULT_EDITION
+from ckprof.recording.mlperf_rules import DEFAULT_EDITION
 
 FILE_CHUNK_BYTES = 4 * 2**20
 # an s3:// target's chunk is a multipart upload's part: boto3's part size (s3transfer's

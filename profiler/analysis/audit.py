@@ -23,8 +23,8 @@ already has, so each is judged by the one rule that measures it:
 - the run's config, where the recording names it: a `ckprof workload` run's (meta.json), DLIO's
   `workload.checkpoint.fsync=` override, else its workload YAML (read when the report is made).
 
-The v3.0 constants are here, not imported from ckprof.workloads: the read side never imports the
-write side (docs/architecture.md, Layers).
+The v3.0 numbers are ckprof.recording.mlperf_rules', the one place the workload's checks read them
+too (the read side never imports the write side: docs/architecture.md, Layers).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ckprof.recording import mlperf_rules as R
 from ckprof.recording.timebase import Timebase
 
 from . import durability as D
@@ -43,16 +44,17 @@ from .model import Audit, Checkpoint, FileFsync, RuleCheck
 from .records import Window
 
 RULES = "MLPerf Storage v3.0 checkpointing"
-WRITE_READ_GAP_MAX_S = 30.0  # v3.0: the read invocation starts within 30 s of the write's end
-DATA_OVER_MEMORY = 3.0  # v3.0: no cache clearing needed when the data is over 3x the client's memory
-SUBSET_MODELS = ("llama3-8b",)  # v3.0: subset mode only for the 8B model (storage#841)
+WRITE_READ_GAP_MAX_S = R.READ_AFTER_WRITE_MAX_GAP_S_V3  # the read starts within 30 s of the write's end
+DATA_OVER_MEMORY = float(R.CACHE_EXEMPT_MEMORY_RATIO_V3)  # no cache clearing needed over 3x the client's memory
+SUBSET_MODELS = R.SUBSET_MODELS[R.V3]  # subset mode only for the 8B model (storage#841)
+OVER = f"over {DATA_OVER_MEMORY:g}x"  # the data over 3x the client's memory: no cache clearing needed
 # a load counts as cold when at most this share of its bytes was cached as it started: the
 # workload's small manifest, read just before, is cached by design
 CACHE_SERVED_MAX = 0.01
 STAMP_SLACK_S = 0.001  # two stamps of one CLOCK_MONOTONIC compared: the rounding of s since start
 FILES_LISTED = 64  # files per audit listed by name (the counts cover all)
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
-GAP_RULE = "a read run starts within 30 s of the write's end (a negative gap is clock skew)"
+GAP_RULE = f"a read run starts within {WRITE_READ_GAP_MAX_S:g} s of the write's end (a negative gap is clock skew)"
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,7 @@ def _over_memory(inp: AuditInput) -> bool | None:
 
 
 def restore_page_cache_rule(inp: AuditInput) -> RuleCheck:
-    rule = "the page cache cleared between write and read, unless the data is over 3x the client's memory"
+    rule = f"the page cache cleared between write and read, unless the data is {OVER} the client's memory"
     loads = [r for r in inp.rows if r.kind == "load"]
     shares = [r.cache_served_share for r in loads]
     figures: dict[str, Any] = {
@@ -304,7 +306,7 @@ def restore_page_cache_rule(inp: AuditInput) -> RuleCheck:
     if over:
         return check(
             PASS,
-            f"{share:.1%} of {worst.id}'s bytes in the page cache as it started; allowed: the data is over 3x memory",
+            f"{share:.1%} of {worst.id}'s bytes in the page cache as it started; allowed: the data is {OVER} memory",
         )
     if over is None:
         return check(
@@ -314,12 +316,12 @@ def restore_page_cache_rule(inp: AuditInput) -> RuleCheck:
     return check(
         FAIL,
         f"{share:.1%} of {worst.id}'s bytes were in the page cache as it started (cachestat(2)), "
-        "and the data is not over 3x the client's memory",
+        f"and the data is not {OVER} the client's memory",
     )
 
 
 def client_memory_rule(inp: AuditInput) -> RuleCheck:
-    rule = "the data over 3x the client's memory, or the cache cleared between write and read"
+    rule = f"the data {OVER} the client's memory, or the cache cleared between write and read"
     data, mem = _data_and_memory(inp)
     figures: dict[str, Any] = {
         "data_bytes": data,
@@ -339,7 +341,7 @@ def client_memory_rule(inp: AuditInput) -> RuleCheck:
     if ratio > DATA_OVER_MEMORY:
         return check(PASS, f"the saves wrote {ratio:.2f}x the client's memory (MemTotal): no cache clearing needed")
     cache = restore_page_cache_rule(inp)
-    said = f"the saves wrote {ratio:.3g}x the client's memory (not over 3x), so the cache must be cleared"
+    said = f"the saves wrote {ratio:.3g}x the client's memory (not {OVER}), so the cache must be cleared"
     if cache.status == PASS:
         return check(PASS, f"{said}: it was (every load started cold)")
     if cache.status == FAIL:
@@ -407,7 +409,11 @@ def gap_check(gap_s: float, skew_s: float | None, figures: dict[str, Any], how: 
         )
     if gap_s > WRITE_READ_GAP_MAX_S:
         return RuleCheck(
-            "write_read_gap", rule, FAIL, f"{gap_s:.3f} s from the write's end to the read ({how}), over 30 s", figures
+            "write_read_gap",
+            rule,
+            FAIL,
+            f"{gap_s:.3f} s from the write's end to the read ({how}), over {WRITE_READ_GAP_MAX_S:g} s",
+            figures,
         )
     return RuleCheck("write_read_gap", rule, PASS, f"{gap_s:.3f} s from the write's end to the read ({how})", figures)
 

@@ -7,10 +7,10 @@ import click
 
 from ckprof.errors import UsageError, say
 from ckprof.record.options import RecordOptions
+from ckprof.recording.mlperf_rules import DEFAULT_EDITION, EDITIONS
 from ckprof.units import click_callback, parse_interval, parse_size
 from ckprof.workloads.config import RunConfig
 from ckprof.workloads.options import ModelOptions, run
-from ckprof.workloads.rules import DEFAULT_EDITION, EDITIONS
 
 from .recording_options import recording_options
 
