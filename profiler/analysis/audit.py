@@ -124,8 +124,8 @@ def files_fsynced(w: Window, fe: D.FileEvidence) -> list[FileFsync]:
     synced, fsynced = D.flushed_by_app(fe, ids)  # durability.py's rule: the app's flushes, renames followed
     files = list({f.path: f for f in reversed(D.save_files(w, fe))}.values())[::-1]  # each path once, its first
     storage = D.storage_of(w.path, files)
-    end = fe.ends.get(w.id)
-    clean_at_return = end is not None and end.pending_bytes_at_return == 0 and bool(end.files_at_return)
+    end = D.end_of(w, fe)
+    clean_at_return = end.pending_bytes_at_return == 0 and bool(end.files_at_return)
     # a file named by one call of a grouped save (a rank's, a file's torch.save) ends with that call
     # and the app's own finishing of it; a file no call named, with the save
     ends_by_id = {p.id: p.app_end_ns for p in w.parts or ()}

@@ -149,6 +149,31 @@ def flushed_by_app(fe: FileEvidence, ids) -> tuple[bool, set[str]]:
     return synced, paths
 
 
+def end_of(w: Window, fe: FileEvidence) -> CheckpointEnd:
+    """The save's `checkpoint_end` as this rule reads it. A grouped save (its ranks' or files'
+    windows, grouping.py) has one per part: the dirty bytes and files at each part's return are
+    summed (its files are the parts' files; each part's own look covers its own), null where a part
+    has none; uploaded only when every part's upload completed; the last return's time."""
+    if not w.parts:
+        return fe.ends.get(w.id) or CheckpointEnd()
+    ends = [fe.ends.get(p.id) for p in w.parts]
+    known = [e for e in ends if e is not None]
+    whole = len(known) == len(ends)
+    pending = [e.pending_bytes_at_return for e in known]
+    files = [e.files_at_return for e in known]
+    ups = [e.uploaded for e in known]
+    return CheckpointEnd(
+        id=w.id,
+        t_ns=max((e.t_ns for e in known if e.t_ns is not None), default=None),
+        pending_bytes_at_return=float(sum(x for x in pending if x is not None))
+        if whole and all(x is not None for x in pending)
+        else None,
+        files_at_return=sum(x for x in files if x is not None) if whole and all(x is not None for x in files) else None,
+        uploaded=False if False in ups else (True if whole and ups and all(u is True for u in ups) else None),
+        blocking_s=w.blocking_s,
+    )
+
+
 def _at_window_end(
     w: Window, fe: FileEvidence, ids, files: list[FileEvent], end: CheckpointEnd, basis: list
 ) -> tuple[bool | None, float | None]:
@@ -278,7 +303,7 @@ def durable_end(w: Window, fe: FileEvidence, hint: DurableHint | None = None) ->
     out = Verdict()
     basis = out.durable_basis
     app_end = w.app_end_ns  # the end of the window: after the app's own fsync/rename (windows.py)
-    end = fe.ends.get(w.id) or CheckpointEnd()
+    end = end_of(w, fe)
     at_ret, n_ret = end.pending_bytes_at_return, end.files_at_return
     have_ret = at_ret is not None and n_ret
     ids = (w.id, *w.nested_ids)

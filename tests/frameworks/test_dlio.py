@@ -230,15 +230,22 @@ def test_dlio_as_released_never_fsyncs(loop_ext4, tmp_path):
     check = checker(failed)
     evidence = check_fsync(run, check, "fail")
     check("no file saw an fsync", all(e["fsync_calls"] == 0 for e in evidence.values()), "see above")
+    dirty_of = {}
     for d, files in run.saves.items():
-        dirty = sum(sum(x or 0 for x in evidence[f]["pending_bytes_at_return"]) for f in files)
-        check(f"{Path(d).name} left pages dirty at its return", dirty > 0, f"{dirty / MiB:.2f} MiB")
+        dirty_of[d] = sum(sum(x or 0 for x in evidence[f]["pending_bytes_at_return"]) for f in files)
+        check(f"{Path(d).name} left pages dirty at its return", dirty_of[d] > 0, f"{dirty_of[d] / MiB:.2f} MiB")
     for c in run.rep["checkpoints"]:
         if c["kind"] == "save" and c["path"] in run.saves:
             check(
                 f"{Path(c['path']).name} not durable when it returned, finished by nothing",
                 c["durable_at_return"] is False and not c["finished_by"],
                 f"durable at return {c['durable_at_return']}, finished by {c['finished_by']}",
+            )
+            # every rank's files, not the first rank's alone: the save's dirty bytes are its calls'
+            check(
+                f"{Path(c['path']).name}'s dirty bytes at return are all its files' (each call's look, summed)",
+                c["pending_bytes_at_return"] == dirty_of[c["path"]],
+                f"{c['pending_bytes_at_return']} B against {dirty_of[c['path']]} B",
             )
     assert not failed, failed
 
