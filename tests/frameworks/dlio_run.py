@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +64,15 @@ def fixed_copy(pkg: Path, where: Path) -> Path:
     cfg = dst / "utils" / "config.py"
     cfg.write_text(cfg.read_text().replace(BUG_LINE, FIX_LINE))
     return where
+
+
+def use_fixed_copy(pkg: Path, where: Path, env: dict) -> None:
+    """Put the fixed copy first on `env`'s PYTHONPATH and check that DLIO's processes (the same
+    interpreter, the same environment) import it, not the installed package."""
+    env["PYTHONPATH"] = str(fixed_copy(pkg, where))
+    probe = "import dlio_benchmark.utils.config as c; print(c.__file__)"
+    used = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert used.stdout.strip().startswith(env["PYTHONPATH"]), (used.stdout, used.stderr[-2000:])
 
 
 def write_workload(

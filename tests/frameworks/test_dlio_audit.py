@@ -10,8 +10,6 @@ on the machine's own file system (no loop device: the rules need no device bytes
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import dlio_run
@@ -42,10 +40,7 @@ def record(tmp: Path, fixed: bool) -> tuple[dict, Path]:
     dlio_run.write_workload(conf, SHAPE, target, SAVES, BETWEEN_S, fsync=True)
     env = clean_env(PYTHONUNBUFFERED="1")
     if fixed:
-        env["PYTHONPATH"] = str(dlio_run.fixed_copy(pkg, tmp / "dlio-fixed"))
-        probe = "import dlio_benchmark.utils.config as c; print(c.__file__)"
-        used = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
-        assert used.stdout.strip().startswith(env["PYTHONPATH"]), (used.stdout, used.stderr[-2000:])
+        dlio_run.use_fixed_copy(pkg, tmp / "dlio-fixed", env)
     rec = tmp / f"rec-{name}"
     cmd = dlio_run.command(conf, out, RANKS)
     r = ckprof_cmd("record", "-q", "-o", rec, "--path", target, "--", *cmd, env=env, cwd=tmp, timeout=150)
