@@ -18,7 +18,7 @@ from support.system import mount_tmpfs, need_root
 import ckprof
 from ckprof.analysis import analyze
 from ckprof.record import provenance as P
-from ckprof.report.render import to_markdown
+from ckprof.report.render import to_html, to_markdown
 
 PY = sys.executable
 
@@ -66,6 +66,11 @@ def test_a_recording_names_its_libraries_configs_and_target_mount_options(tmp_pa
     md = to_markdown(rep)
     assert "## Provenance" in md and f"config {cfg}: sha256 {prov['config_sha256'][str(cfg)]}" in md
     assert "mount options " + mount["options"] in md
+    # the HTML report carries the same section (a browser reads its text: tests/test_report_chromium.py)
+    page = to_html(rep, {})
+    section = page[page.index("<h2 id='provenance'>") :]
+    assert f"command sha256 {prov['command_sha256']}" in section and f"kernel {os.uname().release}" in section
+    assert f"config {cfg}: sha256 {prov['config_sha256'][str(cfg)]}" in section
 
 
 def test_another_python_or_no_python_leaves_the_libraries_unknown_with_why(tmp_path):

@@ -68,15 +68,15 @@ def provenance(meta: dict) -> Provenance | None:
     )
 
 
-def markdown_lines(prov: Provenance | None) -> list[str]:
-    """The report's short provenance section (report/render.py)."""
+def lines(prov: Provenance | None) -> list[str]:
+    """The report's short provenance section, one item a line (report/render.py: Markdown and HTML)."""
     if prov is None:
-        return ["- not recorded (a recording made before ckprof wrote provenance)"]
+        return ["not recorded (a recording made before ckprof wrote provenance)"]
     libs = prov.libraries
     lines = [
-        f"- kernel {prov.kernel or 'unknown'}, ckprof {prov.ckprof_version or 'unknown'}, "
+        f"kernel {prov.kernel or 'unknown'}, ckprof {prov.ckprof_version or 'unknown'}, "
         f"Python {prov.python or 'unknown'}",
-        "- libraries: "
+        "libraries: "
         + (
             ", ".join(f"{k} {v}" for k, v in sorted(libs.items())) or "none of those ckprof names"
             if libs is not None
@@ -86,25 +86,25 @@ def markdown_lines(prov: Provenance | None) -> list[str]:
     if prov.dlio is not None:
         d = prov.dlio
         lines.append(
-            f"- DLIO {d.version}"
+            f"DLIO {d.version}"
             + (f" (commit {d.commit})" if d.commit else "")
             + (f" (archive sha256 {d.archive_sha256})" if d.archive_sha256 else "")
             if d.version
-            else f"- DLIO: version unknown ({d.unknown})"
+            else f"DLIO: version unknown ({d.unknown})"
         )
     for fs in prov.file_systems:
         lines.append(
-            f"- {fs.path}: {fs.fstype or 'unknown file system'} on {fs.mount_point}, "
+            f"{fs.path}: {fs.fstype or 'unknown file system'} on {fs.mount_point}, "
             f"mount options {fs.options or 'unknown'}, super options {fs.super_options or 'unknown'}"
         )
     if prov.nvme_firmware:
         lines.append(
-            "- disk firmware: " + ", ".join(f"{d} {fw or 'unknown'}" for d, fw in sorted(prov.nvme_firmware.items()))
+            "disk firmware: " + ", ".join(f"{d} {fw or 'unknown'}" for d, fw in sorted(prov.nvme_firmware.items()))
         )
-    lines.append(f"- GPU driver: {prov.gpu_driver or f'unknown ({prov.gpu_driver_unknown})'}")
-    lines.append(f"- command sha256 {prov.command_sha256 or 'unknown'}")
-    lines += [f"- config {path}: sha256 {h}" for path, h in sorted(prov.config_sha256.items())]
-    lines += [f"- config {path}: not hashed ({why})" for path, why in sorted(prov.config_not_hashed.items())]
+    lines.append(f"GPU driver: {prov.gpu_driver or f'unknown ({prov.gpu_driver_unknown})'}")
+    lines.append(f"command sha256 {prov.command_sha256 or 'unknown'}")
+    lines += [f"config {path}: sha256 {h}" for path, h in sorted(prov.config_sha256.items())]
+    lines += [f"config {path}: not hashed ({why})" for path, why in sorted(prov.config_not_hashed.items())]
     return lines
 
 

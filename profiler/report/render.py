@@ -11,7 +11,7 @@ import base64
 
 from ckprof import escape as E
 from ckprof.analysis.model import Report
-from ckprof.analysis.provenance import markdown_lines as provenance_lines
+from ckprof.analysis.provenance import lines as provenance_lines
 
 from . import tables as T
 
@@ -102,7 +102,7 @@ def to_markdown(rep: Report | dict) -> str:
     L += ["", "## Notes: what could not be measured, and why", ""]
     L += [f"- {md_cell(n.text)}" for n in rep.notes] or ["- none"]
     L += ["", "## Provenance: what it was made with", ""]
-    L += [md_cell(x) for x in provenance_lines(rep.recording.provenance)]
+    L += [f"- {md_cell(x)}" for x in provenance_lines(rep.recording.provenance)]
     return "\n".join(L) + "\n"
 
 
@@ -260,6 +260,11 @@ def html_body(rep: Report | dict, plots: dict[str, bytes], timeline: str | None 
     parts.append(
         "<h2>Notes: what could not be measured, and why</h2><ul>"
         + ("".join(f"<li>{html_text(n.text)}</li>" for n in rep.notes) or "<li>none</li>")
+        + "</ul>"
+    )
+    parts.append(
+        "<h2 id='provenance'>Provenance: what it was made with</h2><ul>"
+        + "".join(f"<li>{html_text(x)}</li>" for x in provenance_lines(rep.recording.provenance))
         + "</ul>"
     )
     return parts
