@@ -211,3 +211,17 @@ def test_compare_flags_the_provenance_that_differs_and_not_what_is_unknown():
     assert differences(a, None) == [("provenance", "recorded", "not recorded")]
     unknown_libs = Provenance(kernel="6.9.0", libraries=None, libraries_unknown="another Python")
     assert differences(a, unknown_libs) == [("kernel", "6.8.0", "6.9.0"), ("config files' sha256", "a" * 12, "none")]
+
+
+def test_a_hydra_config_group_picked_from_a_config_dir_is_hashed(tmp_path):
+    # DLIO as MLPerf Storage runs it: `dlio_benchmark --config-dir DIR workload=NAME ++workload.x=y`
+    conf = tmp_path / "conf"
+    (conf / "workload").mkdir(parents=True)
+    wl = conf / "workload" / "llama3_8b_small.yaml"
+    wl.write_text("checkpoint:\n  fsync: True\n")
+    argv = ["dlio_benchmark", "--config-dir", "conf", "workload=llama3_8b_small", "++workload.output.folder=/o"]
+    hashes, skipped = P.config_hashes(argv, str(tmp_path))
+    assert hashes == {str(wl): hashlib.sha256(wl.read_bytes()).hexdigest()} and skipped == {}
+    # the = form, and a group whose option the directory does not have: nothing guessed
+    assert P.config_hashes(["x", f"--config-dir={conf}", "workload=other"], "/")[0] == {}
+    assert P.config_hashes(["x", "workload=llama3_8b_small"], str(tmp_path))[0] == {}  # no --config-dir

@@ -95,7 +95,12 @@ def record_dlio(loop_ext4, tmp_path: Path, fixed: bool) -> DlioRun:
         str(d): {str(f): f.stat().st_size for f in sorted(d.iterdir())} for d in sorted(folder.iterdir()) if d.is_dir()
     }
     timed = dlio_run.timed_saves(dlio_out, RANKS)
-    return DlioRun(out, json.loads(rep_json.read_text()), timed, saves, lp.name)
+    run = DlioRun(out, json.loads(rep_json.read_text()), timed, saves, lp.name)
+    # the workload YAML DLIO read (--config-dir conf workload=NAME) is in the provenance, hashed
+    cfg = conf / "workload" / f"{dlio_run.WORKLOAD_NAME}.yaml"
+    hashes = run.rec.meta["provenance"]["config_sha256"]
+    assert hashes.get(str(cfg)) == hashlib.sha256(cfg.read_bytes()).hexdigest(), hashes
+    return run
 
 
 def fsync_verdict(run: DlioRun) -> tuple[str, dict[str, dict]]:
