@@ -33,7 +33,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ckprof.recording import mlperf_rules as R
@@ -627,6 +627,7 @@ def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
         return None, "DLIO's output folder is Hydra's run directory (no workload.output.folder= on its command line)"
     folder = os.path.normpath(os.path.join(str(inp.meta.get("cwd") or ""), folder))
     spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    offset_s = (inp.meta.get("host") or {}).get("utc_offset_s")  # the recording machine's local time
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith("_per_epoch_stats.json"))
         for n in names:
@@ -635,7 +636,8 @@ def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
             for epoch, got in (stats or {}).items():
                 for key, t in (got or {}).items():
                     if key.startswith("save_ckpt") and isinstance(t, dict) and "start" in t and "end" in t:
-                        spans.setdefault((epoch, key), []).append((_dlio_unix_s(t["start"]), _dlio_unix_s(t["end"])))
+                        span = (_dlio_unix_s(t["start"], offset_s), _dlio_unix_s(t["end"], offset_s))
+                        spans.setdefault((epoch, key), []).append(span)
     except (OSError, ValueError, TypeError, AttributeError) as e:
         return None, f"DLIO's per-epoch stats in {folder} cannot be read now ({e.__class__.__name__}: {e})"
     if not spans:
@@ -649,12 +651,19 @@ def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
         )
         for v in spans.values()
     ]
+    zone = (
+        "the recording's UTC offset"
+        if offset_s is not None
+        else "this machine's time zone: the recording has no offset"
+    )
     return sorted(timers, key=lambda t: t.start_ns), (
-        f"DLIO's own: {len(names)} rank(s)' per-epoch stats in {folder} (local wall clock, put on the recording's)"
+        f"DLIO's own: {len(names)} rank(s)' per-epoch stats in {folder} (local wall clock in {zone}, put on the recording's)"
     )
 
 
-def _dlio_unix_s(stamp: str) -> float:
-    """A DLIO stamp (utility.utcnow(): datetime.now().isoformat(), local time, µs) as Unix seconds,
-    in this machine's time zone (the recording's, when the report is made where it was recorded)."""
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+def _dlio_unix_s(stamp: str, offset_s: int | None) -> float:
+    """A DLIO stamp (utility.utcnow(): datetime.now().isoformat(), local time, µs) as Unix seconds:
+    local time at the recording machine's UTC offset (meta.json host.utc_offset_s), else in this
+    machine's time zone (a recording from before ckprof kept the offset)."""
+    t = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f")
+    return (t.replace(tzinfo=timezone(timedelta(seconds=offset_s))) if offset_s is not None else t).timestamp()

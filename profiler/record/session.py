@@ -75,6 +75,9 @@ def host_meta() -> dict:
         "cpu_count": psutil.cpu_count(),
         "mem_total_bytes": psutil.virtual_memory().total,
         "python": platform.python_version(),
+        # the local time's offset from UTC at the start (time.localtime's tm_gmtoff): what a program's
+        # local-time stamps (DLIO's) mean, wherever the report is made
+        "utc_offset_s": time.localtime().tm_gmtoff,
     }
 
 

@@ -10,6 +10,8 @@ on the machine's own file system (no loop device: the rules need no device bytes
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import dlio_run
@@ -74,3 +76,17 @@ def test_dlio_fixed_passes_fsync_and_its_timer(tmp_path):
     assert fs.figures["files_fsync"] == FILES and fs.figures["config_fsync"] is True
     assert timer.status == "pass", timer.reason
     assert len(timer.figures["per_checkpoint"]) == SAVES
+    # DLIO stamps its timer in local time: the report made in another time zone reads the same
+    # (the recording's UTC offset, meta.json host.utc_offset_s), not this machine's
+    tz = os.environ.get("TZ")
+    try:
+        os.environ["TZ"] = "Asia/Kolkata" if time.localtime().tm_gmtoff != 19800 else "America/New_York"
+        time.tzset()
+        again = {c.id: c for c in audit_recording(str(tmp_path / "rec-fixed")).checks}["run_timer"]
+    finally:
+        if tz is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = tz
+        time.tzset()
+    assert again.status == "pass" and again.figures == timer.figures, (again.reason, again.figures)
