@@ -17,6 +17,14 @@ Reads: `threads` reader threads GET each chunk with a byte range (Range: bytes=a
 section 14.1.2) and hash it as the file target hashes a pread(2)'s chunk; the reply's Content-Range
 says the object's size, which must be the manifest's.
 
+Each multipart upload names its checksum, as boto3's own upload does (s3transfer's
+TransferManager: set_default_checksum_algorithm): ChecksumAlgorithm = botocore's default (CRC32)
+on CreateMultipartUpload and every UploadPart, each part's checksum in CompleteMultipartUpload;
+the object's checksum is then the parts' composite (docs.aws.amazon.com/AmazonS3/latest/userguide/
+checking-object-integrity.html). An upload that names none gets the store's default, a full-object
+CRC64NVME, which the store computes over the whole object at completion: moto does it in Python
+and, on one host, took the CPU from the uploads (docs/remote.md, the benchmark paragraph).
+
 A part's bytes are copied out of the ring buffer once (bytes(view)) before the request: botocore
 takes bytes or a file object for a body, and the buffer goes back to the producer at once.
 """
@@ -34,6 +42,8 @@ from .shardio import ChecksumMismatch, Failure, FileJob, FileResult, ready_ring,
 
 MIN_PART_BYTES = 5 * 2**20  # S3's smallest part but the last
 MAX_PARTS = 10_000
+CHECKSUM_ALGORITHM = "CRC32"  # botocore.httpchecksum.DEFAULT_CHECKSUM_ALGORITHM: s3transfer's default
+CHECKSUM_FIELD = f"Checksum{CHECKSUM_ALGORITHM}"  # UploadPart's reply and CompleteMultipartUpload's part
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
 
@@ -60,7 +70,7 @@ class _Upload:
     key: str
     nchunks: int
     upload_id: str | None = None  # a multipart upload's; None for a one-chunk PutObject
-    etags: list = field(default_factory=list)
+    parts: list = field(default_factory=list)  # each part's CompleteMultipartUpload entry (ETag, checksum)
     digests: list = field(default_factory=list)
     remaining: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -104,9 +114,11 @@ def upload_objects(
                     return
                 u = ups[i]
                 if ci == 0:
-                    u.digests, u.etags, u.remaining = [0] * u.nchunks, [None] * u.nchunks, u.nchunks
+                    u.digests, u.parts, u.remaining = [0] * u.nchunks, [None] * u.nchunks, u.nchunks
                     if u.nchunks > 1:
-                        u.upload_id = s3.create_multipart_upload(Bucket=bucket, Key=u.key)["UploadId"]
+                        u.upload_id = s3.create_multipart_upload(
+                            Bucket=bucket, Key=u.key, ChecksumAlgorithm=CHECKSUM_ALGORITHM
+                        )["UploadId"]
                         begun.append(u)
                 u.digests[ci] = digest
                 while not fail.event.is_set():
@@ -117,7 +129,7 @@ def upload_objects(
                         pass
             for u in ups:
                 if u.job.nbytes == 0:  # an empty shard: one empty object
-                    u.digests, u.etags, u.remaining = [], [], 0
+                    u.digests, u.parts, u.remaining = [], [], 0
                     s3.put_object(Bucket=bucket, Key=u.key, Body=b"")
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             fail.set(e if u is None else _named(e, url(u)))
@@ -144,8 +156,17 @@ def upload_objects(
                 if u.upload_id is None:
                     r = s3.put_object(Bucket=bucket, Key=u.key, Body=body)
                 else:
-                    r = s3.upload_part(Bucket=bucket, Key=u.key, UploadId=u.upload_id, PartNumber=ci + 1, Body=body)
-                u.etags[ci] = r["ETag"]
+                    r = s3.upload_part(
+                        Bucket=bucket,
+                        Key=u.key,
+                        UploadId=u.upload_id,
+                        PartNumber=ci + 1,
+                        Body=body,
+                        ChecksumAlgorithm=CHECKSUM_ALGORITHM,
+                    )
+                u.parts[ci] = {"ETag": r["ETag"], "PartNumber": ci + 1}
+                if r.get(CHECKSUM_FIELD):
+                    u.parts[ci][CHECKSUM_FIELD] = r[CHECKSUM_FIELD]
                 if on_bytes is not None:
                     on_bytes(len(body))
                 with u.lock:
@@ -163,9 +184,8 @@ def upload_objects(
                 return
             try:
                 if not fail.event.is_set():
-                    parts = [{"ETag": t, "PartNumber": n + 1} for n, t in enumerate(u.etags)]
                     s3.complete_multipart_upload(
-                        Bucket=bucket, Key=u.key, UploadId=u.upload_id, MultipartUpload={"Parts": parts}
+                        Bucket=bucket, Key=u.key, UploadId=u.upload_id, MultipartUpload={"Parts": u.parts}
                     )
                     u.upload_id = None  # completed: nothing to abort
             except BaseException as e:  # noqa: BLE001
