@@ -13,7 +13,10 @@ Printed, not asserted (a person reads it). Each round, in alternating order:
   from a barrier all processes leave to the last one's last upload done.
 The ratio is the workload's median save GiB/s over boto3's in the same round; the issue's target
 is ≥ 0.95. Both sides send the same bytes to the same server in parts of the same size with the
-same concurrency, through the same botocore (its default CRC32 checksum on every part).
+same concurrency, through the same botocore (its default CRC32 checksum on every part), each
+multipart upload asking for the same object checksum (CRC32 named on CreateMultipartUpload: the
+parts' composite; one that names none makes the server compute a full-object CRC64NVME at
+completion, which cost moto ~25 % more CPU a save and the workload its 0.83x: docs/remote.md).
 
 Usage:
     .venv/bin/python benchmarks/workload_s3_vs_boto3.py [--rounds 4] [--total-size 256MiB]
