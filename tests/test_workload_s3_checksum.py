@@ -51,3 +51,21 @@ def test_a_multipart_objects_checksum_is_the_composite_crc32_boto3s_upload_gets(
         ours = s3.head_object(Bucket=BUCKET, Key="wl/shard0", ChecksumMode="ENABLED")
         assert ours.get("ChecksumCRC32") == theirs["ChecksumCRC32"]
         assert ours.get("ChecksumCRC64NVME") is None  # not the store's own full-object checksum
+
+
+def test_a_client_that_computes_checksums_only_when_required_names_none(tmp_path, monkeypatch):
+    """AWS_REQUEST_CHECKSUM_CALCULATION=when_required (botocore's switch, for stores that take no
+    checksum headers): TransferManager then names none, and neither does the workload."""
+    for k, v in CREDS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+    with moto_server(tmp_path, BUCKET) as server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+        s3 = s3io.client(2)
+        sent = []
+        s3.meta.events.register("before-send.s3.*", lambda request, **kw: sent.append(dict(request.headers)))
+        job = FileJob(index=0, name="shard0", path="wl/shard0", nbytes=2 * PART)
+        s3io.write_objects(s3, BUCKET, [job], Pool(PART, 1), seed=1, rank=0, step=1, chunk_bytes=PART, threads=2)
+        assert len(sent) == 4  # create, two parts, complete
+        assert not [h for h in sent for k in h if k.lower().startswith("x-amz-checksum")]
+        assert s3.head_object(Bucket=BUCKET, Key="wl/shard0", ChecksumMode="ENABLED").get("ChecksumCRC32") is None

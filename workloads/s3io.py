@@ -21,7 +21,8 @@ Each multipart upload names its checksum, as boto3's own upload does (s3transfer
 TransferManager: set_default_checksum_algorithm): ChecksumAlgorithm = botocore's default (CRC32)
 on CreateMultipartUpload and every UploadPart, each part's checksum in CompleteMultipartUpload;
 the object's checksum is then the parts' composite (docs.aws.amazon.com/AmazonS3/latest/userguide/
-checking-object-integrity.html). An upload that names none gets the store's default, a full-object
+checking-object-integrity.html); a client set to compute checksums only when required
+(AWS_REQUEST_CHECKSUM_CALCULATION=when_required) names none, as s3transfer then does. An upload that names none gets the store's default, a full-object
 CRC64NVME, which the store computes over the whole object at completion: moto does it in Python
 and, on one host, took the CPU from the uploads (docs/remote.md, the benchmark paragraph).
 
@@ -98,6 +99,10 @@ def upload_objects(
     id, digest) in each job's chunk order, made as the uploaders go (the producer thread runs it);
     `release(buf id)` once a chunk's bytes are copied out. Returns each object's size and checksum."""
     ups = [_Upload(j, j.path, -(-j.nbytes // chunk_bytes)) for j in jobs]
+    # s3transfer names it only where the client computes checksums when supported (botocore's
+    # default; AWS_REQUEST_CHECKSUM_CALCULATION=when_required turns that off): the same here.
+    named = getattr(s3.meta.config, "request_checksum_calculation", "when_supported") == "when_supported"
+    checksum = {"ChecksumAlgorithm": CHECKSUM_ALGORITHM} if named else {}
     work: queue.Queue = queue.Queue(maxsize=max(2, threads * 2))
     closing: queue.Queue = queue.Queue()
     fail = Failure()
@@ -116,9 +121,7 @@ def upload_objects(
                 if ci == 0:
                     u.digests, u.parts, u.remaining = [0] * u.nchunks, [None] * u.nchunks, u.nchunks
                     if u.nchunks > 1:
-                        u.upload_id = s3.create_multipart_upload(
-                            Bucket=bucket, Key=u.key, ChecksumAlgorithm=CHECKSUM_ALGORITHM
-                        )["UploadId"]
+                        u.upload_id = s3.create_multipart_upload(Bucket=bucket, Key=u.key, **checksum)["UploadId"]
                         begun.append(u)
                 u.digests[ci] = digest
                 while not fail.event.is_set():
@@ -162,7 +165,7 @@ def upload_objects(
                         UploadId=u.upload_id,
                         PartNumber=ci + 1,
                         Body=body,
-                        ChecksumAlgorithm=CHECKSUM_ALGORITHM,
+                        **checksum,
                     )
                 u.parts[ci] = {"ETag": r["ETag"], "PartNumber": ci + 1}
                 if r.get(CHECKSUM_FIELD):
