@@ -103,6 +103,10 @@ def test_dlio_as_the_command_gets_its_version_and_commit(tmp_path, monkeypatch):
     assert p["dlio"] == {"version": "2.0.0", "commit": commit, "archive_sha256": None, "unknown": None}
     assert p["libraries"]["dlio_benchmark"] == "2.0.0"
     assert "dlio" not in P.provenance([PY, "-c", "pass"], str(tmp_path))
+    # a shell running a `dlio_benchmark` that is no Python on the command's PATH (here: none at all;
+    # where DLIO is installed, its console script on PATH is a Python and would be read)
+    p = P.provenance(["/bin/sh", "dlio_benchmark"], str(tmp_path), env={"PATH": str(tmp_path)})
+    assert p["dlio"]["version"] is None and "not a Python script" in p["dlio"]["unknown"]
 
 
 def test_dlio_installed_from_an_archive_gets_the_archive_s_sha256(tmp_path, monkeypatch):
@@ -120,8 +124,6 @@ def test_dlio_installed_from_an_archive_gets_the_archive_s_sha256(tmp_path, monk
     del url["archive_info"]["hashes"]  # an older pip wrote `hash` alone
     (dist / "direct_url.json").write_text(json.dumps(url))
     assert P.provenance([PY, "-m", "dlio_benchmark.main"], str(tmp_path))["dlio"]["archive_sha256"] == sha
-    p = P.provenance(["/bin/sh", "dlio_benchmark"], str(tmp_path))
-    assert p["dlio"]["version"] is None and "not a Python script" in p["dlio"]["unknown"]
 
 
 def test_gpu_driver_version_is_in_the_gpu_collectors_describe():
