@@ -16,6 +16,7 @@ import sys
 
 import pytest
 from support.command import CKPROF
+from support.job_hosts import record_workloads
 from support.system import need_binary, need_root
 
 import ckprof
@@ -180,37 +181,7 @@ def test_s3_bytes_per_host_are_the_objects_each_host_wrote(tmp_path):
     bucket, job = "job-remote", tmp_path / "job"
     with moto_server(tmp_path, bucket) as moto:
         env = dict(os.environ, **CREDS, AWS_ENDPOINT_URL=moto.endpoint)
-        procs = [
-            subprocess.Popen(
-                [
-                    *CKPROF,
-                    "record",
-                    "-q",
-                    "--job-dir",
-                    str(job),
-                    "--host-name",
-                    host,
-                    "--",
-                    *CKPROF,
-                    "workload",
-                    "--total-size",
-                    "12MiB",
-                    "--ranks",
-                    "1",
-                    "--count",
-                    "2",
-                    "--target",
-                    f"s3://{bucket}/{host}",
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            for host in ("h0", "h1")
-        ]
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-        assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
+        record_workloads(job, {host: f"s3://{bucket}/{host}" for host in ("h0", "h1")}, env)
         objs: dict[str, int] = {}
         for page in moto.client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             objs.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})

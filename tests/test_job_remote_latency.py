@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 
 import pytest
-from support.command import CKPROF
+from support.job_hosts import record_workloads
 from support.system import DATA
 
 import ckprof
@@ -50,39 +49,7 @@ def s3_job(tmp_path_factory):
     with moto_server(tmp, bucket) as moto:
         env = dict(os.environ, **CREDS, AWS_ENDPOINT_URL=moto.endpoint)
         targets = {"s3": f"s3://{bucket}/s3", "disk": str(tmp / "files")}
-        procs = {
-            host: subprocess.Popen(
-                [
-                    *CKPROF,
-                    "record",
-                    "-q",
-                    "--job-dir",
-                    str(job),
-                    "--host-name",
-                    host,
-                    "--",
-                    *CKPROF,
-                    "workload",
-                    "--total-size",
-                    "12MiB",
-                    "--ranks",
-                    "1",
-                    "--count",
-                    "2",
-                    "--target",
-                    target,
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )  # fmt: skip
-            for host, target in targets.items()
-        }
-        outs = {h: p.communicate(timeout=300)[0] for h, p in procs.items()}
-        assert {h: p.returncode for h, p in procs.items()} == {"s3": 0, "disk": 0}, {
-            h: o[-3000:] for h, o in outs.items()
-        }
+        record_workloads(job, targets, env)
         time.sleep(0.3)  # the server's last log line
         served = [m[2] for m in LOGGED.finditer(moto.log.read_text(errors="replace"))]
     return job, served
