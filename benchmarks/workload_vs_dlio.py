@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "frameworks"))  # dlio_run: DLIO's YAML, its fsync fix, its timer
 
 import dlio_run  # noqa: E402
-from workload_vs_fio import GIB, ckprof_run, fio_run, loop_fs, sh  # noqa: E402
+from workload_vs_fio import GIB, ckprof_run, fio_run, loop_fs, loop_fs_gone, sh  # noqa: E402
 
 from ckprof.units import fmt_bytes, parse_size  # noqa: E402
 from ckprof.workloads.options import ModelOptions  # noqa: E402
@@ -265,10 +265,7 @@ def main() -> None:
             py_spy_leaves(mnt, base, env, shape, a)
             save_steps(mnt, [f.nbytes for f in plan.ranks[0].files])
     finally:
-        if dev:
-            subprocess.run(["umount", os.path.join(base, "mnt")], capture_output=True)
-            subprocess.run(["losetup", "-d", dev], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        loop_fs_gone(str(base), dev)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,14 @@ def loop_fs(base: str, size: int):
     return dev, mnt
 
 
+def loop_fs_gone(base: str, dev: str | None) -> None:
+    """Undo loop_fs (what of it was made) and remove `base`."""
+    if dev:
+        subprocess.run(["umount", os.path.join(base, "mnt")], capture_output=True)
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
+
+
 def fio_run(mnt: str, rank_bytes: list[int], chunk: int, direct: bool) -> float:
     d = os.path.join(mnt, "fio")
     os.makedirs(d)
@@ -179,10 +187,7 @@ def main() -> None:
                 f"({rss / shard:.1%} of the shard)"
             )
     finally:
-        if dev:
-            subprocess.run(["umount", os.path.join(base, "mnt")], capture_output=True)
-            subprocess.run(["losetup", "-d", dev], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        loop_fs_gone(base, dev)
 
 
 if __name__ == "__main__":
