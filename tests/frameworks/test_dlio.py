@@ -41,7 +41,6 @@ import dlio_run
 import pytest
 from support.checks import checker
 from support.command import ckprof_cmd, clean_env
-from support.system import need_binary
 
 import ckprof
 from ckprof.record.provenance import install_source, installed
@@ -67,12 +66,7 @@ class DlioRun:
 
 
 def record_dlio(loop_ext4, tmp_path: Path, fixed: bool) -> DlioRun:
-    pkg, why = dlio_run.package()
-    if pkg is None:
-        pytest.skip(why)
-    need_binary("mpirun")
-    if not dlio_run.has_bug(pkg):
-        pytest.fail(f"{pkg}/utils/config.py no longer has {dlio_run.BUG_LINE!r} once: DLIO changed; revisit this test")
+    pkg = dlio_run.package_for_test()
     lp, mnt = loop_ext4
     name = "fixed" if fixed else "released"
     folder, conf, dlio_out = mnt / name, tmp_path / "conf", tmp_path / f"{name}-dlio-out"

@@ -17,7 +17,6 @@ from pathlib import Path
 import dlio_run
 import pytest
 from support.command import ckprof_cmd, clean_env
-from support.system import need_binary
 
 from ckprof.analysis.audit_runs import audit_recording
 
@@ -30,12 +29,7 @@ SHAPE = {"layers": 4, "hidden": 192, "ffn": 672, "heads": 32, "kv_heads": 8, "vo
 
 def record(tmp: Path, fixed: bool) -> tuple[dict, Path]:
     """DLIO recorded (as released or fixed): the audit's checks by id, and DLIO's output folder."""
-    pkg, why = dlio_run.package()
-    if pkg is None:
-        pytest.skip(why)
-    need_binary("mpirun")
-    if not dlio_run.has_bug(pkg):
-        pytest.fail(f"{pkg}/utils/config.py no longer has {dlio_run.BUG_LINE!r} once: DLIO changed; revisit this test")
+    pkg = dlio_run.package_for_test()
     name = "fixed" if fixed else "released"
     target, conf, out = tmp / f"{name}-ckpt", tmp / f"{name}-conf", tmp / f"{name}-dlio-out"
     target.mkdir()
