@@ -144,36 +144,40 @@ def span_of(s: SaveSpan, process: tuple) -> SaveSpan:
     return s
 
 
-def step_intervals(step_ends_s: dict) -> tuple[np.ndarray, list]:
-    """(start, end) of every step with a known start, from each process's step ends, and each
-    step's process ((host or None, pid))."""
-    rows, procs = [], []
-    for key, ends in step_ends_s.items():
+def step_intervals(step_ends_s: dict) -> tuple[np.ndarray, np.ndarray, list]:
+    """(start, end) of every step with a known start, from each process's step ends; each step's
+    process as an index into the third, the processes ((host or None, pid))."""
+    rows, codes, procs = [], [], []
+    for i, (key, ends) in enumerate(step_ends_s.items()):
         e = np.sort(np.asarray(ends, dtype=float))
         rows.extend(zip(e[:-1], e[1:]))
-        procs.extend([_process(key)] * max(len(e) - 1, 0))
-    return np.asarray(rows, dtype=float).reshape(-1, 2), procs
+        codes.extend([i] * max(len(e) - 1, 0))
+        procs.append(_process(key))
+    return np.asarray(rows, dtype=float).reshape(-1, 2), np.asarray(codes, dtype=int), procs
 
 
 def _overlap(steps: np.ndarray, a: float, b: float) -> np.ndarray:
     return np.clip(np.minimum(steps[:, 1], b) - np.maximum(steps[:, 0], a), 0.0, None)
 
 
-def _by_process(s: SaveSpan, procs: list) -> list[tuple[np.ndarray, SaveSpan]]:
-    """(mask of the steps of one process, the save as that process lived it), per process."""
-    return [(np.array([q == p for q in procs], bool), span_of(s, p)) for p in dict.fromkeys(procs)]
+def _by_process(s: SaveSpan, codes: np.ndarray, procs: list) -> list[tuple[np.ndarray, SaveSpan]]:
+    """(mask of the steps of one process, the save as that process lived it), per process; the
+    save itself for every step where it has no rank's own span."""
+    if not s.by_process:
+        return [(np.ones(len(codes), bool), s)]
+    return [(codes == i, span_of(s, p)) for i, p in enumerate(procs)]
 
 
 def step_times(saves: list[SaveSpan], step_ends_s: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The steps (start, end), each one's length, its own time (the blocked phases inside it taken
     out: the stall, not the step's work) and whether it overlaps any save's window (each process's
     steps against its own rank's call and window, where the save has them)."""
-    steps, procs = step_intervals(step_ends_s)
+    steps, codes, procs = step_intervals(step_ends_s)
     length = steps[:, 1] - steps[:, 0]
     stalled_s = np.zeros(len(steps))
     in_any = np.zeros(len(steps), bool)
     for s in saves:
-        for mine, own in _by_process(s, procs):
+        for mine, own in _by_process(s, codes, procs):
             block_end = own.end_s if own.blocking_s is None else own.start_s + own.blocking_s
             stalled_s += np.where(mine, _overlap(steps, own.start_s, block_end), 0.0)
             in_any |= mine & (_overlap(steps, own.start_s, own.end_s) > 0)
@@ -212,7 +216,7 @@ def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffe
     steps, length, own, in_any = step_times(saves, step_ends_s)
     if not len(steps):
         return {s.id: None for s in saves}
-    procs = step_intervals(step_ends_s)[1]
+    _, codes, procs = step_intervals(step_ends_s)
     other = length[~in_any]
     med_other = float(np.median(other)) if len(other) else None
     out: dict[str, StepEffect | None] = {}
@@ -221,7 +225,7 @@ def step_effects(saves: list[SaveSpan], step_ends_s: dict) -> dict[str, StepEffe
             out[s.id] = None
             continue
         over = np.zeros(len(steps), bool)
-        for mine, span in _by_process(s, procs):
+        for mine, span in _by_process(s, codes, procs):
             bg = background_s(span)
             if bg is not None:
                 over |= mine & (own > 1e-9) & (_overlap(steps, *bg) >= OVERLAP_SHARE * own)
