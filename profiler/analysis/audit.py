@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ckprof.recording import hydra
 from ckprof.recording import mlperf_rules as R
 from ckprof.recording.timebase import Timebase
 
@@ -106,7 +107,7 @@ def fsync_config(meta: dict) -> tuple[bool | None, str]:
     if isinstance(cfg.get("fsync"), bool):
         return cfg["fsync"], f"ckprof workload config fsync: {cfg['fsync']}"
     argv = meta.get("command")
-    value = hydra_value([str(a) for a in argv], DLIO_FSYNC_KEY) if isinstance(argv, list) else None
+    value = hydra.value([str(a) for a in argv], DLIO_FSYNC_KEY) if isinstance(argv, list) else None
     if value is not None and value.lower() in ("true", "false"):
         return value.lower() == "true", f"the command's override {DLIO_FSYNC_KEY}={value}"
     dlio = dlio_argv(meta)
@@ -566,33 +567,19 @@ def dlio_argv(meta: dict) -> list[str] | None:
     return [str(a) for a in argv]
 
 
-def hydra_value(argv: Sequence[str], key: str) -> str | None:
-    """A Hydra override's value on the command line (key=value, +key=value, ++key=value)."""
-    for arg in argv:
-        k, eq, value = arg.lstrip("+").partition("=")
-        if eq and k == key:
-            return value
-    return None
-
-
-def option_value(argv: Sequence[str], *names: str) -> str | None:
-    for i, arg in enumerate(argv):
-        for n in names:
-            if arg == n and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(n + "="):
-                return arg[len(n) + 1 :]
-    return None
-
-
 def dlio_workload_fsync(meta: dict, argv: Sequence[str]) -> tuple[bool | None, str]:
     """DLIO's `checkpoint.fsync` from its workload YAML (--config-dir DIR workload=NAME:
     DIR/workload/NAME.yaml, as Hydra composes it), read as the report is made: the recording keeps
     the argv and cwd, not the file."""
-    cdir, name = option_value(argv, "--config-dir", "-cd"), hydra_value(argv, "workload")
-    if not cdir or not name:
+    cwd = str(meta.get("cwd") or "")
+    found = [
+        os.path.normpath(os.path.join(cwd, p))
+        for p in hydra.group_files(argv)
+        if p.split(os.sep)[-2:-1] == ["workload"]
+    ]
+    if not found:
         return None, "DLIO's workload config is its packaged one (no --config-dir): not read"
-    path = os.path.normpath(os.path.join(str(meta.get("cwd") or ""), cdir, "workload", f"{name}.yaml"))
+    path = next((p for p in found if os.path.isfile(p)), found[0])
     try:
         import yaml  # type: ignore[import-untyped]  # PyYAML: Hydra's and OmegaConf's (DLIO needs them); not ckprof's
     except ImportError:
@@ -622,7 +609,7 @@ def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
             "the command's own timer is not in the recording (ckprof reads a ckprof workload run's results "
             "and DLIO's per-epoch stats; not mlpstorage's)"
         )
-    folder = hydra_value(argv, "workload.output.folder")
+    folder = hydra.value(argv, "workload.output.folder")
     if folder is None:
         return None, "DLIO's output folder is Hydra's run directory (no workload.output.folder= on its command line)"
     folder = os.path.normpath(os.path.join(str(inp.meta.get("cwd") or ""), folder))

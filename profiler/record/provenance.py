@@ -21,6 +21,8 @@ import shutil
 import sys
 from collections.abc import Mapping
 
+from ckprof.recording import hydra
+
 # the libraries whose version changes a checkpoint's cost (issue 26: a tool version moved results 41 %)
 LIBRARIES = (
     "torch",
@@ -157,31 +159,14 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def hydra_group_files(argv: list[str]) -> list[str]:
-    """The config files Hydra reads for `group=option` arguments from the `--config-dir` (`-cd`)
-    directories the command names: DIR/group/option.yaml (Hydra's config groups; DLIO runs as
-    `dlio_benchmark --config-dir DIR workload=NAME`). Unresolved: relative to the command's cwd."""
-    dirs, picks = [], []
-    for i, arg in enumerate(argv[1:], 1):
-        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
-            dirs.append(argv[i + 1])
-        elif arg.startswith("--config-dir="):
-            dirs.append(arg.split("=", 1)[1])
-        elif "=" in arg and not arg.startswith("-"):
-            group, option = arg.lstrip("+").split("=", 1)
-            if group and option and "." not in group and all(c.isalnum() or c in "_-./" for c in group + option):
-                picks.append((group, option))
-    return [os.path.join(d, g, f"{o}{ext}") for d in dirs for g, o in picks for ext in (".yaml", ".yml")]
-
-
 def config_hashes(argv: list[str], cwd: str) -> tuple[dict[str, str], dict[str, str]]:
     """({path: sha256}, {path: why not hashed}) of each config file an argument names (itself, or
     after `=` as in --config=a.yaml or Hydra's key=path), and of each Hydra config group file a
-    `group=option` argument picks from a `--config-dir` (hydra_group_files), relative to `cwd`."""
+    `group=option` argument picks from a `--config-dir` (hydra.group_files), relative to `cwd`."""
     hashes: dict[str, str] = {}
     skipped: dict[str, str] = {}
     named = [c for arg in argv[1:] for c in {arg, arg.split("=", 1)[-1]}]
-    for cand in [*named, *hydra_group_files(argv)]:
+    for cand in [*named, *hydra.group_files(argv)]:
         if not cand.lower().endswith(CONFIG_SUFFIXES):
             continue
         path = os.path.normpath(os.path.join(cwd, os.path.expanduser(cand)))
