@@ -34,7 +34,13 @@ max(period_s, waiting files / LOOKS_PER_S) seconds: 0.1 s for up to 100 waiting 
 default period, 1.5 s for a 1,500-file checkpoint; on FUSE and network file systems, where each
 open(2) is a request to a daemon or a server, at most once a second (SERVED_LOOK_S). A file's
 durable time is the look that saw it clean, at most that long after its last page reached the
-device. Each new file is looked at once when its save ends (a look per file written, which the
+device. A turn needs no look (no open, no cachestat) where nothing could have made the file
+durable since its last look: its block device completed no write since just before that look
+(record/devwrites.py: writeback of a page ends with a write completing on its device), that look
+saw no page under writeback, and stat(2) gives the same inode, ctime and size (deletion,
+replacement, rename away, a write or a truncation show there) — one stat(2) instead of six system
+calls; meta.json's `file_tracker.looks_spared` counts them. A file first looked at in a tick has its
+next turn at the next tick. Each new file is looked at once when its save ends (a look per file written, which the
 save's own writes dwarf), whatever the budget.
 
 Events written (docs/recording-format.md):
@@ -71,6 +77,7 @@ from ckprof.recording.fstypes import url_scheme
 
 from . import fskind, pagecache
 from .clock import nap
+from .devwrites import DeviceWrites
 from .eventtail import EventTail
 from .filewatch import FileWatch
 
@@ -104,6 +111,12 @@ class _File:
     last_pending: int
     every_ns: int = 0  # looked at no more often than this (a served file system), else each turn
     gone_ns: int | None = None  # the look that found the path gone or naming another file
+    # its device's completed writes (devwrites.py) and what stat(2) said, both just before its last
+    # look, and whether that look saw pages under writeback: while all three say nothing moved, it
+    # is not looked at again (_unchanged). writes None: its device is not counted
+    writes: int | None = None
+    seen: tuple[int, int, int, int] | None = None
+    writeback: bool = False
 
 
 # The lines a tick parses (any other is skipped unparsed, eventtail). `file_activity` lines are this
@@ -169,6 +182,8 @@ class FileTracker:
         self._watch: FileWatch | None = None
         self.idle_wake = "timer"  # how an idle tracker learns of new events: "inotify", or a timer and why
         self._fs = fskind.PerFileSystem()  # st_dev → statfs f_type: once per file system
+        self._dev_writes = DeviceWrites()  # a waiting file is opened again only when its device wrote
+        self.looks_spared = 0  # turns where stat(2) and the device's count said nothing moved
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
         self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
@@ -219,6 +234,7 @@ class FileTracker:
             self._pending.clear()
             self._gone = []
         self._events.close()
+        self._dev_writes.close()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -283,6 +299,10 @@ class FileTracker:
         return int(self._looks)
 
     def tick(self, every_file: bool = False) -> None:
+        self._dev_writes.new_tick()
+        # the files waiting before this tick get their turns; a file looked at in this tick (its
+        # first look, or found gone last tick and looked at again) waits for the next
+        turns = len(self._pending)
         events = self._events.new_events(containing=self._wanted)
         # the handed paths after the tail is read: the source hands a batch before it writes its
         # line, so every batch whose line came before a checkpoint_end or rename read here is taken
@@ -304,9 +324,9 @@ class FileTracker:
         for f in gone:
             if not self._poll(f):
                 self._pending.append(f)
-        budget = len(self._pending) if every_file else min(len(self._pending), self._budget())
+        budget = turns if every_file else min(turns, self._budget())
         now = self.clock.now_ns()
-        for _ in range(len(self._pending)):
+        for _ in range(turns):
             if budget <= 0:
                 break
             f = self._pending.popleft()
@@ -315,6 +335,10 @@ class FileTracker:
                 continue
             budget -= 1
             self._looks -= 1
+            if not every_file and self._unchanged(f):
+                self.looks_spared += 1
+                self._pending.append(f)
+                continue
             if not self._poll(f):
                 (self._gone if f.gone_ns is not None else self._pending).append(f)
 
@@ -414,9 +438,49 @@ class FileTracker:
             self._served[dev] = self._fs.kind(path, dev) in SERVED_KINDS
         return int(SERVED_LOOK_S * 1e9) if self._served[dev] else 0
 
+    def _before_look(self, path: str, dev: int) -> tuple[int, tuple[int, int, int, int]] | None:
+        """Just before a look at a waiting file: the count of writes its device completed and what
+        stat(2) says of the file, to tell at a later turn that nothing moved (None where its device
+        is not counted). Read before the look, so that a write completing after the look moves the
+        count. (A first look has none: one stat(2) of a new file, and its first turn is a look.)"""
+        if self._dev_writes.count(dev) is None:  # not counted: no stat(2) for nothing
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        writes = self._dev_writes.count(st.st_dev)
+        return None if writes is None else (writes, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
+
+    @staticmethod
+    def _looked(f: _File, before, got: pagecache.Look) -> None:
+        """What the look just made leaves for _unchanged: nothing where the file stat(2) saw is not
+        the one looked at (replaced in between)."""
+        f.writeback = got.state.writeback_pages > 0
+        if before is not None and before[1][:2] == (got.identity.dev, got.identity.ino):
+            f.writes, f.seen = before
+        else:
+            f.writes = f.seen = None
+
+    def _unchanged(self, f: _File) -> bool:
+        """Whether the file is as its last look left it, without opening it: its device has
+        completed no write since (so no page of it was written back: devwrites.py), its last look
+        saw no page under writeback (that ends without a new request), and stat(2) gives the same
+        inode, ctime and size (not deleted, replaced, renamed away, written or truncated since)."""
+        if f.writes is None or f.writeback or f.gone_ns is not None:
+            return False
+        if self._dev_writes.count(f.identity.dev) != f.writes:
+            return False
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size) == f.seen
+
     def _poll(self, f: _File) -> bool:
         """Look once; True when the file is settled (its event written)."""
         now = self.clock.now_ns()
+        before = self._before_look(f.path, f.identity.dev)
         try:
             got = pagecache.look(f.path)
         except OSError as e:
@@ -430,6 +494,7 @@ class FileTracker:
             return False
         f.gone_ns = None  # renamed, and found under its new name
         f.last_ns, f.last_pending = now, got.state.pending_bytes
+        self._looked(f, before, got)
         if got.state.clean:
             self._settle(f, "file_durable", now)
             return True
