@@ -122,3 +122,29 @@ def test_a_new_file_is_looked_at_once_in_the_tick_that_adds_it(tracker, tmp_path
     if not tracker._pending:
         pytest.skip("something wrote the file back before its first look")
     assert looks == [str(f)]
+
+
+def test_a_first_look_on_a_known_device_is_a_turn_spared_after(tracker, quiet_ext4, looks):
+    """A new file on the device of the file looked at before it: that device's count is read
+    before its first look, so its first turn needs no look either."""
+    a, b = quiet_ext4 / "a.bin", quiet_ext4 / "b.bin"
+    _waiting(tracker, a)
+    b.write_bytes(os.urandom(1 << 20))
+    tracker.writer.event({"t_ns": 2, "event": "checkpoint_end", "id": "c2", "path": str(b), "kind": "save"})
+    tracker.tick()  # b's first look (a's turn is spared)
+    made = len(looks)
+    tracker.tick()  # both turns spared
+    assert looks[made:] == [] and tracker.looks_spared == 3, looks
+
+
+def test_a_look_that_gives_no_ctime_spares_nothing(tracker, quiet_ext4, monkeypatch):
+    """A library built before fr_look gave the inode's ctime answers 0: no turn is spared then."""
+    import dataclasses
+
+    real = pagecache.chosen_look()
+    monkeypatch.setattr(pagecache, "_chosen", lambda p: (g := real(p)) and dataclasses.replace(g, ctime_ns=0))
+    f = quiet_ext4 / "ckpt.bin"
+    _waiting(tracker, f)
+    for _ in range(3):
+        tracker.tick()
+    assert tracker.looks_spared == 0 and tracker._pending

@@ -59,6 +59,10 @@ class DeviceWrites:
         self._now[dev] = n
         return n
 
+    def read_this_tick(self, dev: int) -> int | None:
+        """The count `count` read for `dev` earlier in this tick; None where none was read."""
+        return self._now.get(dev)
+
     def _open(self, dev: int) -> int | None:
         fd = None
         if os.major(dev) != 0:  # 0: an anonymous device (btrfs, overlayfs, tmpfs, FUSE, NFS)

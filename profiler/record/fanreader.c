@@ -911,7 +911,7 @@ void fr_counts(struct fr *s, int64_t *out) {
  * linux/fs.h: ext4 and btrfs write an int; an error means the file system keeps none);
  * cachestat(2) (man 2 cachestat, Linux >= 6.5: syscall `nr` as Python knows it, the whole file);
  * and close(2) before returning: no descriptor is kept on a user's file (issue 21 item 1).
- * out[]: dev, ino, has_generation, generation, size, nr_cache, nr_dirty, nr_writeback.
+ * out[]: dev, ino, has_generation, generation, size, nr_cache, nr_dirty, nr_writeback, ctime (ns).
  * Returns 0 (a regular file, out filled), 1 (the path names nothing, or no regular file, now:
  * ENOENT / ENOTDIR at stat or open, as Python's FileNotFoundError / NotADirectoryError), or
  * -errno (what Python raises as OSError). */
@@ -955,6 +955,8 @@ int fr_look(const char *path, int flags, long nr_cachestat, int64_t *out) {
       out[5] = (int64_t)cs.nr_cache;
       out[6] = (int64_t)cs.nr_dirty;
       out[7] = (int64_t)cs.nr_writeback;
+      /* ctime: the file tracker's sign that the file changed since this look (pagecache.Look) */
+      out[8] = (int64_t)st.st_ctim.tv_sec * 1000000000LL + (int64_t)st.st_ctim.tv_nsec;
     }
   }
   if (close(fd) != 0) r = -errno; /* as os.close raising in Python's finally */

@@ -111,9 +111,9 @@ class _File:
     last_pending: int
     every_ns: int = 0  # looked at no more often than this (a served file system), else each turn
     gone_ns: int | None = None  # the look that found the path gone or naming another file
-    # its device's completed writes (devwrites.py) and what stat(2) said, both just before its last
-    # look, and whether that look saw pages under writeback: while all three say nothing moved, it
-    # is not looked at again (_unchanged). writes None: its device is not counted
+    # its device's completed writes (devwrites.py) read before its last look, and what that look saw
+    # (inode, ctime, size; pages under writeback): while nothing moved, it is not looked at again
+    # (_unchanged). writes None: its device is not counted (or was not read before that look)
     writes: int | None = None
     seen: tuple[int, int, int, int] | None = None
     writeback: bool = False
@@ -184,6 +184,7 @@ class FileTracker:
         self._fs = fskind.PerFileSystem()  # st_dev → statfs f_type: once per file system
         self._dev_writes = DeviceWrites()  # a waiting file is opened again only when its device wrote
         self.looks_spared = 0  # turns where stat(2) and the device's count said nothing moved
+        self._last_dev: int | None = None  # the device of the last file first looked at
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
         self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
@@ -405,6 +406,8 @@ class FileTracker:
         """Look at a file named for the first time (one stat(2) of it, in pagecache.look): settled
         when clean, else waiting; gone, said when `gone_said`."""
         now = self.clock.now_ns()
+        if self._last_dev is not None:  # new files are mostly on the last one's device: its count first
+            self._dev_writes.count(self._last_dev)
         try:
             got = pagecache.look(p)
         except OSError as e:
@@ -417,6 +420,8 @@ class FileTracker:
         self.files_seen += 1
         pending = got.state.pending_bytes
         f = _File(p, cid, got.size_bytes, got.identity, now, pending, now, pending, self._every_ns(got, p))
+        self._looked(f, got)
+        self._last_dev = got.identity.dev
         self._watched_paths[p] = self._watched_paths.get(p, 0) + 1
         if got.state.clean:
             self._settle(f, "file_durable", now)
@@ -438,29 +443,14 @@ class FileTracker:
             self._served[dev] = self._fs.kind(path, dev) in SERVED_KINDS
         return int(SERVED_LOOK_S * 1e9) if self._served[dev] else 0
 
-    def _before_look(self, path: str, dev: int) -> tuple[int, tuple[int, int, int, int]] | None:
-        """Just before a look at a waiting file: the count of writes its device completed and what
-        stat(2) says of the file, to tell at a later turn that nothing moved (None where its device
-        is not counted). Read before the look, so that a write completing after the look moves the
-        count. (A first look has none: one stat(2) of a new file, and its first turn is a look.)"""
-        if self._dev_writes.count(dev) is None:  # not counted: no stat(2) for nothing
-            return None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        writes = self._dev_writes.count(st.st_dev)
-        return None if writes is None else (writes, (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size))
-
-    @staticmethod
-    def _looked(f: _File, before, got: pagecache.Look) -> None:
-        """What the look just made leaves for _unchanged: nothing where the file stat(2) saw is not
-        the one looked at (replaced in between)."""
+    def _looked(self, f: _File, got: pagecache.Look) -> None:
+        """What a look leaves for _unchanged: its device's count of completed writes as read earlier
+        in this tick (before the look: a write completing after the look moves the count; not read
+        this tick yet, or not counted: None, and the next turn is a look), whether it saw pages under
+        writeback, and the inode, ctime and size it saw."""
         f.writeback = got.state.writeback_pages > 0
-        if before is not None and before[1][:2] == (got.identity.dev, got.identity.ino):
-            f.writes, f.seen = before
-        else:
-            f.writes = f.seen = None
+        f.writes = self._dev_writes.read_this_tick(got.identity.dev) if got.ctime_ns else None
+        f.seen = (got.identity.dev, got.identity.ino, got.ctime_ns, got.size_bytes)
 
     def _unchanged(self, f: _File) -> bool:
         """Whether the file is as its last look left it, without opening it: its device has
@@ -480,7 +470,7 @@ class FileTracker:
     def _poll(self, f: _File) -> bool:
         """Look once; True when the file is settled (its event written)."""
         now = self.clock.now_ns()
-        before = self._before_look(f.path, f.identity.dev)
+        self._dev_writes.count(f.identity.dev)  # before the look (_looked)
         try:
             got = pagecache.look(f.path)
         except OSError as e:
@@ -494,7 +484,7 @@ class FileTracker:
             return False
         f.gone_ns = None  # renamed, and found under its new name
         f.last_ns, f.last_pending = now, got.state.pending_bytes
-        self._looked(f, before, got)
+        self._looked(f, got)
         if got.state.clean:
             self._settle(f, "file_durable", now)
             return True

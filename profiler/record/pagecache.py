@@ -92,6 +92,9 @@ class Look:
     identity: Identity
     size_bytes: int
     state: PageState
+    # the inode's ctime (fstat(2) in the look), in ns: any write, truncation, rename or link change
+    # since moves it (0 from a library built before fr_look gave it: never equal to stat(2)'s)
+    ctime_ns: int = 0
 
 
 # _IOR('v', 1, long) (include/uapi/linux/fs.h); ext4 and btrfs write an int there
@@ -129,13 +132,15 @@ def _look_py(path: str) -> Look | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between stat and open
             return None
-        return Look(Identity(st.st_dev, st.st_ino, _generation(fd)), st.st_size, _cachestat(fd, _NR))
+        return Look(Identity(st.st_dev, st.st_ino, _generation(fd)), st.st_size, _cachestat(fd, _NR), st.st_ctime_ns)
     finally:
         os.close(fd)
 
 
 _U64 = (1 << 64) - 1
-_Out = ctypes.c_int64 * 8  # fr_look's answer: dev, ino, has_generation, generation, size, pages x3
+# fr_look's answer: dev, ino, has_generation, generation, size, pages x3, ctime in ns (a library built
+# before it gave ctime writes 8 and leaves the ninth 0)
+_Out = ctypes.c_int64 * 9
 
 
 def _look_c(path: str) -> Look | None:
@@ -152,7 +157,7 @@ def _look_c(path: str) -> Look | None:
         return None
     if r < 0:
         raise OSError(-r, os.strerror(-r), path)
-    return Look(Identity(o[0] & _U64, o[1] & _U64, o[3] if o[2] else None), o[4], PageState(o[5], o[6], o[7]))
+    return Look(Identity(o[0] & _U64, o[1] & _U64, o[3] if o[2] else None), o[4], PageState(o[5], o[6], o[7]), o[8])
 
 
 _LIB_C: ctypes.CDLL | None = None
