@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,6 +58,10 @@
 #define FAN_EVENT_INFO_TYPE_DFID_NAME 2
 #define FAN_METADATA_VERSION 3
 #define META_LEN 24 /* struct fanotify_event_metadata */
+/* more than the longest event this group can be given: the metadata and at most two DFID_NAME
+ * records (FAN_RENAME's old and new), each a header, fsid, a struct file_handle of at most
+ * MAX_HANDLE_SZ (128) bytes and a name of at most NAME_MAX (255) bytes and its NUL */
+#define EVENT_MAX_LEN 4096
 
 #define WRITE_MASK (FAN_CREATE | FAN_MODIFY | FAN_CLOSE_WRITE)
 #define ENDS_MASK (FAN_DELETE | FAN_MOVED_FROM | FAN_CLOSE_WRITE) /* what ends a file's burst */
@@ -184,8 +189,9 @@ struct burst {
   int64_t start_ns, end_ns, n;
   uint32_t mask;
   int is_dir, scanned;
-  struct pidw *pids;
+  struct pidw *pids; /* `few` until a third pid */
   int npids, cap;
+  struct pidw few[2];
 };
 
 struct fr {
@@ -209,6 +215,10 @@ struct fr {
   /* fr_cycle's state between its returns: the merge pause under way, this read's accounting */
   int64_t pause_until_ns, kept_at_read, mine_ns, flushed_ns;
   int pause_mine, read_any;
+  /* fr_take's directory for statx: an O_PATH descriptor on the directory path `at_dir` names (a
+   * dirs value), opened at the first file it finishes there and closed before fr_take returns */
+  const char *at_dir, *last_dir; /* last_dir: the directory of the file finished before */
+  int at_fd;
   uint8_t keybuf[4 + 256 + 4096];
   char pathbuf[8192];
 };
@@ -218,7 +228,7 @@ static void burst_free(struct burst *b) {
   free(b->key);
   free(b->path);
   free(b->renamed_from);
-  free(b->pids);
+  if (b->pids != b->few) free(b->pids);
   free(b);
 }
 
@@ -299,10 +309,14 @@ static void note(struct burst *b, uint32_t mask, int32_t pid, int64_t t_ns) {
       b->pids[i].writer |= writer;
       return;
     }
-  if (b->npids == b->cap) {
-    int cap = b->cap ? 2 * b->cap : 2;
-    struct pidw *p = realloc(b->pids, cap * sizeof *p);
+  if (!b->cap) {
+    b->pids = b->few;
+    b->cap = 2;
+  } else if (b->npids == b->cap) {
+    int cap = 2 * b->cap;
+    struct pidw *p = b->pids == b->few ? malloc(cap * sizeof *p) : realloc(b->pids, cap * sizeof *p);
     if (!p) return; /* one pid fewer named, rather than nothing */
+    if (b->pids == b->few) memcpy(p, b->few, sizeof b->few);
     b->pids = p;
     b->cap = cap;
   }
@@ -350,11 +364,20 @@ static void put(struct fr *s, const char *text, size_t n) {
 }
 #define PUT(s, lit) put(s, lit, sizeof lit - 1)
 
-static void put_i64(struct fr *s, int64_t v) {
+static const char DIGIT_PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+static void put_i64(struct fr *s, int64_t v) { /* two digits a division */
   char tmp[24];
   int i = 24, neg = v < 0;
   uint64_t u = neg ? 0 - (uint64_t)v : (uint64_t)v;
-  do tmp[--i] = '0' + u % 10; while (u /= 10);
+  while (u >= 100) {
+    memcpy(tmp + (i -= 2), DIGIT_PAIRS + 2 * (u % 100), 2);
+    u /= 100;
+  }
+  if (u >= 10) memcpy(tmp + (i -= 2), DIGIT_PAIRS + 2 * u, 2);
+  else tmp[--i] = (char)('0' + u);
   if (neg) tmp[--i] = '-';
   put(s, tmp + i, 24 - i);
 }
@@ -381,6 +404,12 @@ static void put_str(struct fr *s, const char *text) {
   size_t n = strlen(text);
   s->out[s->out_len++] = '"';
   for (size_t i = 0; i < n;) {
+    size_t plain = i; /* printable ASCII but the two JSON escapes: as it is, in one copy */
+    while (plain < n && p[plain] >= 0x20 && p[plain] < 0x80 && p[plain] != '"' && p[plain] != '\\') plain++;
+    if (plain > i) {
+      put(s, text + i, plain - i);
+      if ((i = plain) == n) break;
+    }
     uint8_t c = p[i];
     int k = utf8_len(p + i, n - i);
     if (c == '"' || c == '\\') {
@@ -413,15 +442,47 @@ static void put_ids(struct fr *s, const int64_t *v, int n) {
 
 static void put_text(struct fr *s, int which) { put(s, s->text[which], s->text_len[which]); }
 
+/* statx(2) of the burst's path. Where fr_take finishes it (`name`: its entry in the directory
+ * `dir`, whose path and the name's are in s->pathbuf, which is the burst's path) and the file
+ * before it in this fr_take call was in the same directory, relative to an O_PATH descriptor on the
+ * directory (openat(2); no fsnotify event for O_PATH): the lookup walks one component instead of
+ * the whole path (path_resolution(7)) and the answer is the path's. Opened at the second file in a
+ * row in one directory (files spread over many directories open nothing), kept for the next files
+ * there, closed before fr_take returns: no descriptor stays on a user's directory (an unmount would
+ * find it busy). Issue 21, cost: the walk was ~half of statx's cost. */
+static int look_statx(struct fr *s, struct burst *b, const char *dir, const char *name, struct statx *st) {
+  const unsigned mask = STATX_SIZE | STATX_BTIME;
+  /* a path of PATH_MAX or more fails by its path (ENAMETOOLONG), as the Python reader's does */
+  if (dir && strcmp(b->path, s->pathbuf) == 0 && strlen(b->path) < PATH_MAX) {
+    if (dir == s->at_dir && s->at_fd >= 0) return statx(s->at_fd, name, AT_SYMLINK_NOFOLLOW, mask, st);
+    if (dir == s->last_dir && dir != s->at_dir) {
+      if (s->at_fd >= 0) close(s->at_fd);
+      s->at_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      s->at_dir = dir; /* a failed open is not tried again in this call */
+      if (s->at_fd >= 0) return statx(s->at_fd, name, AT_SYMLINK_NOFOLLOW, mask, st);
+    }
+    s->last_dir = dir;
+  }
+  return statx(AT_FDCWD, b->path, AT_SYMLINK_NOFOLLOW, mask, st);
+}
+
+static void at_close(struct fr *s) {
+  if (s->at_fd >= 0) close(s->at_fd);
+  s->at_fd = -1;
+  s->at_dir = s->last_dir = NULL;
+}
+
 /* A finished burst: statx(2) of its path unless deleted (its size; its birth time, CLOCK_REALTIME
  * − offset_ns on CLOCK_MONOTONIC, as the start of a burst that created the file when earlier than
- * its first event read, by less than max_lead_ns), then its entry, appended to the batch. */
-static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns, int64_t max_lead_ns) {
+ * its first event read, by less than max_lead_ns), then its entry, appended to the batch (the
+ * caller frees the burst). `dir`, `name`: look_statx's. */
+static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns, int64_t max_lead_ns,
+                   const char *dir, const char *name) {
   int64_t size = -1, start = b->start_ns;
   int btime = 0, gone = 0;
   if (!deleted) {
     struct statx st;
-    if (statx(AT_FDCWD, b->path, AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_BTIME, &st) != 0) {
+    if (look_statx(s, b, dir, name, &st) != 0) {
       gone = 1;
     } else {
       if (!b->is_dir) size = (int64_t)st.stx_size;
@@ -436,23 +497,19 @@ static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns
   }
   int np = b->npids, nw = 0;
   int64_t few[2 * 8], *ids = np <= 8 ? few : malloc(2 * np * sizeof *ids), *all = ids + np;
-  if (!ids) {
-    burst_free(b);
-    return;
-  }
+  if (!ids) return;
   for (int i = 0; i < np; i++) {
     if (b->pids[i].writer) ids[nw++] = b->pids[i].pid;
     all[i] = b->pids[i].pid;
   }
-  qsort(ids, nw, 8, cmp_i64);
-  qsort(all, np, 8, cmp_i64);
+  if (nw > 1) qsort(ids, nw, 8, cmp_i64);
+  if (np > 1) qsort(all, np, 8, cmp_i64);
   size_t plen = strlen(b->path), rlen = b->renamed_from ? strlen(b->renamed_from) : 0;
   size_t texts = 0;
   for (int i = 0; i < T_COUNT; i++) texts += s->text_len[i];
   int listed = !b->is_dir && plen && (b->mask & s->list_want) && !(b->mask & s->list_skip);
   if (out_room(s, 512 + 6 * (plen + rlen) + 2 * 24 * (size_t)np + texts) || (listed && paths_room(s, plen + 1))) {
     if (ids != few) free(ids);
-    burst_free(b);
     return;
   }
   if (listed) { /* the path as the entry's "path" holds it, before JSON's escapes */
@@ -509,7 +566,6 @@ static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns
   s->out_files++;
   s->files++;
   if (ids != few) free(ids);
-  burst_free(b);
 }
 
 /* ---- what Python calls --------------------------------------------------------------------- */
@@ -519,6 +575,7 @@ struct fr *fr_new(size_t bufsize) {
   struct fr *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->bufsize = bufsize;
+  s->at_fd = -1;
   s->buf = malloc(bufsize);
   if (!s->buf || map_init(&s->bursts, 1024) || map_init(&s->dirs, 256) || map_init(&s->pids, 64)) {
     free(s->buf);
@@ -597,8 +654,9 @@ static uint32_t scan_key(struct fr *s, const char *path) {
  * FileActivity._event: a new burst (or the one a listing found for the path) is tabled unless
  * the event ends it; an event that ends a burst (close_write, delete) finishes it. 1 when
  * taken, 0 when not, -ENOMEM. */
-int fr_note(struct fr *s, const uint8_t *handle, uint32_t hlen, const uint8_t *name, uint32_t nlen,
-            const char *path, uint32_t mask, int32_t pid, int64_t t_ns, int64_t offset_ns, int64_t max_lead_ns) {
+static int note_event(struct fr *s, const uint8_t *handle, uint32_t hlen, const uint8_t *name, uint32_t nlen,
+                      const char *path, uint32_t mask, int32_t pid, int64_t t_ns, int64_t offset_ns,
+                      int64_t max_lead_ns, const char *dir, const char *rel) {
   if (hlen > 256 || nlen > 4096) return 0;
   uint32_t klen = make_key(s, handle, hlen, name, nlen);
   struct burst *b = map_get(&s->bursts, s->keybuf, klen);
@@ -608,6 +666,15 @@ int fr_note(struct fr *s, const uint8_t *handle, uint32_t hlen, const uint8_t *n
       uint32_t sk = scan_key(s, path);
       b = table_pop(s, s->keybuf, sk);
       klen = make_key(s, handle, hlen, name, nlen);
+    }
+    if (!b && (mask & ENDS_MASK)) { /* begun and ended by this event (the kernel merged the file's
+                                       create, writes and close): never tabled, nothing allocated */
+      struct burst one = {.path = (char *)path, .start_ns = t_ns, .end_ns = t_ns, .is_dir = (mask & FAN_ONDIR) != 0};
+      s->events_kept++;
+      note(&one, mask, pid, t_ns);
+      finish(s, &one, (mask & FAN_DELETE) != 0, offset_ns, max_lead_ns, dir, rel);
+      if (one.pids != one.few) free(one.pids);
+      return 1;
     }
     if (!b && !(b = burst_new(path, t_ns, (mask & FAN_ONDIR) != 0))) return -ENOMEM;
     if (!(mask & ENDS_MASK) && table_put(s, b, s->keybuf, klen)) {
@@ -622,8 +689,16 @@ int fr_note(struct fr *s, const uint8_t *handle, uint32_t hlen, const uint8_t *n
   }
   s->events_kept++;
   note(b, mask, pid, t_ns);
-  if (mask & ENDS_MASK) finish(s, b, (mask & FAN_DELETE) != 0, offset_ns, max_lead_ns);
+  if (mask & ENDS_MASK) {
+    finish(s, b, (mask & FAN_DELETE) != 0, offset_ns, max_lead_ns, dir, rel);
+    burst_free(b);
+  }
   return 1;
+}
+
+int fr_note(struct fr *s, const uint8_t *handle, uint32_t hlen, const uint8_t *name, uint32_t nlen,
+            const char *path, uint32_t mask, int32_t pid, int64_t t_ns, int64_t offset_ns, int64_t max_lead_ns) {
+  return note_event(s, handle, hlen, name, nlen, path, mask, pid, t_ns, offset_ns, max_lead_ns, NULL, NULL);
 }
 
 /* A rename of the tree's (FAN_RENAME: both names): FileActivity._rename's rule. */
@@ -688,7 +763,8 @@ void fr_emit(struct fr *s, int64_t now_ns, int64_t quiet_ns, int everything, int
   while (s->first && (everything || now_ns - s->first->end_ns >= quiet_ns)) {
     struct burst *b = s->first;
     table_pop(s, b->key, b->klen);
-    finish(s, b, 0, offset_ns, max_lead_ns);
+    finish(s, b, 0, offset_ns, max_lead_ns, NULL, NULL);
+    burst_free(b);
   }
 }
 
@@ -740,10 +816,12 @@ int fr_take(struct fr *s, int64_t len, int64_t *off, int64_t *ev_len, int64_t t_
         s->pathbuf[dl] = '/';
         memcpy(s->pathbuf + dl + 1, name, nlen);
         s->pathbuf[dl + 1 + nlen] = 0;
-        fast = fr_note(s, handle, 8 + hbytes, name, nlen, s->pathbuf, mask, pid, t_ns, offset_ns, max_lead_ns) == 1;
+        fast = note_event(s, handle, 8 + hbytes, name, nlen, s->pathbuf, mask, pid, t_ns, offset_ns, max_lead_ns,
+                          dir, s->pathbuf + dl + 1) == 1;
       }
     }
     if (!fast) {
+      at_close(s);
       *off = o;
       *ev_len = event_len;
       return 1;
@@ -751,6 +829,7 @@ int fr_take(struct fr *s, int64_t len, int64_t *off, int64_t *ev_len, int64_t t_
     s->events_fast++;
     o = end;
   }
+  at_close(s);
   *off = len;
   return 0;
 }
@@ -833,7 +912,11 @@ int fr_cycle(struct fr *s, int fan_fd, int stop_fd, int exec_fd, int fork_fd, in
       io[IO_T] = t;
       io[IO_OFFSET] = realtime_offset_ns();
       if (fr_take(s, n, &io[IO_OFF], &io[IO_EVLEN], t, io[IO_OFFSET], max_lead_ns)) return FR_EVENT;
-      continue;
+      /* fanotify_read stops at an empty queue or at an event that does not fit (fs/notify/fanotify/
+       * fanotify_user.c): a read that left room for the longest event found the queue empty. What
+       * came since is read after the pause, as what comes just after an empty read is: no poll and
+       * read(2) more a cycle to find it empty (issue 21, cost) */
+      if ((size_t)n + EVENT_MAX_LEN > s->bufsize) continue;
     }
     /* the queue is empty */
     now = mono_ns();
