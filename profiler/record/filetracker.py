@@ -76,7 +76,7 @@ from ckprof.recording.format import FILE_ACTIVITY_ID
 from ckprof.recording.fstypes import url_scheme
 
 from . import fskind, pagecache
-from .clock import nap
+from .clock import MonotonicClock, nap
 from .devwrites import DeviceWrites
 from .eventtail import EventTail
 from .filewatch import FileWatch
@@ -327,6 +327,7 @@ class FileTracker:
                 self._pending.append(f)
         budget = turns if every_file else min(turns, self._budget())
         now = self.clock.now_ns()
+        due: list[_File] = []
         for _ in range(turns):
             if budget <= 0:
                 break
@@ -340,8 +341,14 @@ class FileTracker:
                 self.looks_spared += 1
                 self._pending.append(f)
                 continue
-            if not self._poll(f):
-                (self._gone if f.gone_ns is not None else self._pending).append(f)
+            due.append(f)
+        if due:  # the turns that need a look: in one call (pagecache.look_many)
+            for dev in {f.identity.dev for f in due}:
+                self._dev_writes.count(dev)  # before the looks (_looked)
+            stamp = None if type(self.clock) is MonotonicClock else self.clock.now_ns
+            for f, (t_ns, got) in zip(due, pagecache.look_many([f.path for f in due], stamp)):
+                if not self._judge(f, t_ns, got):
+                    (self._gone if f.gone_ns is not None else self._pending).append(f)
 
     def _queue_written(self, entries) -> None:
         """A `file_activity` line's entries, parsed from the tail (no source hands them in-process)."""
@@ -472,9 +479,15 @@ class FileTracker:
         now = self.clock.now_ns()
         self._dev_writes.count(f.identity.dev)  # before the look (_looked)
         try:
-            got = pagecache.look(f.path)
+            got: pagecache.Look | None | OSError = pagecache.look(f.path)
         except OSError as e:
-            self._settle(f, "file_untracked", reason=f"cachestat: {e.strerror}")
+            got = e
+        return self._judge(f, now, got)
+
+    def _judge(self, f: _File, now: int, got: pagecache.Look | None | OSError) -> bool:
+        """What a look made at `now` says of a waiting file; True when it is settled (its event written)."""
+        if isinstance(got, OSError):
+            self._settle(f, "file_untracked", reason=f"cachestat: {got.strerror}")
             return True
         if got is None or got.identity != f.identity:  # unlinked, or another file put in its place
             if f.gone_ns is not None:  # gone at two looks a tick apart, no rename heard of

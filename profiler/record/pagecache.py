@@ -30,6 +30,7 @@ import os
 import platform
 import stat
 import sys
+import time
 from dataclasses import dataclass
 
 # the kernel's number for cachestat, per architecture: asm-generic (aarch64, riscv64, loongarch64)
@@ -160,8 +161,48 @@ def _look_c(path: str) -> Look | None:
     return Look(Identity(o[0] & _U64, o[1] & _U64, o[3] if o[2] else None), o[4], PageState(o[5], o[6], o[7]), o[8])
 
 
+def look_many(paths: list[str], stamp=None) -> list[tuple[int, Look | None | OSError]]:
+    """`look` at each path, in order: (the time just before its look, what `look` returns or the
+    OSError it raises). The looks in one C call (fanreader.c fr_look_many) where the C look is the
+    one chosen and `stamp` is None (each stamped CLOCK_MONOTONIC there, the recorder's clock);
+    else one `look` a path, each stamped by `stamp()` (or time.monotonic_ns)."""
+    fn = _chosen or choose_look()
+    many = _LOOK_MANY if fn is _look_c and stamp is None else None
+    encoded = [os.fsencode(p) for p in paths] if many is not None else []
+    if many is None or any(b"\0" in b for b in encoded):
+        out: list[tuple[int, Look | None | OSError]] = []
+        for p in paths:
+            t_ns = (stamp or time.monotonic_ns)()
+            try:
+                out.append((t_ns, fn(p)))
+            except OSError as e:
+                out.append((t_ns, e))
+        return out
+    n = len(paths)
+    answers, stamps = (ctypes.c_int64 * (10 * n))(), (ctypes.c_int64 * n)()
+    many(b"\0".join(encoded) + b"\0", n, LOOK_FLAGS, -1 if _NR is None else _NR, answers, stamps)
+    o, got = answers[:], []
+    for i, t_ns in enumerate(stamps[:]):
+        k = 10 * i
+        r = o[k]
+        if r == 0:
+            found: Look | None | OSError = Look(
+                Identity(o[k + 1] & _U64, o[k + 2] & _U64, o[k + 4] if o[k + 3] else None),
+                o[k + 5],
+                PageState(o[k + 6], o[k + 7], o[k + 8]),
+                o[k + 9],
+            )
+        elif r == 1:
+            found = None
+        else:
+            found = OSError(-r, os.strerror(-r), paths[i])
+        got.append((t_ns, found))
+    return got
+
+
 _LIB_C: ctypes.CDLL | None = None
 _WHY_NOT_C: str | None = None
+_LOOK_MANY = None  # fanreader.c's fr_look_many where the library has it (one built before has not)
 
 
 def _load_c() -> ctypes.CDLL | None:
@@ -183,6 +224,13 @@ def _load_c() -> ctypes.CDLL | None:
         return None
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_long, ctypes.POINTER(ctypes.c_int64)]
+    global _LOOK_MANY
+    many = getattr(lib, "fr_look_many", None)
+    if many is not None:
+        many.restype = ctypes.c_int
+        i64p = ctypes.POINTER(ctypes.c_int64)
+        many.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_long, i64p, i64p]
+        _LOOK_MANY = many
     _LIB_C = lib
     return lib
 
