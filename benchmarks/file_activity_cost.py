@@ -346,6 +346,7 @@ def main() -> None:
                             f"kernel events ({fa.get('events_in_c', 0)} taken in C), {fa.get('events_in_tree')} the "
                             f"tree's, {fa.get('files')} file bursts; reader {fa.get('reader')!r}; file tracker "
                             f"thread {tracker[on][-1]:.3f} % over the command ({ft.get('files')} files looked at, "
+                            f"{ft.get('looks_spared', 'no')} turns spared, "
                             f"look {ft.get('look', 'python')!r}); load average {os.getloadavg()[0]:.1f}{extra}"
                         )
                     else:
