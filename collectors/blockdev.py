@@ -69,6 +69,25 @@ _IN_FLIGHT = 3 + FIELDS.index("in_flight")  # its token in a /proc/diskstats lin
 IDLE_INFLIGHT = b"0 0\n"  # /sys/block/<dev>/inflight of a device with nothing in flight
 
 
+def queue_dir(sys_root: str, dev: str) -> str:
+    """/sys/class/block/<dev>/queue; a partition has none: its disk's."""
+    node = os.path.join(sys_root, "class", "block", dev)
+    q = os.path.join(node, "queue")
+    if not os.path.isdir(q):
+        q = os.path.join(os.path.dirname(os.path.realpath(node)), "queue")
+    return q
+
+
+def iostats_kept(sys_root: str, dev: str) -> bool:
+    """False where the kernel keeps no statistics for the device (queue/iostats = 0: its counters
+    never move, Documentation/ABI/stable/sysfs-block); True where it does or the file is not there."""
+    try:
+        with open(os.path.join(queue_dir(sys_root, dev), "iostats")) as f:
+            return f.read().strip() != "0"
+    except OSError:
+        return True
+
+
 class BlockCollector(RawCollector):
     name = "block"
     schema = SCHEMA
@@ -104,17 +123,11 @@ class BlockCollector(RawCollector):
     def _sysblock(self, dev: str, *parts: str) -> str:
         return os.path.join(self.sys_root, "class", "block", dev, *parts)
 
-    def _queue_dir(self, dev: str) -> str:
-        q = self._sysblock(dev, "queue")
-        if not os.path.isdir(q):  # a partition: its queue is its disk's
-            q = os.path.join(os.path.dirname(os.path.realpath(self._sysblock(dev))), "queue")
-        return q
-
     def queue_attrs(self, dev: str) -> dict:
         out = {}
         for attr in QUEUE_ATTRS:
             try:
-                with open(os.path.join(self._queue_dir(dev), attr)) as f:
+                with open(os.path.join(queue_dir(self.sys_root, dev), attr)) as f:
                     v = f.read().strip()
             except OSError:
                 continue
@@ -151,7 +164,7 @@ class BlockCollector(RawCollector):
 
     def frozen_devices(self) -> list[str]:
         """Devices whose statistics the kernel does not keep (queue/iostats = 0): counters never move."""
-        return [d for d in self.devices if self.queue_attrs(d).get("iostats") == 0]
+        return [d for d in self.devices if not iostats_kept(self.sys_root, d)]
 
     def describe(self) -> dict:
         return {

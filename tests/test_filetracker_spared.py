@@ -172,3 +172,17 @@ def test_a_look_that_gives_no_ctime_spares_nothing(tracker, quiet_ext4, monkeypa
     for _ in range(3):
         tracker.tick()
     assert tracker.looks_spared == 0 and tracker._pending
+
+
+def test_a_device_whose_statistics_are_off_is_not_counted(loop_ext4):
+    """queue/iostats = 0 (the block collector's `frozen` rule): its count would never move."""
+    lp, mp = loop_ext4
+    iostats = f"/sys/block/{os.path.basename(lp.dev)}/queue/iostats"
+    with open(iostats, "w") as f:
+        f.write("0")
+    try:
+        assert DeviceWrites().count(os.stat(mp).st_dev) is None
+    finally:
+        with open(iostats, "w") as f:
+            f.write("1")
+    assert DeviceWrites().count(os.stat(mp).st_dev) is not None

@@ -13,8 +13,8 @@ A device is counted only where the count can be trusted:
 
 - st_dev names a block device with a stat file (/sys/dev/block/MAJ:MIN/stat); btrfs, overlayfs,
   tmpfs, FUSE and network file systems give an anonymous st_dev (major 0) and are not counted;
-- the whole disk's queue/iostats is not 0 (with it off the kernel keeps no count:
-  Documentation/ABI/stable/sysfs-block);
+- the whole disk's queue/iostats is not 0 (the block collector's rule, collectors/blockdev.py
+  iostats_kept: with it off the kernel keeps no count, Documentation/ABI/stable/sysfs-block);
 - the count has been seen above 0 (a driver that accounts nothing shows 0 for ever).
 
 Each count is read once a tick (`new_tick`), by pread(2) at offset 0 of a descriptor kept on the
@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import os
 
-_SYS_DEV_BLOCK = "/sys/dev/block"
-_WRITE_IOS = 4  # the fifth field of the stat file: write requests completed
+from ckprof.collectors.blockdev import iostats_kept
+from ckprof.collectors.diskstats import parse_sys_block_stat
+
+_SYS = "/sys"
 
 
 class DeviceWrites:
@@ -51,8 +53,8 @@ class DeviceWrites:
         n = None
         if fd is not None:
             try:
-                n = int(os.pread(fd, 512, 0).split()[_WRITE_IOS])
-            except (OSError, ValueError, IndexError):  # ENODEV: the device went away
+                n = parse_sys_block_stat(os.pread(fd, 512, 0).decode())["write_ios"]
+            except (OSError, ValueError):  # ENODEV: the device went away
                 n = None
             if n == 0:  # nothing counted yet: perhaps nothing ever will be
                 n = None
@@ -66,11 +68,8 @@ class DeviceWrites:
     def _open(self, dev: int) -> int | None:
         fd = None
         if os.major(dev) != 0:  # 0: an anonymous device (btrfs, overlayfs, tmpfs, FUSE, NFS)
-            node = os.path.join(_SYS_DEV_BLOCK, f"{os.major(dev)}:{os.minor(dev)}")
-            disk = os.path.realpath(node)
-            if os.path.exists(os.path.join(disk, "partition")):
-                disk = os.path.dirname(disk)
-            if _iostats_on(disk):
+            node = os.path.join(_SYS, "dev", "block", f"{os.major(dev)}:{os.minor(dev)}")
+            if os.path.exists(node) and iostats_kept(_SYS, os.path.basename(os.path.realpath(node))):
                 try:
                     fd = os.open(os.path.join(node, "stat"), os.O_RDONLY | os.O_CLOEXEC)
                 except OSError:
@@ -84,11 +83,3 @@ class DeviceWrites:
                 os.close(fd)
         self._fds.clear()
         self._now.clear()
-
-
-def _iostats_on(disk: str) -> bool:
-    try:
-        with open(os.path.join(disk, "queue", "iostats")) as f:
-            return f.read().strip() != "0"
-    except OSError:  # no queue/iostats: the stat file says what is counted
-        return True

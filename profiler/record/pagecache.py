@@ -158,7 +158,14 @@ def _look_c(path: str) -> Look | None:
         return None
     if r < 0:
         raise OSError(-r, os.strerror(-r), path)
-    return Look(Identity(o[0] & _U64, o[1] & _U64, o[3] if o[2] else None), o[4], PageState(o[5], o[6], o[7]), o[8])
+    return _answered(o, 0)
+
+
+def _answered(o, k: int) -> Look:
+    """The Look in fr_look's nine answers starting at o[k] (fanreader.c: dev, ino, has_generation,
+    generation, size, pages cached, dirty, under writeback, ctime in ns)."""
+    gen = o[k + 3] if o[k + 2] else None
+    return Look(Identity(o[k] & _U64, o[k + 1] & _U64, gen), o[k + 4], PageState(*o[k + 5 : k + 8]), o[k + 8])
 
 
 def look_many(paths: list[str], stamp=None) -> list[tuple[int, Look | None | OSError]]:
@@ -186,12 +193,7 @@ def look_many(paths: list[str], stamp=None) -> list[tuple[int, Look | None | OSE
         k = 10 * i
         r = o[k]
         if r == 0:
-            found: Look | None | OSError = Look(
-                Identity(o[k + 1] & _U64, o[k + 2] & _U64, o[k + 4] if o[k + 3] else None),
-                o[k + 5],
-                PageState(o[k + 6], o[k + 7], o[k + 8]),
-                o[k + 9],
-            )
+            found: Look | None | OSError = _answered(o, k + 1)
         elif r == 1:
             found = None
         else:
