@@ -6,8 +6,8 @@ requests completed; the I/O is counted in blk_account_io_done before the pages' 
 mm/page-writeback.c folio_end_writeback, which may run later from a work queue — ext4 converts
 unwritten extents there). So a file dirty at its last look, and not under writeback then, is still
 not durable while its device's count has not moved since just before that look: the tracker need
-not open it to know (filetracker.FileTracker._unchanged). Truncation, deletion and replacement
-change what stat(2) says (ctime, size, inode), which the tracker checks instead of a look.
+not open it to know (filetracker.FileTracker._unchanged). Truncation, deletion and replacement make
+no page durable either; the tracker sees them at the look the device's next write brings.
 
 A device is counted only where the count can be trusted:
 

@@ -36,11 +36,12 @@ open(2) is a request to a daemon or a server, at most once a second (SERVED_LOOK
 durable time is the look that saw it clean, at most that long after its last page reached the
 device. A turn needs no look (no open, no cachestat) where nothing could have made the file
 durable since its last look: its block device completed no write since just before that look
-(record/devwrites.py: writeback of a page ends with a write completing on its device), that look
-saw no page under writeback, and stat(2) gives the same inode, ctime and size (deletion,
-replacement, rename away, a write or a truncation show there) — one stat(2) instead of six system
-calls; meta.json's `file_tracker.looks_spared` counts them. A file first looked at in a tick has its
-next turn at the next tick. Each new file is looked at once when its save ends (a look per file written, which the
+(record/devwrites.py: writeback of a page ends with a write completing on its device) and that look
+saw no page under writeback — no system call for the file at all; meta.json's
+`file_tracker.looks_spared` counts them. A deletion, replacement, rename away or truncation in the
+meantime is seen at the look the device's next write brings, or at the last look when the recording
+ends: none of them makes a page durable, so no verdict waits on them. A file first looked at in a
+tick has its next turn at the next tick; the first looks of a tick are made in one call. Each new file is looked at once when its save ends (a look per file written, which the
 save's own writes dwarf), whatever the budget.
 
 Events written (docs/recording-format.md):
@@ -115,7 +116,6 @@ class _File:
     # (inode, ctime, size; pages under writeback): while nothing moved, it is not looked at again
     # (_unchanged). writes None: its device is not counted (or was not read before that look)
     writes: int | None = None
-    seen: tuple[int, int, int, int] | None = None
     writeback: bool = False
 
 
@@ -183,7 +183,7 @@ class FileTracker:
         self.idle_wake = "timer"  # how an idle tracker learns of new events: "inotify", or a timer and why
         self._fs = fskind.PerFileSystem()  # st_dev → statfs f_type: once per file system
         self._dev_writes = DeviceWrites()  # a waiting file is opened again only when its device wrote
-        self.looks_spared = 0  # turns where stat(2) and the device's count said nothing moved
+        self.looks_spared = 0  # turns where the device's count said nothing moved (no look, no stat)
         self._last_dev: int | None = None  # the device of the last file first looked at
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
@@ -373,12 +373,14 @@ class FileTracker:
         now = time.monotonic()
         self._adds = min(max(1.0, WRITTEN_PER_S * self.period_s), self._adds + (now - self._adds_at) * WRITTEN_PER_S)
         self._adds_at = now
+        first: list[str] = []
         while self._written and (every_file or self._adds >= 1):
             path = self._written.popleft()
             self._written_set.discard(path)
             self._adds -= 1
             if path not in self._watched_paths:
-                self._first_look(path, FILE_ACTIVITY_ID, gone_said=False)  # gone again: a temporary name renamed
+                first.append(path)
+        self._first_looks(first, FILE_ACTIVITY_ID, gone_said=False)  # gone again: a temporary name renamed
 
     def _renamed(self, old: str, new: str, cid: str) -> None:
         """Follow waiting files to their new name; a file not waiting (or not seen yet) is added."""
@@ -405,20 +407,23 @@ class FileTracker:
                 "file_gone_before_poll", id=cid, path=path, reason="no such file or directory when first looked at"
             )
             return
-        for p in files:
-            if p not in already:
-                self._first_look(p, cid, gone_said=True)
+        self._first_looks([p for p in files if p not in already], cid, gone_said=True)
 
-    def _first_look(self, p: str, cid: str, gone_said: bool) -> None:
-        """Look at a file named for the first time (one stat(2) of it, in pagecache.look): settled
-        when clean, else waiting; gone, said when `gone_said`."""
-        now = self.clock.now_ns()
+    def _first_looks(self, paths: list[str], cid: str, gone_said: bool) -> None:
+        """Look at files named for the first time, in one call (pagecache.look_many)."""
+        if not paths:
+            return
         if self._last_dev is not None:  # new files are mostly on the last one's device: its count first
             self._dev_writes.count(self._last_dev)
-        try:
-            got = pagecache.look(p)
-        except OSError as e:
-            self._emit("file_untracked", id=cid, path=p, reason=f"cachestat: {e.strerror}")
+        stamp = None if type(self.clock) is MonotonicClock else self.clock.now_ns
+        for p, (now, got) in zip(paths, pagecache.look_many(paths, stamp)):
+            self._first_seen(p, cid, gone_said, now, got)
+
+    def _first_seen(self, p: str, cid: str, gone_said: bool, now: int, got: pagecache.Look | None | OSError) -> None:
+        """What the first look at a file, made at `now`, saw: settled when clean, else waiting;
+        gone, said when `gone_said`."""
+        if isinstance(got, OSError):
+            self._emit("file_untracked", id=cid, path=p, reason=f"cachestat: {got.strerror}")
             return
         if got is None:
             if gone_said:
@@ -453,26 +458,21 @@ class FileTracker:
     def _looked(self, f: _File, got: pagecache.Look) -> None:
         """What a look leaves for _unchanged: its device's count of completed writes as read earlier
         in this tick (before the look: a write completing after the look moves the count; not read
-        this tick yet, or not counted: None, and the next turn is a look), whether it saw pages under
-        writeback, and the inode, ctime and size it saw."""
+        this tick yet, or not counted: None, and the next turn is a look) and whether it saw pages
+        under writeback."""
         f.writeback = got.state.writeback_pages > 0
-        f.writes = self._dev_writes.read_this_tick(got.identity.dev) if got.ctime_ns else None
-        f.seen = (got.identity.dev, got.identity.ino, got.ctime_ns, got.size_bytes)
+        f.writes = self._dev_writes.read_this_tick(got.identity.dev)
 
     def _unchanged(self, f: _File) -> bool:
-        """Whether the file is as its last look left it, without opening it: its device has
-        completed no write since (so no page of it was written back: devwrites.py), its last look
-        saw no page under writeback (that ends without a new request), and stat(2) gives the same
-        inode, ctime and size (not deleted, replaced, renamed away, written or truncated since)."""
+        """Whether nothing could have made the file durable since its last look, without opening or
+        stat'ing it: its device has completed no write since (so no page of it was written back:
+        devwrites.py), and that look saw no page under writeback (that ends without a new request).
+        A deletion, replacement, rename away, write or truncation meanwhile is seen at the look the
+        device's next write brings (or the last one, at the end): none of them makes a page durable
+        (a truncation drops pages, it writes none), so no verdict is made while they go unseen."""
         if f.writes is None or f.writeback or f.gone_ns is not None:
             return False
-        if self._dev_writes.count(f.identity.dev) != f.writes:
-            return False
-        try:
-            st = os.stat(f.path)
-        except OSError:
-            return False
-        return (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size) == f.seen
+        return self._dev_writes.count(f.identity.dev) == f.writes
 
     def _poll(self, f: _File) -> bool:
         """Look once; True when the file is settled (its event written)."""
