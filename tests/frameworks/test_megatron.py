@@ -72,6 +72,7 @@ def test_megatron_async_dist_checkpointing(loop_ext4, tmp_path, patch):
             failed.append(
                 f"{c['id']}: bytes_app {c['bytes_app']} for {sorted(step_dirs)} holding {sum(files.values())} B"
             )
+            _print_entries(run, step_dirs)
         if cover < 0.95:
             failed.append(f"{c['id']}: covers {100 * cover:.1f} % of its save (the ranks' union)")
         wb_sum = sum(w["bytes"] or 0 for w in writers)
@@ -83,3 +84,14 @@ def test_megatron_async_dist_checkpointing(loop_ext4, tmp_path, patch):
     if len(cps) != 3:
         failed.append(f"{len(cps)} save checkpoints, 3 saves")
     assert not failed, failed
+
+
+def _print_entries(run, step_dirs) -> None:
+    """What the reader said of each file under the save's folders (the entries its bytes come from):
+    a failure's evidence, for the person reading the log."""
+    ev = run.rec.events
+    keep = ("ops", "start_ns", "end_ns", "size_bytes", "size_unknown", "renamed_from", "writers", "found_by")
+    for files in ev.loc[ev["event"] == "file_activity", "files"]:
+        for f in files:
+            if any(str(f.get("path")).startswith(d) for d in step_dirs):
+                print("    entry", f.get("path"), {k: f.get(k) for k in keep if f.get(k) is not None})
