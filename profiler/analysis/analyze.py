@@ -39,9 +39,10 @@ from . import thermal as T
 from . import windows as W
 from .checkpoints import DeviceSampling, attribute_device_bytes, checkpoint_row, device_sampling, window_device_unknown
 from .fields import FIELDS
+from .meta import Meta
 from .model import Audit, Checkpoint, DeviceLeftOut, LeftOut, LeftOutSave, RecordingInfo, Remote, Report, Run, Scale
 from .model_base import ABSENT, Note
-from .records import Window, events_of
+from .records import Window, events_of, marks
 
 REPORT_SCHEMA = "ckprof-report"
 REPORT_SCHEMA_VERSION = 1
@@ -95,12 +96,13 @@ class Options:
 
 @dataclass(frozen=True)
 class Input:
-    """What every step reads: the recording's meta.json and events, read once, and the block
-    devices' timeline on the analysis grid (timeline.build: the one read of the block samples).
-    `rec` stays for the modules that read a collector's series (energy, temperature, GPU idle)."""
+    """What every step reads: the recording's meta.json (typed once: meta.py) and events, read
+    once, and the block devices' timeline on the analysis grid (timeline.build: the one read of the
+    block samples). `rec` stays for the modules that read a collector's series (energy,
+    temperature, GPU idle)."""
 
     rec: Recording
-    meta: dict
+    meta: Meta
     events: pd.DataFrame
     timeline: timeline.Timeline
     problems: tuple[str, ...]
@@ -108,11 +110,11 @@ class Input:
 
     @property
     def status(self) -> str | None:
-        return self.meta.get("status")
+        return self.meta.status
 
 
 def read_input(rec, options: Options) -> Input:
-    return Input(rec, rec.meta, rec.events, timeline.build(rec), tuple(rec.problems), options)
+    return Input(rec, Meta.from_meta(rec.meta), rec.events, timeline.build(rec), tuple(rec.problems), options)
 
 
 # -- the steps ----------------------------------------------------------------------------------
@@ -165,9 +167,8 @@ def measure_context(inp: Input, windows: Windows) -> tuple[Context, list[Note]]:
     temps = T.temperatures(rec, tl)
     if not temps:
         notes.append(F.temperature_not_measured())
-    nvme = (inp.meta.get("collectors") or {}).get("nvme") or {}
-    ctrls = (nvme.get("describe") or {}).get("controllers") or {}
-    ssd_devices = {str(c): list(info.get("devices") or []) for c, info in ctrls.items()}
+    ctrls = inp.meta.collectors.nvme.describe.controllers
+    ssd_devices = {str(c): list(info.devices) for c, info in ctrls.items()}
     ctx = Context(sources, idle_w, temps, T.signals(rec, tl), gpu_idle.idle_series(rec, grid=tl), ssd_devices)
     return ctx, notes
 
@@ -207,7 +208,7 @@ def measure_rows(inp: Input, windows: Windows, ctx: Context, dur: Durability) ->
         (w.start_ns, d.durable_end_ns or w.app_end_ns or tl.end_ns, w.kind, w.bytes_app) for w, d in zip(wins, durs)
     ]
     # which (checkpoint, device) figures are unknown, and why: the one rule, checkpoints.device_figure_unknown
-    stopped = f"the recording was truncated: {inp.meta.get('truncated')}" if inp.status == "truncated" else None
+    stopped = f"the recording was truncated: {inp.meta.truncated}" if inp.status == "truncated" else None
     sampling = device_sampling(tl, inp.events, finished=inp.status == "complete", stopped_why=stopped)
     unknown = [window_device_unknown(sampling, a, b, tl, w.path) for (a, b, _, _), w in zip(spans, wins)]
     shares = attribute_device_bytes(tl, spans, unknown)
@@ -298,7 +299,7 @@ def collect_notes(inp: Input, windows: Windows, context_notes: list[Note], dur: 
     energy and temperature context's, devices gone, the workload's seconds, the tracker, each
     checkpoint's, overlaps; what the reader could not read goes first (its own order)."""
     tl = inp.timeline
-    notes = [F.recorder(n) for n in inp.meta.get("notes") or []] + windows.notes + context_notes
+    notes = [F.recorder(n) for n in inp.meta.notes] + windows.notes + context_notes
     for dev, s in sorted(rows.sampling.items()):
         if s.gone is not None:
             t, why = s.gone
@@ -370,8 +371,12 @@ def analyze(
     an = Analysis(model.to_jsonable(), tl, ctx, sampling=rows.sampling, model=model)
     n_bins = int(np.ceil(max(tl.duration_s, tl.res_s) / tl.res_s))
     power = {"power": power_by_component(ctx.sources, tl.start_ns, tl.res_s, n_bins)} if ctx.sources else {}
-    an.plot = {"temp_vs_bw": plot_tb, **power, "marks": _marks(inp.events, tl.start_ns)}
-    an.plot["step_ends"] = (ph.step_ends_s, None)  # the timelines' step ticks (plots.recorded_steps)
+    an.plot = {
+        "temp_vs_bw": plot_tb,
+        **power,
+        "marks": _marks(inp.events, tl.start_ns),
+        "step_ends": (ph.step_ends_s, None),  # the timelines' step ticks (plots.recorded_steps)
+    }
     return an
 
 
@@ -386,14 +391,14 @@ def recording_info(inp: Input) -> RecordingInfo:
     meta, tl = inp.meta, inp.timeline
     return RecordingInfo(
         path=inp.rec.path,
-        hostname=(meta.get("host") or {}).get("hostname"),
-        command=meta.get("command"),
-        start_wall_ns=(meta.get("start") or {}).get("wall_ns"),
+        hostname=meta.host.hostname,
+        command=meta.command,
+        start_wall_ns=meta.start.wall_ns,
         duration_s=tl.duration_s,
-        interval_s=meta.get("interval_s"),
+        interval_s=meta.interval_s,
         analysis_resolution_s=tl.res_s,
-        status=meta.get("status"),
-        exit=meta.get("exit"),
+        status=meta.status,
+        exit=meta.exit,
         collectors=sorted(inp.rec.collectors),
         devices=sorted(tl.devices),
         provenance=provenance_of(meta),
@@ -419,31 +424,25 @@ def union_s(intervals: list[tuple[float, float]]) -> float:
     return sum(b - a for a, b in merged_spans(intervals))
 
 
-def add_workload_seconds(rows: list[Checkpoint], meta: dict) -> tuple[list[Checkpoint], Note | None]:
+def add_workload_seconds(rows: list[Checkpoint], meta: Meta) -> tuple[list[Checkpoint], Note | None]:
     """A `ckprof workload` recording's own seconds per save beside its window: barrier to the last
     rank's fsync (MLPerf's slowest-rank rule, meta.json workload.results) as `workload_write_s`.
     The window also holds what follows the writes (the manifest, the rename, the directory fsync)
     and waits at the barrier; the note says how much (None where the recording is not a workload's)."""
-
-    def section(d: dict, key: str) -> dict:  # meta.json's d[key] when it is an object, else {}
-        value = d.get(key)
-        return value if isinstance(value, dict) else {}
-
-    workload = section(meta, "workload")
-    results = section(workload, "results")
-    by_step = {c.get("step"): c for c in results.get("checkpoints") or [] if isinstance(c, dict)}
+    workload = meta.workload
+    by_step = {c.step: c for c in workload.results.checkpoints}
     pairs = []
     out = []
     for r in rows:
         c = by_step.get(r.step) if (r.source == "workload" and r.kind == "save") else None
-        seconds = c.get("seconds") if c else None
-        r = replace(r, workload_write_s=float(seconds) if isinstance(seconds, (int, float)) else None)
+        seconds = c.seconds if c else None
+        r = replace(r, workload_write_s=None if seconds is None else float(seconds))
         out.append(r)
         if r.workload_write_s is not None and r.duration_s:
             pairs.append((r.workload_write_s, r.duration_s))
     if not pairs:
         return out, None
-    object_store = url_scheme(section(workload, "config").get("target")) in OBJECT_SCHEMES
+    object_store = url_scheme(workload.config.target) in OBJECT_SCHEMES
     return out, F.workload_seconds([p[0] for p in pairs], [p[1] for p in pairs], object_store)
 
 
@@ -496,6 +495,4 @@ def _marks(events: pd.DataFrame, start_ns: int) -> list[tuple[float, str]]:
     ev = events
     if ev.empty or "event" not in ev or "t_ns" not in ev:
         return []
-    m = events_of(ev, "mark")
-    texts = m["text"] if "text" in m else [None] * len(m)
-    return [((int(t) - start_ns) / 1e9, "" if x is None or x != x else str(x)) for t, x in zip(m["t_ns"], texts)]
+    return [((m.t_ns - start_ns) / 1e9, m.text) for m in marks(ev)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -41,6 +41,7 @@ from ckprof.recording import mlperf_rules as R
 from ckprof.recording.timebase import Timebase
 
 from . import durability as D
+from .meta import Meta, parsed
 from .model import Audit, Checkpoint, FileFsync, RuleCheck
 from .records import Window
 
@@ -60,10 +61,10 @@ GAP_RULE = f"a read run starts within {WRITE_READ_GAP_MAX_S:g} s of the write's 
 
 @dataclass(frozen=True)
 class AuditInput:
-    """What the audit reads: meta.json, the windows and their rows (parallel lists), the files'
-    evidence (durability.py), the recording's clock."""
+    """What the audit reads: meta.json (typed: meta.py), the windows and their rows (parallel
+    lists), the files' evidence (durability.py), the recording's clock."""
 
-    meta: dict
+    meta: Meta
     windows: Sequence[Window]
     rows: Sequence[Checkpoint]
     evidence: D.FileEvidence
@@ -92,6 +93,7 @@ def audit(inp: AuditInput) -> Audit:
 
 
 def section(d: Any, *keys: str) -> dict:
+    """d[k1][k2]... where each is an object, else {} (audit_runs reads two recordings' meta.json by it)."""
     for k in keys:
         d = d.get(k) if isinstance(d, dict) else None
     return d if isinstance(d, dict) else {}
@@ -101,13 +103,13 @@ def section(d: Any, *keys: str) -> dict:
 DLIO_FSYNC_KEY = "workload.checkpoint.fsync"
 
 
-def fsync_config(meta: dict) -> tuple[bool | None, str]:
+def fsync_config(meta: Meta) -> tuple[bool | None, str]:
     """(whether the run's config asks for fsync, where that was read); None: not in the recording."""
-    cfg = section(meta, "workload", "config")
-    if isinstance(cfg.get("fsync"), bool):
-        return cfg["fsync"], f"ckprof workload config fsync: {cfg['fsync']}"
-    argv = meta.get("command")
-    value = hydra.value([str(a) for a in argv], DLIO_FSYNC_KEY) if isinstance(argv, list) else None
+    fsync = meta.workload.config.fsync
+    if fsync is not None:
+        return fsync, f"ckprof workload config fsync: {fsync}"
+    argv = meta.argv
+    value = hydra.value(argv, DLIO_FSYNC_KEY) if argv is not None else None
     if value is not None and value.lower() in ("true", "false"):
         return value.lower() == "true", f"the command's override {DLIO_FSYNC_KEY}={value}"
     dlio = dlio_argv(meta)
@@ -201,6 +203,20 @@ def _some(paths: Sequence[str | None], most: int = 5) -> str:
     return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
 
 
+@dataclass(frozen=True)
+class FilesByState:
+    """Saves' files (files_fsynced) by their state at their save's end, each in the files' order."""
+
+    fsync: list[FileFsync]
+    clean: list[FileFsync]
+    dirty: list[FileFsync]
+    unknown: list[FileFsync]
+
+    @classmethod
+    def of(cls, files: Sequence[FileFsync]) -> FilesByState:
+        return cls(*([f for f in files if f.state == s] for s in ("fsync", "clean", "dirty", UNKNOWN)))
+
+
 def fsync_rule(inp: AuditInput) -> RuleCheck:
     rule = "fsync verified: each checkpoint file fsync'd (no dirty page left) when its save ends"
     asked, where = fsync_config(inp.meta)
@@ -208,15 +224,18 @@ def fsync_rule(inp: AuditInput) -> RuleCheck:
     per_save = [files_fsynced(w, inp.evidence) for w in saves]
     files = [f for fs in per_save for f in fs]
     unwatched = [w.id for w, fs in zip(saves, per_save) if not fs]
-    by_state = {s: [f for f in files if f.state == s] for s in ("fsync", "clean", "dirty", UNKNOWN)}
+    by_state = FilesByState.of(files)
     figures: dict[str, Any] = {
         "config_fsync": asked,
         "config_source": where,
         "saves": len(saves),
         "saves_unwatched": len(unwatched),
         "files": len(files),
-        **{f"files_{s}": len(v) for s, v in by_state.items()},
-        "dirty_bytes": sum(f.pending_bytes or 0.0 for f in by_state["dirty"]) if files else None,
+        "files_fsync": len(by_state.fsync),
+        "files_clean": len(by_state.clean),
+        "files_dirty": len(by_state.dirty),
+        "files_unknown": len(by_state.unknown),
+        "dirty_bytes": sum(f.pending_bytes or 0.0 for f in by_state.dirty) if files else None,
     }
     listed = sorted(files, key=lambda f: ("dirty", UNKNOWN, "clean", "fsync").index(f.state))[:FILES_LISTED]
 
@@ -225,7 +244,7 @@ def fsync_rule(inp: AuditInput) -> RuleCheck:
 
     if not saves:
         return check(UNKNOWN, "no save in this recording")
-    dirty = [f.path for f in by_state["dirty"]]
+    dirty = [f.path for f in by_state.dirty]
     if dirty:
         head = {
             True: f"the run's config asks for fsync ({where}) but no fsync happened: ",
@@ -243,12 +262,12 @@ def fsync_rule(inp: AuditInput) -> RuleCheck:
             f"{len(unwatched)} of {len(saves)} save(s) with no file watched (no path, or recorded without the "
             f"file tracker): {_some(unwatched)}",
         )
-    if by_state[UNKNOWN]:
+    if by_state.unknown:
         return check(
             UNKNOWN,
-            f"{len(by_state[UNKNOWN])} of {len(files)} file(s) unknown: {by_state[UNKNOWN][0].basis}",
+            f"{len(by_state.unknown)} of {len(files)} file(s) unknown: {by_state.unknown[0].basis}",
         )
-    n_sync, n_clean = len(by_state["fsync"]), len(by_state["clean"])
+    n_sync, n_clean = len(by_state.fsync), len(by_state.clean)
     if n_sync:
         reason = f"{n_sync} of {len(files)} file(s) fsync'd by the app inside their save's window"
         if n_clean:
@@ -267,8 +286,8 @@ def fsync_rule(inp: AuditInput) -> RuleCheck:
 def _data_and_memory(inp: AuditInput) -> tuple[float | None, float | None]:
     saves = [r for r in inp.rows if r.kind == "save" and r.ok is not False and r.bytes_app is not None]
     data = float(sum(r.bytes_app or 0.0 for r in saves)) if saves else None
-    mem = section(inp.meta, "host").get("mem_total_bytes")
-    return data, float(mem) if isinstance(mem, (int, float)) and mem > 0 else None
+    mem = inp.meta.host.mem_total_bytes
+    return data, float(mem) if mem is not None and mem > 0 else None
 
 
 def _over_memory(inp: AuditInput) -> bool | None:
@@ -353,38 +372,38 @@ def client_memory_rule(inp: AuditInput) -> RuleCheck:
 # -- subset and model size ----------------------------------------------------------------------------
 
 
-def subset_rule(meta: dict) -> RuleCheck:
+def subset_rule(meta: Meta) -> RuleCheck:
     rule = "subset mode only for the 8B model"
-    plan = section(meta, "workload", "plan")
+    plan = meta.workload.plan
 
     def check(status: str, reason: str, figures: dict[str, Any] | None = None) -> RuleCheck:
         return RuleCheck("subset", rule, status, reason, figures or {})
 
-    if not plan:
+    if plan is None:
         return check(
             UNKNOWN,
             "not a ckprof workload recording: the model and whether it ran a subset are in the command's own "
             "config (DLIO, mlpstorage), which the recording does not hold",
         )
     figures: dict[str, Any] = {
-        "preset": plan.get("preset"),
-        "parameters": plan.get("parameters"),
-        "subset": plan.get("subset"),
-        "ranks": plan.get("ranks"),
-        "world": plan.get("world"),
-        "scale": plan.get("scale"),
-        "bytes_per_checkpoint": plan.get("bytes"),
-        "full_bytes_per_checkpoint": plan.get("full_bytes"),
-        "run_rules": section(meta, "workload", "config").get("rules"),  # the edition the run held itself to
+        "preset": plan.preset,
+        "parameters": plan.parameters,
+        "subset": plan.subset,
+        "ranks": plan.ranks,
+        "world": plan.world,
+        "scale": plan.scale,
+        "bytes_per_checkpoint": plan.bytes,
+        "full_bytes_per_checkpoint": plan.full_bytes,
+        "run_rules": meta.workload.config.rules,  # the edition the run held itself to
     }
-    preset, subset, scale = plan.get("preset"), plan.get("subset"), plan.get("scale")
-    scaled = f"; scaled to {scale:.3g} of the full size" if isinstance(scale, (int, float)) and scale != 1 else ""
-    model = f"{preset or 'a custom model'} ({plan.get('parameters')} parameters)"
-    if not isinstance(subset, bool):
+    preset, subset, scale = plan.preset, plan.subset, plan.scale
+    scaled = f"; scaled to {scale:.3g} of the full size" if scale is not None and scale != 1 else ""
+    model = f"{preset or 'a custom model'} ({plan.parameters} parameters)"
+    if subset is None:
         return check(UNKNOWN, "the workload's plan does not say whether it ran a subset (a load invocation)", figures)
     if not subset:
-        return check(PASS, f"the full layout of {model}: {plan.get('ranks')} ranks{scaled}", figures)
-    ranks = f"a subset ({plan.get('ranks')} of {plan.get('world')} ranks) of {model}"
+        return check(PASS, f"the full layout of {model}: {plan.ranks} ranks{scaled}", figures)
+    ranks = f"a subset ({plan.ranks} of {plan.world} ranks) of {model}"
     if preset in SUBSET_MODELS:
         return check(PASS, f"{ranks}{scaled}", figures)
     return check(FAIL, f"{ranks}: v3.0 allows subset mode only for {', '.join(SUBSET_MODELS)}{scaled}", figures)
@@ -419,18 +438,19 @@ def gap_check(gap_s: float, skew_s: float | None, figures: dict[str, Any], how: 
     return RuleCheck("write_read_gap", rule, PASS, f"{gap_s:.3f} s from the write's end to the read ({how})", figures)
 
 
-def _workload_gap(meta: dict) -> tuple[float, dict[str, Any]] | None:
+def _workload_gap(meta: Meta) -> tuple[float, dict[str, Any]] | None:
     """A `ckprof workload load` invocation's own write-to-read gap (meta.json workload.rules, rule
     4.7.1: the manifest's written_unix_ns to the invocation's start), else None."""
-    for c in section(meta, "workload", "rules").get("checks") or []:
-        fig = c.get("figures") if isinstance(c, dict) and c.get("rule") == "4.7.1" else None
-        if isinstance(fig, dict) and isinstance(fig.get("gap_s"), (int, float)):
-            keep = ("write_end_unix_ns", "read_start_unix_ns")
-            return float(fig["gap_s"]), {f"workload_{k}": fig.get(k) for k in keep}
-    return None
+    gap = meta.workload.rules.read_after_write()
+    if gap is None or gap.gap_s is None:
+        return None
+    return float(gap.gap_s), {
+        "workload_write_end_unix_ns": gap.write_end_unix_ns,
+        "workload_read_start_unix_ns": gap.read_start_unix_ns,
+    }
 
 
-def write_read_gap_rule(rows: Sequence[Checkpoint], meta: dict) -> RuleCheck:
+def write_read_gap_rule(rows: Sequence[Checkpoint], meta: Meta) -> RuleCheck:
     rule = GAP_RULE
     loads = sorted((r for r in rows if r.kind == "load"), key=lambda r: r.start_s)
     if not loads:
@@ -480,17 +500,17 @@ class Timer:
     step: int | None = None
 
 
-def workload_timers(meta: dict) -> list[Timer]:
+def workload_timers(meta: Meta) -> list[Timer]:
     """A `ckprof workload` run's own seconds (meta.json workload.results: barrier to the last rank's
     fsync, CLOCK_MONOTONIC, the recording's clock)."""
-    results = section(meta, "workload", "results")
-    found = [("save", c) for c in results.get("checkpoints") or [] if isinstance(c, dict)]
-    if isinstance(results.get("load"), dict):
-        found.append(("load", results["load"]))
+    results = meta.workload.results
+    found = [("save", c) for c in results.checkpoints]
+    if results.load is not None:
+        found.append(("load", results.load))
     return [
-        Timer(kind, c["start_ns"], c["end_ns"], c.get("step"))
+        Timer(kind, c.start_ns, c.end_ns, c.step)
         for kind, c in found
-        if isinstance(c.get("start_ns"), int) and isinstance(c.get("end_ns"), int)
+        if c.start_ns is not None and c.end_ns is not None
     ]
 
 
@@ -559,23 +579,43 @@ def run_timer_rule(inp: AuditInput) -> RuleCheck:
 # -- DLIO as the command (dlio_benchmark: Hydra arguments, its output folder) ------------------------
 
 
-def dlio_argv(meta: dict) -> list[str] | None:
+def dlio_argv(meta: Meta) -> list[str] | None:
     """The argv when DLIO is the command (the recorder named it in meta.json provenance.dlio)."""
-    argv = meta.get("command")
-    if not section(meta, "provenance", "dlio") or not isinstance(argv, list):
+    if meta.provenance is None or meta.provenance.dlio is None:
         return None
-    return [str(a) for a in argv]
+    return meta.argv
 
 
-def dlio_workload_fsync(meta: dict, argv: Sequence[str]) -> tuple[bool | None, str]:
+@dataclass(frozen=True)
+class DlioCheckpointConfig:
+    fsync: bool | None = None
+
+
+@dataclass(frozen=True)
+class DlioWorkloadConfig:
+    """The part of DLIO's workload YAML the audit reads (dlio_benchmark/utils/config.py: its
+    checkpoint section's fsync)."""
+
+    checkpoint: DlioCheckpointConfig = field(default_factory=DlioCheckpointConfig)
+
+
+@dataclass(frozen=True)
+class DlioSaveSpan:
+    """One save_ckpt entry of DLIO's per-epoch stats: its start and end, local time (utcnow())."""
+
+    start: Any = None  # a string; another type fails as the file's damage (_dlio_unix_s)
+    end: Any = None
+
+
+def dlio_workload_fsync(meta: Meta, argv: Sequence[str]) -> tuple[bool | None, str]:
     """DLIO's `checkpoint.fsync` from its workload YAML (--config-dir DIR workload=NAME:
     DIR/workload/NAME.yaml, as Hydra composes it), read as the report is made: the recording keeps
     the argv and cwd, not the file."""
-    cwd = str(meta.get("cwd") or "")
+    cwd = meta.cwd or ""
     found = [
         os.path.normpath(os.path.join(cwd, p))
         for p in hydra.group_files(argv)
-        if p.split(os.sep)[-2:-1] == ["workload"]
+        if os.path.basename(os.path.dirname(p)) == "workload"
     ]
     if not found:
         return None, "DLIO's workload config is its packaged one (no --config-dir): not read"
@@ -592,8 +632,8 @@ def dlio_workload_fsync(meta: dict, argv: Sequence[str]) -> tuple[bool | None, s
             None,
             f"DLIO's workload YAML {path} cannot be read now ({e.__class__.__name__}): the recording keeps no copy",
         )
-    value = section(doc, "checkpoint").get("fsync")
-    if not isinstance(value, bool):
+    value = parsed(DlioWorkloadConfig, doc).checkpoint.fsync
+    if value is None:
         return None, f"DLIO's workload YAML {path} sets no checkpoint.fsync"
     return value, f"DLIO's workload YAML {path} checkpoint.fsync: {value} (read now: the recording keeps no copy)"
 
@@ -612,9 +652,9 @@ def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
     folder = hydra.value(argv, "workload.output.folder")
     if folder is None:
         return None, "DLIO's output folder is Hydra's run directory (no workload.output.folder= on its command line)"
-    folder = os.path.normpath(os.path.join(str(inp.meta.get("cwd") or ""), folder))
+    folder = os.path.normpath(os.path.join(inp.meta.cwd or "", folder))
     spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    offset_s = (inp.meta.get("host") or {}).get("utc_offset_s")  # the recording machine's local time
+    offset_s = inp.meta.host.utc_offset_s  # the recording machine's local time
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith("_per_epoch_stats.json"))
         for n in names:
@@ -622,8 +662,9 @@ def dlio_timers(inp: AuditInput) -> tuple[list[Timer] | None, str]:
                 stats = json.load(f)
             for epoch, got in (stats or {}).items():
                 for key, t in (got or {}).items():
-                    if key.startswith("save_ckpt") and isinstance(t, dict) and "start" in t and "end" in t:
-                        span = (_dlio_unix_s(t["start"], offset_s), _dlio_unix_s(t["end"], offset_s))
+                    save = parsed(DlioSaveSpan, t) if key.startswith("save_ckpt") else None
+                    if save is not None and save.start is not None and save.end is not None:
+                        span = (_dlio_unix_s(save.start, offset_s), _dlio_unix_s(save.end, offset_s))
                         spans.setdefault((epoch, key), []).append(span)
     except (OSError, ValueError, TypeError, AttributeError) as e:
         return None, f"DLIO's per-epoch stats in {folder} cannot be read now ({e.__class__.__name__}: {e})"

@@ -3,68 +3,55 @@ it references (`provenance.see`: host, ckprof_version, topology, the gpu collect
 
 from __future__ import annotations
 
-from .model import DlioProvenance, Provenance, TargetFileSystem
+from .meta import Meta, Topology
+from .model import Provenance, TargetFileSystem
 
 
-def _dict(d, key) -> dict:
-    v = d.get(key) if isinstance(d, dict) else None
-    return v if isinstance(v, dict) else {}
-
-
-def target_file_systems(topology: dict) -> list[TargetFileSystem]:
-    out = []
-    for chain in topology.get("paths") or []:
-        if not isinstance(chain, dict):
-            continue
-        m = _dict(chain, "mount")
-        out.append(
-            TargetFileSystem(
-                path=str(chain.get("path")),
-                mount_point=m.get("mount_point"),
-                fstype=m.get("fstype"),
-                source=m.get("source"),
-                options=m.get("options"),
-                super_options=m.get("super_options"),
-            )
+def target_file_systems(topology: Topology) -> list[TargetFileSystem]:
+    return [
+        TargetFileSystem(
+            path=str(chain.path),
+            mount_point=chain.mount.mount_point,
+            fstype=chain.mount.fstype,
+            source=chain.mount.source,
+            options=chain.mount.options,
+            super_options=chain.mount.super_options,
         )
-    return out
+        for chain in topology.paths
+    ]
 
 
-def gpu_driver(meta: dict) -> tuple[str | None, str | None]:
+def gpu_driver(meta: Meta) -> tuple[str | None, str | None]:
     """NVML's driver version and, where null, why."""
-    gpu = _dict(_dict(meta, "collectors"), "gpu")
-    if not gpu or not _dict(gpu, "probe").get("ok"):
+    gpu = meta.collectors.gpu
+    if gpu is None or not gpu.probe.ok:
         return None, "no GPU recorded"
-    d = _dict(gpu, "describe")
-    if d.get("driver_version"):
-        return d["driver_version"], None
-    return None, d.get("driver_version_error") or "not recorded by this ckprof"
+    d = gpu.describe
+    if d.driver_version:
+        return d.driver_version, None
+    return None, d.driver_version_error or "not recorded by this ckprof"
 
 
-def provenance(meta: dict) -> Provenance | None:
+def provenance(meta: Meta) -> Provenance | None:
     """None for a recording made before meta.json had `provenance`."""
-    p = meta.get("provenance")
-    if not isinstance(p, dict):
+    p = meta.provenance
+    if p is None:
         return None
-    host, topology = _dict(meta, "host"), _dict(meta, "topology")
-    dlio = _dict(p, "dlio")
     driver, driver_unknown = gpu_driver(meta)
     return Provenance(
-        kernel=host.get("kernel"),
-        ckprof_version=meta.get("ckprof_version"),
-        python=host.get("python"),
-        libraries=p.get("libraries"),
-        libraries_unknown=p.get("libraries_unknown"),
-        dlio=DlioProvenance(dlio.get("version"), dlio.get("commit"), dlio.get("unknown"), dlio.get("archive_sha256"))
-        if dlio
-        else None,
-        nvme_firmware={disk: (i or {}).get("firmware_rev") for disk, i in _dict(topology, "identity").items()},
+        kernel=meta.host.kernel,
+        ckprof_version=meta.ckprof_version,
+        python=meta.host.python,
+        libraries=p.libraries,
+        libraries_unknown=p.libraries_unknown,
+        dlio=p.dlio,
+        nvme_firmware={disk: i.firmware_rev for disk, i in meta.topology.identity.items()},
         gpu_driver=driver,
         gpu_driver_unknown=driver_unknown,
-        file_systems=target_file_systems(topology),
-        command_sha256=p.get("command_sha256"),
-        config_sha256=p.get("config_sha256") or {},
-        config_not_hashed=p.get("config_not_hashed") or {},
+        file_systems=target_file_systems(meta.topology),
+        command_sha256=p.command_sha256,
+        config_sha256=p.config_sha256,
+        config_not_hashed=p.config_not_hashed,
     )
 
 

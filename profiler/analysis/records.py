@@ -217,6 +217,19 @@ class CheckpointExtend:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A `mark` event (`ckprof.mark(text)`): when (monotonic ns) and its text ("" where it has none)."""
+
+    t_ns: int
+    text: str
+
+    @classmethod
+    def from_event(cls, row: Any) -> Mark:
+        text = _v(row, "text")
+        return cls(t_ns=int(row["t_ns"]), text="" if text is None else str(text))
+
+
 def events_of(events: pd.DataFrame, *kinds: str) -> pd.DataFrame:
     """The rows of events.jsonl (read as a table, Recording.events) of the given kinds, in their
     order; none where the table has no `event` column (a recording without events)."""
@@ -233,3 +246,8 @@ def checkpoint_ends(events: pd.DataFrame) -> list[CheckpointEnd]:
 def checkpoint_extends(events: pd.DataFrame) -> list[CheckpointExtend]:
     """The recording's `checkpoint_extend` events, in the events' order."""
     return [CheckpointExtend.from_event(r) for r in events_of(events, "checkpoint_extend").to_dict("records")]
+
+
+def marks(events: pd.DataFrame) -> list[Mark]:
+    """The recording's `mark` events, in the events' order."""
+    return [Mark.from_event(r) for r in events_of(events, "mark").to_dict("records")]
