@@ -16,7 +16,8 @@ from ckprof.recording.load import load
 from ckprof.recording.reader import Recording
 
 from .analyze import analyze
-from .audit import GAP_RULE, UNKNOWN, end_s, gap_check, section
+from .audit import GAP_RULE, UNKNOWN, end_s, gap_check
+from .meta import Meta
 from .model import Audit, RuleCheck
 
 
@@ -41,6 +42,7 @@ def audit_two_invocations(write_rec, read_rec) -> RuleCheck:
     (recording/timebase.py); a negative gap is clock skew."""
     recs = [recording(r) for r in (write_rec, read_rec)]
     w_rec, r_rec = recs
+    metas = [Meta.from_meta(rec.meta) for rec in recs]
     w_an, r_an = (analyze(rec).model for rec in recs)
     saves = [r for r in w_an.checkpoints if r.kind == "save" and r.ok is not False and end_s(r) is not None]
     loads = [r for r in r_an.checkpoints if r.kind == "load"]
@@ -51,14 +53,14 @@ def audit_two_invocations(write_rec, read_rec) -> RuleCheck:
     read = min(loads, key=lambda r: r.start_s)
     w_wall = int(w_rec.timebase.to_wall_ns(w_rec.start_ns + int((end_s(write) or 0.0) * 1e9)))
     r_wall = int(r_rec.timebase.to_wall_ns(r_rec.start_ns + int(read.start_s * 1e9)))
-    hosts = [section(rec.meta, "host").get("hostname") for rec in recs]
+    hosts = [m.host.hostname for m in metas]
     figures = {
         "write_id": write.id,
         "write_end_wall_ns": w_wall,
         "read_id": read.id,
         "read_start_wall_ns": r_wall,
         "hosts": hosts,
-        "wall_anchor_uncertainty_ns": [section(rec.meta, "start").get("uncertainty_ns") for rec in recs],
+        "wall_anchor_uncertainty_ns": [m.start.uncertainty_ns for m in metas],
     }
     gap_s = (r_wall - w_wall) / 1e9
     same = hosts[0] is not None and hosts[0] == hosts[1]

@@ -25,9 +25,7 @@ SCHEMA_FILE = "job-report-schema.json"
 
 def fields_table() -> str:
     """Markdown: one row per figure of the job's part of the report, its path, unit and provenance."""
-    rows = ["| field | unit | provenance |", "|---|---|---|"]
-    rows += [f"| `{p}` | {f['unit'].replace('|', '/')} | {f['provenance']} |" for p, f in job_fields().items()]
-    return "\n".join(rows) + "\n"
+    return model_docs.table_of(job_fields())
 
 
 def job_report_schema() -> dict:

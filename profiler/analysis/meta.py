@@ -84,6 +84,7 @@ class Host:
 @dataclass(frozen=True)
 class Start:
     wall_ns: int | None = None  # ns since the Unix epoch (CLOCK_REALTIME) at the start
+    uncertainty_ns: int | None = None  # ns, half the monotonic span the wall reading was taken in (record/clock.py)
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,16 @@ END = "<!-- every-figure: end -->"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def fields_table() -> str:
-    """Markdown: one row per figure of the report, its path, unit and provenance."""
+def table_of(fields: dict[str, dict[str, str]]) -> str:
+    """Markdown: one row per figure of a field table (model_base.field_table), its path, unit and provenance."""
     rows = ["| field | unit | provenance |", "|---|---|---|"]
-    rows += [f"| `{p}` | {f['unit'].replace('|', '/')} | {f['provenance']} |" for p, f in FIELDS.items()]
+    rows += [f"| `{p}` | {f['unit'].replace('|', '/')} | {f['provenance']} |" for p, f in fields.items()]
     return "\n".join(rows) + "\n"
+
+
+def fields_table() -> str:
+    """The report's table (docs/report-format.md, "Every figure")."""
+    return table_of(FIELDS)
 
 
 def report_schema() -> dict:

@@ -18,6 +18,8 @@ from ckprof.recording import columns as S
 from ckprof.recording.rates import BLOCK_COUNTERS, block_rates
 from ckprof.recording.reader import read_part
 
+from .meta import Meta
+
 BATCH_ROWS = 1 << 20
 NEEDED = [c for c in BLOCK_COUNTERS if not c.startswith(("discard", "flush"))]
 
@@ -188,9 +190,7 @@ def _block_by_device(rec, resample_s: float | None, t0_ns: int) -> dict[str, pd.
         if not res_ns and np.any(np.diff(t) < 0):
             o = np.argsort(t, kind="stable")
             t, data = t[o], {c: a[o] for c, a in data.items()}
-        df = pd.DataFrame({"t_ns": t, **data})
-        df["device"] = dev
-        out[dev] = df
+        out[dev] = pd.DataFrame({"t_ns": t, **data, "device": dev})
     return out
 
 
@@ -209,16 +209,21 @@ def recording_end_ns(rec) -> int:
     return last
 
 
-def analysis_resolution(rec, duration_s: float) -> float:
-    interval = float(rec.meta.get("interval_s") or 0.1)
-    return max(interval, duration_s / MAX_BINS)
+def sampling_interval_s(rec) -> float:
+    """The sampling period the recording asked for (meta.json `interval_s`, s); 0.1 where it says none."""
+    return float(Meta.from_meta(rec.meta).interval_s or 0.1)
+
+
+def analysis_resolution(interval_s: float, duration_s: float) -> float:
+    """The timeline's bin (s): the sampling period, coarser where the recording would pass MAX_BINS."""
+    return max(interval_s, duration_s / MAX_BINS)
 
 
 def build(rec) -> Timeline:
     end_ns = recording_end_ns(rec)
     duration_s = max(0.0, (end_ns - rec.start_ns) / 1e9)
-    res_s = analysis_resolution(rec, duration_s)
-    interval = float(rec.meta.get("interval_s") or 0.1)
+    interval = sampling_interval_s(rec)
+    res_s = analysis_resolution(interval, duration_s)
     resample = None if res_s <= interval * 1.0001 else res_s
     tl = Timeline(rec.start_ns, end_ns, res_s, columns=S.columns(rec), bin_ns=int(resample * 1e9) if resample else 0)
     n_bins = int(np.ceil(max(duration_s, res_s) / res_s)) + 1

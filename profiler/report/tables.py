@@ -6,7 +6,10 @@ Each header names its unit and provenance: [m] measured, [d] derived, [e] estima
 
 from __future__ import annotations
 
-from ckprof.analysis.model import ABSENT, Checkpoint, DeviceUnknown, LeftOut, Report, RunSteps
+import dataclasses
+from dataclasses import dataclass
+
+from ckprof.analysis.model import ABSENT, Checkpoint, DeviceUnknown, LeftOut, Phase, Report, RunSteps
 from ckprof.recording.fstypes import OBJECT_SCHEMES, url_scheme
 from ckprof.units import fmt_bytes
 
@@ -443,6 +446,29 @@ ASYNC_HEADERS = [
 ]
 
 
+@dataclass(frozen=True)
+class PhasesByName:
+    """A save's (or a rank's) phases by the name analysis/phases.py gives each; None: not there."""
+
+    blocked: Phase | None = None
+    staging: Phase | None = None
+    persist: Phase | None = None
+    durable: Phase | None = None
+
+    @classmethod
+    def of(cls, phases: list[Phase]) -> PhasesByName:
+        by_name = {p.name: p for p in phases}
+        return cls(**{f.name: by_name.get(f.name) for f in dataclasses.fields(cls)})
+
+
+def _seconds(p: Phase | None) -> str:
+    return "—" if p is None else num(p.duration_s, "{:.3f}")
+
+
+def _gib_per_s(p: Phase | None) -> str:
+    return "—" if p is None else num(p.gib_per_s, "{:.3f}")
+
+
 def async_rows(rep: Report | dict) -> list[list[str]]:
     """One row per save with a background phase; staging's cell says its own provenance."""
     rep = Report.from_jsonable(rep)  # or its JSON form
@@ -451,8 +477,8 @@ def async_rows(rep: Report | dict) -> list[list[str]]:
         phases = known(r.phases)
         if not phases:
             continue
-        ph = {p.name: p for p in phases}
-        st = ph.get("staging")
+        ph = PhasesByName.of(phases)
+        st = ph.staging
         staging = "—" if st is None else f"{num(st.duration_s, '{:.3f}')} [{TAG.get(st.provenance, '?')}]"
         e = known(r.step_effect)
         medians = (
@@ -463,11 +489,11 @@ def async_rows(rep: Report | dict) -> list[list[str]]:
         out.append(
             [
                 str(i),
-                num(ph["blocked"].duration_s, "{:.3f}") if "blocked" in ph else "—",
+                _seconds(ph.blocked),
                 staging,
-                num(ph["persist"].duration_s, "{:.3f}") if "persist" in ph else "—",
-                num(ph["persist"].gib_per_s, "{:.3f}") if "persist" in ph else "—",
-                num(ph["durable"].duration_s, "{:.3f}") if "durable" in ph else "—",
+                _seconds(ph.persist),
+                _gib_per_s(ph.persist),
+                _seconds(ph.durable),
                 "no steps recorded" if e is None else str(e.steps_overlapping),
                 medians,
                 "—" if e is None else num(e.inflation_pct, "{:+.1f} %"),
@@ -558,21 +584,17 @@ def rank_phase_rows(rep: Report | dict) -> list[list[str]]:
             phases = known(p.phases)
             if not phases:
                 continue
-            ph = {x.name: x for x in phases}
-
-            def secs(name, ph=ph):
-                return num(ph[name].duration_s, "{:.3f}") if name in ph else "—"
-
-            moved = ph.get("persist") or ph.get("staging")
+            ph = PhasesByName.of(phases)
+            moved = ph.persist or ph.staging
             out.append(
                 [
                     str(i),
                     num(p.rank, "{}", none=str(p.id)),
-                    secs("blocked"),
-                    secs("staging"),
-                    secs("persist"),
+                    _seconds(ph.blocked),
+                    _seconds(ph.staging),
+                    _seconds(ph.persist),
                     b(None if moved is None else moved.bytes),
-                    num(ph["persist"].gib_per_s, "{:.3f}") if "persist" in ph else "—",
+                    _gib_per_s(ph.persist),
                     "; ".join(f"{x.name} {x.provenance}" for x in phases),
                 ]
             )
