@@ -28,7 +28,7 @@ from ckprof.units import GIB
 
 from .fuse import fuse_window
 from .job_model import NodeFigures, NodeFuseMount, NodeInterface, NodeNetwork, NodeNfsMount, NodeS3Requests
-from .model import InterfaceFigures, NfsMount, ObjectStoreFigures
+from .model import FuseMount, InterfaceFigures, NfsMount, ObjectStoreFigures
 from .object_store import object_store_window
 from .remote import NO_STACKING, OffHost, count_once, interface_window, nfs_window
 
@@ -115,18 +115,22 @@ def node_network(off: OffHost | None, has_net: bool, a_ns: float, b_ns: float) -
         s3_bytes_sent=_f(s3.bytes_sent) if s3 is not None else None,
         s3_bytes_received=_f(s3.bytes_received) if s3 is not None else None,
         s3_requests=_s3_requests(s3) if s3 is not None else None,
-        fuse_mounts={m: _fuse_mount(f) for m, f in fuse.items()},
+        fuse_mounts={m: _fuse_mount(FuseMount.from_jsonable(f)) for m, f in fuse.items()},
         unknown=unknown,
     )
 
 
-def _fuse_mount(f: dict) -> NodeFuseMount:
+def _fuse_mount(f: FuseMount) -> NodeFuseMount:
     """A FUSE mount's queue and daemon writes as the one-host report has them, each null with its reason."""
     figures = {
-        k: f[k] for k in ("max_waiting", "mean_waiting", "busy_fraction", "daemon_write_bytes", "daemon_read_bytes")
+        "max_waiting": f.max_waiting,
+        "mean_waiting": f.mean_waiting,
+        "busy_fraction": f.busy_fraction,
+        "daemon_write_bytes": f.daemon_write_bytes,
+        "daemon_read_bytes": f.daemon_read_bytes,
     }
     unknown = {k: (NO_DAEMON_IO if k.startswith("daemon_") else NO_WAITING) for k, v in figures.items() if v is None}
-    return NodeFuseMount(connection=int(f["connection"]), readings=int(f["readings"]), **figures, unknown=unknown)
+    return NodeFuseMount(connection=int(f.connection), readings=int(f.readings), **figures, unknown=unknown)
 
 
 def _nfs_mount(m: NfsMount) -> NodeNfsMount:

@@ -40,12 +40,14 @@ slower steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from .gpu_idle import window_idle
 from .model import AsyncEffect, Checkpoint, Part, Phase, RunSteps, StepEffect
 from .model_base import ABSENT, DERIVED, MEASURED
+from .records import _float, _v, events_of
 
 OVERLAP_SHARE = 0.5  # a step overlaps a background phase when this share of it lies inside
 
@@ -256,11 +258,8 @@ def _known(v):
 def step_ends(rec, origin_ns: float) -> dict:
     """Each process's step ends (train_step events), in seconds from `origin_ns`: ckprof.step()'s
     where the program called it, else the first optimizer's post-hook (one step, one tick)."""
-    ev = rec.events
     steps: dict = {}
-    if not len(ev) or "event" not in ev:
-        return steps
-    st = ev[ev["event"] == "train_step"]
+    st = events_of(rec.events, "train_step")
     if len(st):
         api = st[st["via"] == "api"] if "via" in st else st
         use = api if len(api) else st[st["optimizer"] == 0] if "optimizer" in st else st
@@ -271,30 +270,55 @@ def step_ends(rec, origin_ns: float) -> dict:
     return steps
 
 
-def _cell(r, key):
-    """A event row's value, None where the column is missing or the row has none (NaN)."""
-    v = r.get(key)
-    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
+@dataclass(frozen=True, slots=True)
+class PhaseEvent:
+    """A `checkpoint_phase` event (docs/recording-format.md): the save `id`, the `phase` it reports
+    and whether it went well (`ok`; None: the event did not say), when (monotonic ns) and, for
+    staging, its own start (ns), who staged and the D2H copy's bytes, seconds and basis. A field
+    the event lacks is None (records.py's rule)."""
+
+    id: Any
+    t_ns: float
+    phase: Any = None
+    ok: Any = None
+    start_ns: float | None = None
+    staged_by: Any = None
+    d2h_bytes: float | None = None
+    d2h_s: float | None = None
+    d2h_basis: Any = None
+
+    @classmethod
+    def from_event(cls, row: Any) -> PhaseEvent:
+        return cls(
+            id=row["id"],
+            t_ns=float(row["t_ns"]),
+            phase=_v(row, "phase"),
+            ok=_v(row, "ok"),
+            start_ns=_float(_v(row, "start_ns")),
+            staged_by=_v(row, "staged_by"),
+            d2h_bytes=_float(_v(row, "d2h_bytes")),
+            d2h_s=_float(_v(row, "d2h_s")),
+            d2h_basis=_v(row, "d2h_basis"),
+        )
+
+    def staging(self, origin_ns: float) -> Staging:
+        """Its staging, in seconds from `origin_ns`."""
+        return Staging(
+            end_s=(self.t_ns - origin_ns) / 1e9,
+            start_s=None if self.start_ns is None else (self.start_ns - origin_ns) / 1e9,
+            by=self.staged_by,
+            d2h_bytes=self.d2h_bytes,
+            d2h_s=self.d2h_s,
+            d2h_basis=self.d2h_basis,
+        )
 
 
 def staged_at(rec, origin_ns: float) -> dict[str, Staging]:
-    """Save id → its staging (a checkpoint_phase 'staging' event), s from `origin_ns`."""
-    ev = rec.events
+    """Save id → its staging (a checkpoint_phase 'staging' event that did not say ok: false), s from `origin_ns`."""
     staged: dict = {}
-    if not len(ev) or "event" not in ev:
-        return staged
-    ph = ev[ev["event"] == "checkpoint_phase"]
-    if len(ph) and "phase" in ph:
-        for _, r in ph[(ph["phase"] == "staging") & (ph.get("ok", True) != False)].iterrows():  # noqa: E712
-            start_ns, n, d = _cell(r, "start_ns"), _cell(r, "d2h_bytes"), _cell(r, "d2h_s")
-            staged[r["id"]] = Staging(
-                end_s=(float(r["t_ns"]) - origin_ns) / 1e9,
-                start_s=None if start_ns is None else (float(start_ns) - origin_ns) / 1e9,
-                by=_cell(r, "staged_by"),
-                d2h_bytes=None if n is None else float(n),
-                d2h_s=None if d is None else float(d),
-                d2h_basis=_cell(r, "d2h_basis"),
-            )
+    for e in map(PhaseEvent.from_event, events_of(rec.events, "checkpoint_phase").to_dict("records")):
+        if e.phase == "staging" and e.ok is not False:
+            staged[e.id] = e.staging(origin_ns)
     return staged
 
 
