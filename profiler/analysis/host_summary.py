@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from dataclasses import dataclass
 
 from ckprof.recording.stamp import SUMMARY_FILE, code_digest, fingerprint, stale
 from ckprof.version import VERSION
 
 from .job_hosts import host_part
 from .job_model import HostPart, HostSeries, NodeFigures
+from .meta import parsed
 from .model_base import Note, jsonable
 
 SUMMARY_SCHEMA = "ckprof-host-summary"
@@ -69,6 +71,16 @@ def write(path: str) -> str:
     return out
 
 
+@dataclass(frozen=True)
+class SummaryHead:
+    """What read() checks of a summary.json before it trusts the part (write() above), by
+    analysis/meta.py's rule: a key missing or of another JSON type is None."""
+
+    schema: str | None = None
+    options: dict | None = None  # the analysis options it was made with
+    part: dict | None = None  # the host's part (_to_json)
+
+
 def read(path: str, kw: dict) -> tuple[HostPart | None, str | None]:
     """(the host's part from its summary, None) when the summary is there and current; else
     (None, why not) — a missing summary says nothing (None, None)."""
@@ -80,15 +92,18 @@ def read(path: str, kw: dict) -> tuple[HostPart | None, str | None]:
         return None, None
     except (OSError, ValueError) as e:
         return None, f"unreadable ({e})"
-    if not isinstance(doc, dict) or doc.get("schema") != SUMMARY_SCHEMA:
+    head = parsed(SummaryHead, doc)
+    if head.schema != SUMMARY_SCHEMA:
         return None, "not a ckprof host summary"
-    if set(kw) - set(DEFAULT_OPTIONS) or doc.get("options") != _options(kw):
+    if set(kw) - set(DEFAULT_OPTIONS) or head.options != _options(kw):
         return None, "made with other options"
     why = stale(path, doc)
     if why:
         return None, why
+    if head.part is None:
+        return None, "damaged (no part)"
     try:
-        part = from_json(doc["part"])
+        part = from_json(head.part)
         part.report["recording"]["path"] = os.path.abspath(path)  # where it is now (a copy: not where it was made)
         return part, None
     except (KeyError, TypeError) as e:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import io
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from ckprof.analysis.meta import parsed
 from ckprof.analysis.model import Checkpoint
 from ckprof.units import GIB
 
@@ -115,8 +118,8 @@ def timeline_panels(an, max_devices: int = 8) -> list[Panel]:
         p = Panel("temp", "temperature, °C (measured)", "temperature", "°C")
         p.traces = [Trace(t.name, (t.t_ns - t0) / 1e9, t.values, t.provenance) for t in an.ctx.temps[:max_devices]]
         panels.append(p)
-    if "power" in an.plot:
-        pw = an.plot["power"]
+    pw = PlotData.of(an).power
+    if pw is not None:
         provs = {}
         for s in an.ctx.sources:
             provs.setdefault(s.component, set()).add(s.provenance)
@@ -248,10 +251,25 @@ def step_ticks(step_ends_s: dict, max_ticks: int = MAX_STEP_TICKS) -> StepTicks:
     return StepTicks(first * bin_s, count, n, len(ends), bin_s)
 
 
+@dataclass(frozen=True)
+class PlotData:
+    """What analyze() keeps for the plots beside the report (`Analysis.plot`), read once by
+    analysis/meta.py's rule (a part missing or of another type is None, a list empty)."""
+
+    power: pd.DataFrame | None = None  # W per component (`<component>_w`) per bin, `t_s` its time (s)
+    temp_vs_bw: pd.DataFrame | None = None  # °C and write GiB/s per bin, where both were sampled
+    marks: list = field(default_factory=list)  # (s since the start, text) per ckprof.mark
+    step_ends: Any = None  # a tuple (phases.step_ends' {process: [s, ...]}, why none): no JSON type
+
+    @classmethod
+    def of(cls, an) -> PlotData:
+        return parsed(cls, an.plot)
+
+
 def recorded_steps(an) -> tuple[dict, str | None]:
     """Each process's step ends (s since the recording's start), by the analysis' own rule
     (phases.step_ends), as analyze() kept them in `an.plot`; ({}, why) where it kept none."""
-    return an.plot.get("step_ends", ({}, "training steps not shown: the analysis kept no step ends"))
+    return PlotData.of(an).step_ends or ({}, "training steps not shown: the analysis kept no step ends")
 
 
 @dataclass
@@ -343,7 +361,7 @@ def timeline(an, max_devices: int = 8) -> bytes | None:
         return None
     plt = pyplot_module()
     rows = an.model.checkpoints
-    marks = mark_lines(an.plot.get("marks", []), an.timeline.duration_s)
+    marks = mark_lines(PlotData.of(an).marks, an.timeline.duration_s)
     lanes = phase_lanes(an)
     n = len(panels) + (lanes is not None)
     ratios = [1.0] * len(panels) + ([0.8] if lanes is not None else [])
@@ -438,7 +456,7 @@ def checkpoint_bars(an) -> bytes | None:
 
 
 def temp_vs_bandwidth(an) -> bytes | None:
-    pts = an.plot.get("temp_vs_bw")
+    pts = PlotData.of(an).temp_vs_bw
     if pts is None or len(pts) == 0:
         return None
     plt = pyplot_module()
