@@ -4,7 +4,7 @@
 `mean_waiting` and `busy_fraction` (the share of its readings with a request waiting) are over
 the readings taken inside [a, b]; requests that came and went between two readings are not seen.
 The daemon's /proc/PID/io counters move per sampling interval: a window's bytes are those of
-every interval it touches (timeline.in_window, the rule a device's figures follow). An interval
+every interval it touches (timeline.rows_in, the rule a device's figures follow). An interval
 whose daemon changed (another pid: restarted, or found later) or could not be read has no delta,
 and a window touching one has null bytes, never 0.
 """

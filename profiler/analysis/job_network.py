@@ -149,13 +149,17 @@ def _nfs_mount(m: NfsMount) -> NodeNfsMount:
 def _s3_requests(s3: ObjectStoreFigures) -> NodeS3Requests:
     """The node's S3 requests as the one-host report counts them, each null with its reason."""
     p50, p99 = _f(s3.latency_p50_ms), _f(s3.latency_p99_ms)
+    no_latency = "a request in the node's span did not say its latency"
+    # a null figure's reason: the S3 window's own, else the default beside it
     unknown = {
-        k: s3.unknown.get(k, "a request in the node's span did not say its latency")
-        for k, v in (("latency_p50_ms", p50), ("latency_p99_ms", p99))
+        k: s3.unknown.get(k, why)
+        for k, v, why in (
+            ("latency_p50_ms", p50, no_latency),
+            ("latency_p99_ms", p99, no_latency),
+            ("retries", s3.retries, "not known from the S3 requests"),
+        )
         if v is None
     }
-    if s3.retries is None:
-        unknown["retries"] = s3.unknown.get("retries", "not known from the S3 requests")
     return NodeS3Requests(
         requests=s3.requests,
         requests_by_op=dict(s3.requests_by_op or {}),

@@ -40,14 +40,13 @@ slower steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from .gpu_idle import window_idle
 from .model import AsyncEffect, Checkpoint, Part, Phase, RunSteps, StepEffect
 from .model_base import ABSENT, DERIVED, MEASURED
-from .records import _float, _v, events_of
+from .records import PhaseEvent, TrainStep, events_of
 
 OVERLAP_SHARE = 0.5  # a step overlaps a background phase when this share of it lies inside
 
@@ -258,59 +257,30 @@ def _known(v):
 def step_ends(rec, origin_ns: float) -> dict:
     """Each process's step ends (train_step events), in seconds from `origin_ns`: ckprof.step()'s
     where the program called it, else the first optimizer's post-hook (one step, one tick)."""
+    rows = events_of(rec.events, "train_step")
+    st = [TrainStep.from_event(r) for r in rows.to_dict("records")]
+    api = [s for s in st if s.via == "api"] if "via" in rows else st
+    use = api or ([s for s in st if s.optimizer == 0] if "optimizer" in rows else st)
+    # a job's events say their host; one host's do not (the host is the recording's)
+    with_host = "host" in rows
     steps: dict = {}
-    st = events_of(rec.events, "train_step")
-    if len(st):
-        api = st[st["via"] == "api"] if "via" in st else st
-        use = api if len(api) else st[st["optimizer"] == 0] if "optimizer" in st else st
-        # a job's events say their host; one host's do not (the host is the recording's)
-        keys = ["host", "pid"] if "host" in use else ["pid"]
-        for key, g in use.groupby(keys):
-            steps[key] = ((g["t_ns"].astype(float) - origin_ns) / 1e9).tolist()
-    return steps
+    for s in use:
+        key = (s.host, s.pid) if with_host else (s.pid,)
+        if None not in key:  # a step without its process is no process's
+            steps.setdefault(key, []).append((s.t_ns - origin_ns) / 1e9)
+    return dict(sorted(steps.items()))
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseEvent:
-    """A `checkpoint_phase` event (docs/recording-format.md): the save `id`, the `phase` it reports
-    and whether it went well (`ok`; None: the event did not say), when (monotonic ns) and, for
-    staging, its own start (ns), who staged and the D2H copy's bytes, seconds and basis. A field
-    the event lacks is None (records.py's rule)."""
-
-    id: Any
-    t_ns: float
-    phase: Any = None
-    ok: Any = None
-    start_ns: float | None = None
-    staged_by: Any = None
-    d2h_bytes: float | None = None
-    d2h_s: float | None = None
-    d2h_basis: Any = None
-
-    @classmethod
-    def from_event(cls, row: Any) -> PhaseEvent:
-        return cls(
-            id=row["id"],
-            t_ns=float(row["t_ns"]),
-            phase=_v(row, "phase"),
-            ok=_v(row, "ok"),
-            start_ns=_float(_v(row, "start_ns")),
-            staged_by=_v(row, "staged_by"),
-            d2h_bytes=_float(_v(row, "d2h_bytes")),
-            d2h_s=_float(_v(row, "d2h_s")),
-            d2h_basis=_v(row, "d2h_basis"),
-        )
-
-    def staging(self, origin_ns: float) -> Staging:
-        """Its staging, in seconds from `origin_ns`."""
-        return Staging(
-            end_s=(self.t_ns - origin_ns) / 1e9,
-            start_s=None if self.start_ns is None else (self.start_ns - origin_ns) / 1e9,
-            by=self.staged_by,
-            d2h_bytes=self.d2h_bytes,
-            d2h_s=self.d2h_s,
-            d2h_basis=self.d2h_basis,
-        )
+def _staging_of(e: PhaseEvent, origin_ns: float) -> Staging:
+    """A staging event's staging, in seconds from `origin_ns`."""
+    return Staging(
+        end_s=(e.t_ns - origin_ns) / 1e9,
+        start_s=None if e.start_ns is None else (e.start_ns - origin_ns) / 1e9,
+        by=e.staged_by,
+        d2h_bytes=e.d2h_bytes,
+        d2h_s=e.d2h_s,
+        d2h_basis=e.d2h_basis,
+    )
 
 
 def staged_at(rec, origin_ns: float) -> dict[str, Staging]:
@@ -318,7 +288,7 @@ def staged_at(rec, origin_ns: float) -> dict[str, Staging]:
     staged: dict = {}
     for e in map(PhaseEvent.from_event, events_of(rec.events, "checkpoint_phase").to_dict("records")):
         if e.phase == "staging" and e.ok is not False:
-            staged[e.id] = e.staging(origin_ns)
+            staged[e.id] = _staging_of(e, origin_ns)
     return staged
 
 

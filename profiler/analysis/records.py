@@ -230,6 +230,61 @@ class Mark:
         return cls(t_ns=int(row["t_ns"]), text="" if text is None else str(text))
 
 
+@dataclass(frozen=True, slots=True)
+class TrainStep:
+    """A `train_step` event: when (monotonic ns), its process (`pid`; `host` in a job's events)
+    and how it was counted (`via` "api": ckprof.step(); else an optimizer's post-hook, `optimizer`
+    its index, read by phases.step_ends). A field the event lacks is None."""
+
+    t_ns: float
+    pid: Any = None
+    host: Any = None
+    via: Any = None
+    optimizer: Any = None
+
+    @classmethod
+    def from_event(cls, row: Any) -> TrainStep:
+        return cls(
+            t_ns=float(row["t_ns"]),
+            pid=_v(row, "pid"),
+            host=_v(row, "host"),
+            via=_v(row, "via"),
+            optimizer=_v(row, "optimizer"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEvent:
+    """A `checkpoint_phase` event (docs/recording-format.md): the save `id`, the `phase` it reports
+    and whether it went well (`ok`; None: the event did not say), when (monotonic ns) and, for
+    staging, its own start (ns), who staged and the D2H copy's bytes, seconds and basis (read by
+    phases.staged_at). A field the event lacks is None."""
+
+    id: Any
+    t_ns: float
+    phase: Any = None
+    ok: Any = None
+    start_ns: float | None = None
+    staged_by: Any = None
+    d2h_bytes: float | None = None
+    d2h_s: float | None = None
+    d2h_basis: Any = None
+
+    @classmethod
+    def from_event(cls, row: Any) -> PhaseEvent:
+        return cls(
+            id=row["id"],
+            t_ns=float(row["t_ns"]),
+            phase=_v(row, "phase"),
+            ok=_v(row, "ok"),
+            start_ns=_float(_v(row, "start_ns")),
+            staged_by=_v(row, "staged_by"),
+            d2h_bytes=_float(_v(row, "d2h_bytes")),
+            d2h_s=_float(_v(row, "d2h_s")),
+            d2h_basis=_v(row, "d2h_basis"),
+        )
+
+
 def events_of(events: pd.DataFrame, *kinds: str) -> pd.DataFrame:
     """The rows of events.jsonl (read as a table, Recording.events) of the given kinds, in their
     order; none where the table has no `event` column (a recording without events)."""

@@ -1,7 +1,7 @@
 """Per checkpoint window: what went to each NFS mount and through each network interface.
 
 The read side of the `nfs`, `nfs_mount` and `net` collectors (docs/remote.md). A window's figures
-are those of every sampling interval it touches (timeline.in_window, the rule a device's figures
+are those of every sampling interval it touches (timeline.rows_in, the rule a device's figures
 follow): the counters are read once per interval, so their movement cannot be placed inside one.
 
 Per mount: bytes sent to and received from the server (RPC payload and headers, all operations),

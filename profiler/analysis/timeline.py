@@ -76,7 +76,7 @@ class DeviceRates:
         return self.t_ns - self.dt_s * 1e9
 
     def window(self, a_ns: float, b_ns: float) -> DeviceRates:
-        """The intervals that overlap [a, b] (at least the one covering a): in_window's rule."""
+        """The intervals that overlap [a, b] (at least the one covering a): rows_in's rule."""
         i, j = rows_in(self.t_ns, self.t0_ns, a_ns, b_ns)
         return DeviceRates(
             **{f: None if (v := getattr(self, f)) is None else v[i:j] for f in _RATE_FIELDS}  # type: ignore[arg-type]
@@ -274,11 +274,3 @@ def build(rec) -> Timeline:
             wb = h["writeback_bytes"] if "writeback_bytes" in h else 0
             tl.dirty = DirtyPages(h["t_ns"].to_numpy(), (h["dirty_bytes"] + wb).to_numpy(dtype=float))
     return tl
-
-
-def in_window(df: pd.DataFrame, a_ns: float, b_ns: float) -> pd.DataFrame:
-    """Rows whose interval (t_ns − dt_s, t_ns] overlaps [a, b] (at least the row covering a)."""
-    t1 = df["t_ns"].to_numpy()
-    t0 = t1 - df["dt_s"].to_numpy() * 1e9 if "dt_s" in df else t1
-    i, j = rows_in(t1, t0, a_ns, b_ns)
-    return df.iloc[i:j]
