@@ -92,13 +92,6 @@ def audit(inp: AuditInput) -> Audit:
 # -- meta.json --------------------------------------------------------------------------------
 
 
-def section(d: Any, *keys: str) -> dict:
-    """d[k1][k2]... where each is an object, else {} (audit_runs reads two recordings' meta.json by it)."""
-    for k in keys:
-        d = d.get(k) if isinstance(d, dict) else None
-    return d if isinstance(d, dict) else {}
-
-
 # a Hydra override of DLIO's key (dlio_benchmark/utils/config.py reads config['checkpoint']['fsync'])
 DLIO_FSYNC_KEY = "workload.checkpoint.fsync"
 
