@@ -5,6 +5,7 @@ recordings are built by ckprof.testing."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 import pytest
@@ -13,6 +14,18 @@ from support.system import Loop, mount_tmpfs, need_binary, need_root
 from ckprof.record.clock import MonotonicClock
 from ckprof.record.filetracker import FileTracker
 from ckprof.recording.writer import RecordingWriter
+
+
+def pytest_configure(config):
+    """Start every command a test runs with the signals a terminal's shell gives it. A runner
+    started in the background by a non-interactive shell (`cmd &` without job control ignores SIGINT
+    and SIGQUIT, POSIX 2.11) or by nohup (SIGHUP) passes those ignored on through execve(2), and
+    ckprof rightly keeps an ignored signal ignored (record/child.py forwardable): the tests of
+    forwarding would then test the launcher. A test that wants one ignored sets it itself."""
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL),
+                         (signal.SIGHUP, signal.SIG_DFL)):  # fmt: skip
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture
