@@ -198,3 +198,27 @@ def test_a_temporary_file_renamed_is_one_file_and_a_folder_alone_is_no_save(tmp_
     assert s.path == f"{ROOT}/run/step-1" and s.bytes_app == 4 * MiB + 2374
     assert [f.path.rsplit("/", 1)[1] for f in s.files] == [".metadata", "__0_0.distcp"]
     assert s.writers[0].bytes == 4 * MiB + 2374
+
+
+def test_a_rename_read_with_its_files_writes_joins_it_however_its_lines_are_ordered(tmp_path):
+    """The writer made, wrote, closed and renamed `.metadata.tmp` within one of the reader's merge
+    pauses: both entries carry the same read stamp (start = end). The temporary name's entry is
+    written at once (its close ends it); the rename's waits for its burst to go quiet and comes in a
+    later line whose time is that earlier stamp, so it is read back first. Seen in CI (Megatron's
+    finalize): the save's bytes went unknown. The rename still follows the writes it publishes."""
+    rb = _rb(tmp_path)
+    _file(rb, f"{ROOT}/iter_3/__0_0.distcp", 1.0, 1.4, 4 * MiB, writers=[100])
+    entry = {"start_ns": rb.ns(1.6), "end_ns": rb.ns(1.6), "kernel_events": 1}
+    tmp = {**entry, "path": f"{ROOT}/iter_3/.metadata.tmp", "ops": ["create", "modify", "close_write"],
+           "writers": [100], "size_bytes": None, "size_unknown": "gone when its burst ended"}  # fmt: skip
+    meta = {**entry, "path": f"{ROOT}/iter_3/metadata.json", "ops": ["create", "modify", "close_write"],
+            "writers": [100], "size_bytes": 119, "end_ns": rb.ns(1.65)}  # fmt: skip
+    renamed = {**entry, "path": f"{ROOT}/iter_3/.metadata", "ops": ["rename"], "writers": [], "pids": [100],
+               "size_bytes": 4149, "renamed_from": f"{ROOT}/iter_3/.metadata.tmp"}  # fmt: skip
+    rb.event("file_activity", 1.65, source="fanotify", files=[tmp, meta])
+    rb.event("file_activity", 1.6, source="fanotify", files=[renamed])  # written later, its time earlier
+    rec = ckprof.load(rb.finish())
+    (s,) = W.file_windows(rec)
+    assert sorted(f.path.rsplit("/", 1)[1] for f in s.files) == [".metadata", "__0_0.distcp", "metadata.json"]
+    assert s.bytes_app == 4 * MiB + 4149 + 119
+    assert s.writers[0].bytes == 4 * MiB + 4149 + 119

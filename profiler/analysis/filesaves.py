@@ -242,7 +242,11 @@ def _writer(pid: int, procs: dict[int, ProcessSeen], files: int, nbytes: float |
 def _save(n: int, key: tuple, bursts: list[Burst], procs: dict[int, ProcessSeen]) -> Window:
     files: dict[str, SavedFile] = {}  # the latest burst of each file: its size after the save
     who_wrote: dict[str, set[int]] = {}
-    for b in sorted(bursts, key=lambda b: b.end_ns):
+    # by end; at the same stamp a rename after the writes it publishes: a file made, written, closed
+    # and renamed within one merge pause gives two entries stamped alike, and the rename's entry
+    # (written when its burst goes quiet, in a later line whose time is that earlier stamp) is read
+    # back first (tests/test_file_saves.py)
+    for b in sorted(bursts, key=lambda b: (b.end_ns, b.renamed_from is not None)):
         if b.dir:
             continue
         moved = files.pop(b.renamed_from, None) if b.renamed_from else None
