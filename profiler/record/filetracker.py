@@ -345,8 +345,7 @@ class FileTracker:
         if due:  # the turns that need a look: in one call (pagecache.look_many)
             for dev in {f.identity.dev for f in due}:
                 self._dev_writes.count(dev)  # before the looks (_looked)
-            stamp = None if type(self.clock) is MonotonicClock else self.clock.now_ns
-            for f, (t_ns, got) in zip(due, pagecache.look_many([f.path for f in due], stamp)):
+            for f, (t_ns, got) in zip(due, self._look_many([f.path for f in due])):
                 if not self._judge(f, t_ns, got):
                     (self._gone if f.gone_ns is not None else self._pending).append(f)
 
@@ -415,9 +414,13 @@ class FileTracker:
             return
         if self._last_dev is not None:  # new files are mostly on the last one's device: its count first
             self._dev_writes.count(self._last_dev)
-        stamp = None if type(self.clock) is MonotonicClock else self.clock.now_ns
-        for p, (now, got) in zip(paths, pagecache.look_many(paths, stamp)):
+        for p, (now, got) in zip(paths, self._look_many(paths)):
             self._first_seen(p, cid, gone_said, now, got)
+
+    def _look_many(self, paths: list[str]) -> list[tuple[int, pagecache.Look | None | OSError]]:
+        """pagecache.look_many, each look stamped on this tracker's clock: in the C call where that
+        clock is CLOCK_MONOTONIC itself, else by the clock's now_ns (a test's clock)."""
+        return pagecache.look_many(paths, None if type(self.clock) is MonotonicClock else self.clock.now_ns)
 
     def _first_seen(self, p: str, cid: str, gone_said: bool, now: int, got: pagecache.Look | None | OSError) -> None:
         """What the first look at a file, made at `now`, saw: settled when clean, else waiting;
