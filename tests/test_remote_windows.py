@@ -68,3 +68,23 @@ def test_interfaces_in_a_window_and_an_unreadable_counter():
     fig = interface_window(series, 0.1 * S, 1.9 * S)["eth0"]
     assert fig.rx_bytes is None and fig.tx_bytes == 2**31  # one interval's rx unknown: the sum is
     assert fig.rx_packets is None  # not recorded
+
+
+def test_a_window_s_mount_bytes_are_the_counters_deltas_exactly():
+    """8 MiB over an interval of 0.49996695 s: a rate times its interval gives 8388607.999999999 B
+    back; the window sums the counters' own deltas, so a save's bytes are its bytes (a CI run's case)."""
+    rows = [
+        {"t_ns": t, "mount": "/m", "export": "s:/e", "normal_write_bytes": b, "server_write_bytes": b,
+         "normal_read_bytes": 0, "direct_read_bytes": 0, "direct_write_bytes": 0, "server_read_bytes": 0,
+         "xprt_sends": 0, "xprt_recvs": 0, "xprt_bad_xids": 0, "xprt_req_u": 0, "xprt_bklog_u": 0}
+        for t, b in ((S, 0), (S + 499_966_950, 2**23))
+    ]  # fmt: skip
+    mounts = nfs_mount_rates(pd.DataFrame(rows))
+    assert (mounts["server_write_bytes_per_s"] * mounts["dt_s"]).iloc[0] != 2**23  # why the deltas are kept
+    series = RemoteSeries.of_frames(
+        nfs_op_rates(pd.DataFrame([_ops_rows(1.0, 0, 0, 0), _ops_rows(1.49996695, 64, 64, 2**23)])),
+        mounts,
+        pd.DataFrame(),
+    )
+    fig = nfs_window(series, S, S + 499_966_950)["/m"]
+    assert fig.normal_write_bytes == fig.server_write_bytes == 2**23

@@ -76,13 +76,13 @@ class NfsOpIntervals(_Intervals):
 
 @dataclass(frozen=True)
 class MountIntervals(_Intervals):
-    """One NFS mount's byte rates (nfs_mount_rates, B/s): what applications wrote (normal, direct)
-    and what reached and came from the server."""
+    """One NFS mount's bytes per interval (nfs_mount_rates, the counters' deltas, B): what
+    applications wrote (normal, direct) and what reached and came from the server."""
 
-    normal_write_bytes_per_s: np.ndarray | None = None
-    direct_write_bytes_per_s: np.ndarray | None = None
-    server_write_bytes_per_s: np.ndarray | None = None
-    server_read_bytes_per_s: np.ndarray | None = None
+    normal_write_bytes: np.ndarray | None = None
+    direct_write_bytes: np.ndarray | None = None
+    server_write_bytes: np.ndarray | None = None
+    server_read_bytes: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -166,16 +166,13 @@ class MountBytes:
 def _mount_window(m: MountIntervals | None, a_ns: float, b_ns: float) -> MountBytes:
     if m is None:
         return MountBytes()
+    # the counters' own deltas summed, exact (a rate times its interval would not give the bytes back)
     w = m.window(a_ns, b_ns)
-
-    def moved(rate_b_per_s: np.ndarray | None) -> float | None:
-        return None if rate_b_per_s is None else _sum(rate_b_per_s * w.dt_s)
-
     return MountBytes(
-        normal_write_bytes=moved(w.normal_write_bytes_per_s),
-        direct_write_bytes=moved(w.direct_write_bytes_per_s),
-        server_write_bytes=moved(w.server_write_bytes_per_s),
-        server_read_bytes=moved(w.server_read_bytes_per_s),
+        normal_write_bytes=_sum(w.normal_write_bytes),
+        direct_write_bytes=_sum(w.direct_write_bytes),
+        server_write_bytes=_sum(w.server_write_bytes),
+        server_read_bytes=_sum(w.server_read_bytes),
     )
 
 

@@ -128,13 +128,15 @@ def nfs_op_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: 
 
 
 def nfs_mount_rates(samples: pd.DataFrame, resample_s: float | None = None, t0_ns: int | None = None) -> pd.DataFrame:
-    """Per mount interval of the `nfs_mount` collector: application and server bytes per second,
-    RPC sends per second (nfsiostat's mount ops/s), mean backlog and outstanding requests at a send."""
+    """Per mount interval of the `nfs_mount` collector: application and server bytes (each counter's
+    delta, exact: a window's bytes are their sum) and per second, RPC sends per second (nfsiostat's
+    mount ops/s), mean backlog and outstanding requests at a send."""
     frames: list[pd.DataFrame] = []
     for (mount, export), t, dt, d in _deltas(samples, ["mount", "export"], NFS_MOUNT_COUNTERS, resample_s, t0_ns):
         out = pd.DataFrame({"t_ns": t, "mount": mount, "export": export, "dt_s": dt})
         for c in NFS_MOUNT_BYTES:
             if c in d:
+                out[c] = d[c]
                 out[f"{c}_per_s"] = d[c] / dt
         out["rpc_sends"] = d["xprt_sends"]
         out["rpc_sends_per_s"] = d["xprt_sends"] / dt
