@@ -5,7 +5,8 @@ write runs in DCP's thread, which takes CPU from the steps beside it.
 
 Each rank logs its own truth (TRUTH.rank<r>.jsonl, one JSON line per fact, times from
 time.monotonic_ns(): CLOCK_MONOTONIC, the clock ckprof records with). Nothing here imports ckprof:
-  {"ev": "step", "rank", "step", "start_ns", "end_ns"}          every training step
+  {"ev": "step", "rank", "step", "start_ns", "end_ns", "opt_ns"}  every training step; opt_ns when
+      the optimizer's step finished (its own post-hook, which torch runs before any global one)
   {"ev": "save_call", "rank", "step", "path", "start_ns", "return_ns"}   the call the loop waited on
   {"ev": "save_done", "rank", "step", "done_ns"}                the future completed (its done-callback)
 
@@ -39,6 +40,8 @@ def worker(rank: int, a) -> None:
     w = a.width
     model = torch.nn.Sequential(torch.nn.Linear(w, w), torch.nn.ReLU(), torch.nn.Linear(w, w))
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    stepped = [0]
+    opt.register_step_post_hook(lambda o, args, kwargs: stepped.__setitem__(0, time.monotonic_ns()))
     x = torch.randn(a.batch, w)
     # state that is saved but not trained (an EMA copy, a replay buffer), in many small tensors as a
     # large model's are: a longer write, same steps, and DCP's per-item Python work in its thread
@@ -56,7 +59,7 @@ def worker(rank: int, a) -> None:
             dist.all_reduce(p.grad)
             p.grad /= WORLD
         opt.step()
-        fact(ev="step", step=step, start_ns=t0, end_ns=time.monotonic_ns())
+        fact(ev="step", step=step, start_ns=t0, end_ns=time.monotonic_ns(), opt_ns=stepped[0])
         if step % a.every:
             continue
         if pending is not None:  # one save in flight at a time
