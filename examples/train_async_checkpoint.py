@@ -12,7 +12,9 @@ and the save has a staging and an upload completion). Single process, no process
 
 --truth FILE gets one JSON line per fact, times from CLOCK_MONOTONIC in ns (the clock ckprof records
 with), so a recording's phases and step figures can be checked against what the program saw:
-  {"ev": "step", "step": i, "start_ns", "end_ns"}           every training step (GPU synchronised)
+  {"ev": "step", "step": i, "start_ns", "end_ns", "opt_ns"}  every training step (end_ns GPU synchronised;
+      opt_ns when the optimizer's step returned to its hooks: its own post-hook, which torch runs
+      before any global one, so the instant a profiler's global hook reads, with no GIL wait between)
   {"ev": "save_call", "step", "start_ns", "return_ns", "state_cuda_bytes"}   the call the loop waited
       on; state_cuda_bytes: the bytes of GPU memory the state holds, counted from the model (its
       parameters, and AdamW's two moments of each: 3 × the parameters' bytes; its step counters
@@ -62,6 +64,8 @@ def main(argv=None) -> None:
     w = a.width
     model = nn.Sequential(nn.Linear(w, w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(), nn.Linear(w, 1)).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    stepped = [0]
+    opt.register_step_post_hook(lambda o, args, kwargs: stepped.__setitem__(0, now_ns()))
     x, y = torch.randn(a.batch, w, device=dev), torch.randn(a.batch, 1, device=dev)
     os.makedirs(a.dir, exist_ok=True)
     truth = open(a.truth, "a") if a.truth else None
@@ -109,7 +113,7 @@ def main(argv=None) -> None:
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         sync()
-        log(ev="step", step=step, start_ns=t0, end_ns=now_ns())
+        log(ev="step", step=step, start_ns=t0, end_ns=now_ns(), opt_ns=stepped[0])
         poll()
         if step % a.every:
             continue

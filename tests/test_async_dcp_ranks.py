@@ -101,9 +101,9 @@ def test_two_rank_async_save_phases_and_step_inflation_match_the_program_s_own(t
     got = {c["step"]: c["step_effect"]["inflation_pct"] for c in saves}
     for k in sorted(got):
         print(f"save {k}: inflation {got[k]:.1f} % (program's own {want[k]:.1f} %)")
-    # the background write measurably stretched the steps (on this 2-core host, loaded by others, a
-    # save may now and then run while the other rank's steps stall for other reasons: within 5
-    # points there, where ±25 % of a small inflation would ask for less than the clocks' own spread)
+    # the background write measurably stretched the steps; each save within ±25 % of the truth, or 5
+    # points where that is less (a small inflation: one step's boundary against a window's, read at
+    # instants ms apart, moves its median by that much)
     assert max(want.values()) > 15
     for k in got:
-        assert within(got[k], want[k], 5.0 if want[k] <= 15 else 0.0, 0.25), (k, got[k], want[k])
+        assert within(got[k], want[k], 5.0, 0.25), (k, got[k], want[k])

@@ -105,7 +105,10 @@ def test_cpu_async_save_steps_from_the_optimizer_hook_match_the_program_s_own(tm
     spans, seen = P.from_recording(rec, analyze(rec).report["checkpoints"], origin)
     assert len(spans) == 3 and len(seen) == 1 and len(next(iter(seen.values()))) == 60
     facts = [json.loads(line) for line in log.read_text().splitlines()]
-    own = {0: [(f["end_ns"] - origin) / 1e9 for f in facts if f["ev"] == "step"]}
+    # each step's end where the program's own optimizer post-hook saw it: the time read after
+    # opt.step() returned lags that by GIL waits while DCP's writer thread runs (several ms on
+    # steps of ~15 ms), more than the 5 % asked (tests/test_async_dcp_ranks.py has the figures)
+    own = {0: [(f["opt_ns"] - origin) / 1e9 for f in facts if f["ev"] == "step"]}
     ours, theirs = P.step_effects(spans, seen), P.step_effects(spans, own)
     for s in spans[:2]:  # the last save comes after the last step
         a, b = ours[s.id], theirs[s.id]
