@@ -173,9 +173,12 @@ import json, os, sys, time, torch
 d = sys.argv[1]
 sd = {"w": torch.randn(512, 512)}
 saves = []
+def waited_ns():  # this thread's wait for a CPU so far (run_delay, Documentation/scheduler/sched-stats.rst)
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1])
 for k in range(3):
     time.sleep(0.4)  # training between saves
-    t0 = time.monotonic_ns()
+    w0, t0 = waited_ns(), time.monotonic_ns()
     final = os.path.join(d, f"model_{k}.pt")
     if k == 1:  # the app's own finishing: write under a temporary name, fsync, rename
         torch.save(sd, final + ".tmp")
@@ -189,7 +192,8 @@ for k in range(3):
         time.sleep(0.1)
         os.fsync(fd)
         os.close(fd)
-    saves.append([t0, time.monotonic_ns()])
+    t1 = time.monotonic_ns()
+    saves.append([t0, t1, waited_ns() - w0])
 print(json.dumps(saves))
 """
 
@@ -210,11 +214,16 @@ def test_the_apps_fsync_and_rename_after_a_save_are_part_of_it(tmp_path):
     cps = analyze(rec).report["checkpoints"]
     assert len(cps) == 3  # three saves 0.4 s apart in one folder: three checkpoints
     start_ns = rec.start_ns
-    for c, (a, b) in zip(cps, saves):
+    for c, (a, b, waited) in zip(cps, saves):
         s0, e0 = start_ns + c["start_s"] * 1e9, start_ns + c["app_end_s"] * 1e9
         cover = (min(e0, b) - max(s0, a)) / (b - a)
-        print(f"{c['path']}: window covers {cover:.1%} of the measured save, starts {(a - s0) / 1e6:.2f} ms before it")
-        assert cover >= 0.95 and -0.5e9 <= a - s0 <= 0.5e9
+        print(
+            f"{c['path']}: window covers {cover:.1%} of the measured save, starts {(a - s0) / 1e6:.2f} ms before it; "
+            f"the script waited {waited / 1e6:.1f} ms for a CPU in it"
+        )
+        # ≥ 95 %, less what the script's thread waited for a CPU (after the window's last stamp, before
+        # its own clock read, no window can hold that wait: tests/support/frameworks.py)
+        assert cover >= 0.95 - waited / (b - a) and -0.5e9 <= a - s0 <= 0.5e9
     assert cps[1]["path"] == str(ck / "model_1.pt")
     assert not any("removed before" in x for c in cps for x in c["durable_basis"])
 

@@ -111,9 +111,10 @@ def main():
         for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler", "_load_scaler", "_load_rng_state"):
 
             def timed(self, *args, _name=name, **kwargs):
-                t0 = time.monotonic_ns()
+                w0, t0 = waited_ns(), time.monotonic_ns()
                 out = getattr(Trainer, _name)(self, *args, **kwargs)
-                parts.append((t0, time.monotonic_ns()))
+                t1 = time.monotonic_ns()
+                parts.append((t0, t1, waited_ns() - w0))
                 return out
 
             setattr(ResumeTrainer, name, timed)
@@ -122,7 +123,13 @@ def main():
         resumed = ResumeTrainer(model=GPT2LMHeadModel(cfg), args=args, train_dataset=Synthetic(8 * args.max_steps))
         resumed.train(resume_from_checkpoint=newest)
         log.loads.append(
-            {"start_ns": min(p[0] for p in parts), "end_ns": max(p[1] for p in parts), "rank": 0, "path": newest}
+            {
+                "start_ns": min(p[0] for p in parts),
+                "end_ns": max(p[1] for p in parts),
+                "rank": 0,
+                "path": newest,
+                "waited_ns": sum(p[2] for p in parts),
+            }
         )
         time.sleep(0.3)
     log.write()

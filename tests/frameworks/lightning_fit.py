@@ -19,7 +19,7 @@ import lightning
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-from savelog import SaveLog, evict, summary
+from savelog import SaveLog, evict, summary, waited_ns
 
 WIDTH = 1024  # 24 MB checkpoints: a load of ~50 ms, so one scheduling hiccup of the 2-core CI host is not 5 % of it
 
@@ -65,9 +65,10 @@ def main():
     save = trainer.save_checkpoint
 
     def timed_save(filepath, *args, **kwargs):
-        t0 = time.monotonic_ns()
+        w0, t0 = waited_ns(), time.monotonic_ns()
         save(filepath, *args, **kwargs)
-        log.add(t0, time.monotonic_ns(), os.fspath(filepath))
+        t1 = time.monotonic_ns()
+        log.add(t0, t1, os.fspath(filepath), waited_ns=waited_ns() - w0)
 
     trainer.save_checkpoint = timed_save
     trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=16, num_workers=0))
@@ -92,11 +93,18 @@ def main():
         resume = conn.resume_start  # the load of ckpt_path= (strategy.load_checkpoint)
 
         def timed_resume(checkpoint_path=None, *args, **kwargs):
-            t0 = time.monotonic_ns()
+            w0, t0 = waited_ns(), time.monotonic_ns()
             out = resume(checkpoint_path, *args, **kwargs)
+            t1 = time.monotonic_ns()
             if checkpoint_path:
                 log.loads.append(
-                    {"start_ns": t0, "end_ns": time.monotonic_ns(), "rank": 0, "path": str(checkpoint_path)}
+                    {
+                        "start_ns": t0,
+                        "end_ns": t1,
+                        "rank": 0,
+                        "path": str(checkpoint_path),
+                        "waited_ns": waited_ns() - w0,
+                    }
                 )
             return out
 

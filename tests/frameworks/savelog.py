@@ -126,16 +126,21 @@ class SaveLog:
 
     @contextlib.contextmanager
     def timed(self, path):
-        t0 = time.monotonic_ns()
+        """One save of `path`, timed, with how long this thread waited for a CPU meanwhile."""
+        w0, t0 = waited_ns(), time.monotonic_ns()
         yield
-        self.add(t0, time.monotonic_ns(), path)
+        t1 = time.monotonic_ns()
+        self.add(t0, t1, path, waited_ns=waited_ns() - w0)
 
     @contextlib.contextmanager
     def loading(self, path):
-        """One restore of `path`, timed (a cold one when evict() ran before)."""
-        t0 = time.monotonic_ns()
+        """One restore of `path`, timed (a cold one when evict() ran before), with how long this
+        thread waited for a CPU meanwhile."""
+        w0, t0 = waited_ns(), time.monotonic_ns()
         yield
-        self.loads.append({"start_ns": t0, "end_ns": time.monotonic_ns(), "rank": self.rank, "path": str(path)})
+        t1 = time.monotonic_ns()
+        load = {"start_ns": t0, "end_ns": t1, "rank": self.rank, "path": str(path), "waited_ns": waited_ns() - w0}
+        self.loads.append(load)
 
     def deleting(self, path):
         """Remember that `path` is about to be removed, and how much of it is still not on the disk."""
