@@ -7,6 +7,11 @@ the field requires: an empty part; a list or mapping it requires: empty). Keys a
 name are left alone, so a newer recorder's meta.json still reads. A list's items are parsed where
 they are objects (a part per item, an item that is not an object skipped); other lists are kept as
 recorded. The same rule reads another program's files (DLIO's YAML and statistics, audit.py).
+
+Why not model_base's `from_jsonable`: that one reads back what ckprof itself wrote (the report's
+JSON, a round trip) and refuses a key it does not know, so nothing is lost silently; this one reads
+what another version, or another program, wrote, and must take what it finds. Two contracts, so two
+readers; each is the one place for its rule.
 """
 
 from __future__ import annotations

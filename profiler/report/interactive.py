@@ -241,7 +241,7 @@ def timeline_item(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> dic
     end = max(tl.duration_s, 1e-3)
     xr = Range1d(0, end, bounds=(0, end), name=X_RANGE)
     band_src, durable_src = _bands_source(an.model.checkpoints, ColumnDataSource)
-    marks = P.mark_lines(an.plot.get("marks", []), tl.duration_s)  # at most P.MAX_MARK_LINES, for every panel
+    marks = P.mark_lines(P.PlotData.of(an).marks, tl.duration_s)  # at most P.MAX_MARK_LINES, for every panel
     mark_src = ColumnDataSource({"x": _f32(marks.x_s), "text": marks.text, "count": marks.count})
     lanes = P.phase_lanes(an)  # async phases and training steps: a panel of their own, last
     figs = []
@@ -358,7 +358,7 @@ def timeline_html(an, max_devices: int = 8, max_points: int = MAX_POINTS) -> str
     item = timeline_item(an, max_devices, max_points)
     if item is None:
         return None
-    note = P.mark_lines(an.plot.get("marks", []), an.timeline.duration_s).note
+    note = P.mark_lines(P.PlotData.of(an).marks, an.timeline.duration_s).note
     lanes = P.phase_lanes(an)
     steps = [] if lanes is None else lanes.notes
     return "\n".join(
