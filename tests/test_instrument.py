@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from support.command import ckprof_cmd
+from support.frameworks import with_savelog
 
 import ckprof
 from ckprof.analysis import analyze
@@ -172,10 +173,8 @@ FINISH = """
 import json, os, sys, time, torch
 d = sys.argv[1]
 sd = {"w": torch.randn(512, 512)}
+from savelog import waited_ns  # with_savelog puts tests/frameworks on the path
 saves = []
-def waited_ns():  # this thread's wait for a CPU so far (run_delay, Documentation/scheduler/sched-stats.rst)
-    with open("/proc/thread-self/schedstat") as f:
-        return int(f.read().split()[1])
 for k in range(3):
     time.sleep(0.4)  # training between saves
     w0, t0 = waited_ns(), time.monotonic_ns()
@@ -203,7 +202,7 @@ def test_the_apps_fsync_and_rename_after_a_save_are_part_of_it(tmp_path):
     its final name is followed there (no 'gone before the tracker looked')."""
     pytest.importorskip("torch", reason="needs CPU torch: pip install torch")
     script = tmp_path / "finish.py"
-    script.write_text(FINISH)
+    script.write_text(with_savelog(FINISH))
     ck = tmp_path / "ck"
     ck.mkdir()
     rec, r = record(tmp_path, sys.executable, str(script), str(ck))

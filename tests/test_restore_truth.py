@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from support.command import ckprof_cmd
+from support.frameworks import with_savelog
 
 import ckprof
 from ckprof.analysis import analyze
@@ -17,11 +18,7 @@ MiB = 2**20
 
 CHILD = """
 import json, os, sys, time, torch, ckprof
-def waited_ns():  # this thread's time waiting for a CPU (run_delay, Documentation/scheduler/sched-stats.rst)
-    try:
-        return int(open("/proc/thread-self/schedstat").read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0  # no schedstat (CONFIG_SCHED_INFO off): no allowance, the bound stays 5 %
+from savelog import waited_ns  # 0 without schedstat: no allowance, the bound stays 5 %
 path = os.path.join(sys.argv[1], "ck.pt")
 torch.save({"w": torch.randn(16 * 2**20 // 4 * 4)}, path)  # 64 MiB of float32
 fd = os.open(path, os.O_RDONLY); os.fsync(fd); os.close(fd)
@@ -45,7 +42,7 @@ def test_warm_load_is_cache_served_and_cold_load_reads_the_device(loop_ext4, tmp
         pytest.skip(unavailable())
     lp, mnt = loop_ext4
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    script.write_text(with_savelog(CHILD))
     out = tmp_path / "rec"
     r = ckprof_cmd(
         "record", "-q", "--interval", "0.05s", "--device", lp.name, "-o", str(out), "--",

@@ -24,6 +24,12 @@ MAX_LEAD_S = 0.5
 INSTALL = "pip install -e '.[frameworks]' torch==2.13.0 (.ci/run does)"
 
 
+def with_savelog(script: str) -> str:
+    """A child script's text that can `from savelog import waited_ns` (tests/frameworks/savelog.py:
+    the one reader of a thread's wait for a CPU that the coverage checks allow for)."""
+    return f"import sys; sys.path.insert(0, {str(HERE)!r})\n" + script
+
+
 def need(*modules):
     for m in modules:
         pytest.importorskip(m, reason=f"{m} is not installed: {INSTALL}")
