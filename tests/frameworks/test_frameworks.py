@@ -6,8 +6,8 @@ ckprof's samples and events — into saves.json. The test records it, reports it
 
   * one save checkpoint (kind "save", ok not False) per save: per save, not per file or per rank
     (2 DCP ranks × 3 steps are 3 checkpoints);
-  * every measured save covered ≥ 95 % by one checkpoint window [start, app_end] whose start is at
-    most 0.5 s before the save's;
+  * every measured save covered ≥ 95 % by one checkpoint window [start, app_end] (less 1 ms: the
+    end line's own write, support.frameworks.END_LINE_NS) whose start is at most 0.5 s before the save's;
   * no checkpoint whose files were deleted while still dirty is durable: true;
   * Σ checkpoints' bytes_device ≤ 1.05 × what the loop device wrote over the recording;
   * run.bytes_app_total within ±1 % of the bytes of the files the saves wrote;
