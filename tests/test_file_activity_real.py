@@ -226,3 +226,57 @@ def test_forked_torch_save_per_tensor_is_one_checkpoint_per_save(root_only, tmp_
         assert _cover(row, writing, anchor) >= MIN_COVER, (row["start_s"], row["app_end_s"], save)
         assert row["bytes_app"] == _size(save["path"])
         assert sorted(w["pid"] for w in row["writers"] if w["files"]) == sorted(save["writers"])
+
+
+GONE_AT_ONCE = r"""
+import ctypes, json, os, sys, time
+root, out = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+kids = {}
+time.sleep(0.5)
+for k in range(6):
+    # the parent writes first: the reader reads that and pauses (fileactivity.MERGE_S) while the
+    # child is forked, writes its file, exits and is reaped, so its /proc entry is gone when its
+    # event is read (Megatron-core's writers exit as soon as their file is written)
+    with open(os.path.join(root, f"parent_{k}.json"), "w") as f:
+        f.write("{}")
+    pid = os.fork()
+    if pid == 0:
+        if k == 5:  # renames itself (prctl PR_SET_NAME = 15): its own name, never its parent's
+            libc.prctl(15, b"ckwriter", 0, 0, 0)
+        with open(os.path.join(root, f"shard_{k}.bin"), "wb") as f:
+            f.write(b"x" * 4096)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    kids[pid] = k
+    time.sleep(0.3)
+with open(f"/proc/self/comm") as f:
+    comm = f.read().strip()
+json.dump({"kids": kids, "parent": os.getpid(), "comm": comm}, open(out, "w"))
+"""
+
+
+def test_a_forked_writer_gone_before_its_event_is_read_is_named_by_its_parent(root_only, tmp_path):
+    """A child forked in the tree that neither exec'd nor renamed itself has its parent's comm (a
+    fork copies it): named so, with `comm_from` saying whose it is; one that renamed itself keeps
+    its own name (the proc connector's comm event)."""
+    rec, rep, got = _record(tmp_path, GONE_AT_ONCE)
+    ev = rec.events
+    procs = {int(r["pid"]): r for _, r in ev[ev["event"] == "file_activity_process"].iterrows()}
+    kids = {int(pid): k for pid, k in got["kids"].items()}
+    print({pid: (procs[pid].get("comm"), procs[pid].get("comm_from")) for pid in kids})
+    inherited = 0
+    for pid, k in kids.items():
+        p = procs[pid]
+        assert p.get("why_unknown") is None or not isinstance(p.get("why_unknown"), str), p.to_dict()
+        assert int(p["ppid"]) == got["parent"]
+        if k == 5:
+            assert p["comm"] == "ckwriter" and not isinstance(p.get("comm_from"), str), p.to_dict()
+            continue
+        assert p["comm"] == got["comm"], p.to_dict()
+        inherited += isinstance(p.get("comm_from"), str)
+    # each child is gone within ~2 ms of its fork, inside the reader's 20 ms pause: most are named so
+    assert inherited >= 1, "no child was gone when its event was read: the path under test did not run"
+    writers = [w for ws in _writers(rep) for w in ws if w["pid"] in kids and kids[w["pid"]] != 5]
+    assert writers and all(w["comm"] == got["comm"] for w in writers), writers
+    assert any(w.get("comm_from") for w in writers), writers

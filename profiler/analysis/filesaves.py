@@ -234,6 +234,7 @@ def _writer(pid: int, procs: dict[int, ProcessSeen], files: int, nbytes: float |
         comm=p.comm,
         cmdline=p.cmdline,
         why_unknown=p.why_unknown if p.why_unknown else ABSENT,
+        comm_from=p.comm_from if p.comm_from else ABSENT,
         files=files,
         bytes=nbytes,
     )

@@ -148,6 +148,9 @@ class Writer(Model):
     comm: str | None = plain()
     cmdline: list[str] | None = plain(absent=True)
     why_unknown: str | None = plain(absent=True)
+    comm_from: str | None = plain(
+        "whose comm this is, where not the process's own reading (a fork's parent's)", absent=True
+    )
     files: int = figure("count", MEASURED)
     bytes: float | None = figure(
         "B (the files this process alone wrote, their sizes after the save; null: a size unknown)", MEASURED

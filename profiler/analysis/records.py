@@ -59,6 +59,7 @@ class ProcessSeen:
     comm: str | None
     cmdline: list[str] | None
     why_unknown: str | None
+    comm_from: str | None = None  # set where the comm is not the process's own reading (its parent's)
 
     @classmethod
     def from_event(cls, row: Any) -> ProcessSeen:
@@ -69,6 +70,7 @@ class ProcessSeen:
             comm=_v(row, "comm"),
             cmdline=list(cmdline) if isinstance(cmdline, list) else None,
             why_unknown=_v(row, "why_unknown") or None,
+            comm_from=_v(row, "comm_from") or None,
         )
 
 

@@ -98,6 +98,7 @@ class FrozenTree:
         self.members = set(live.members)
         self.execs, self.parents, self.comms = dict(live.execs), dict(live.parents), dict(live.comms)
         self.basis = live.basis
+        self.sees_execs = live.sees_execs
         self.on_leave = None
 
     def contains(self, pid: int) -> bool:

@@ -734,9 +734,28 @@ class FileActivity:
             if who["comm"] is None and pid in self.tree.comms:
                 who = {**who, "comm": self.tree.comms[pid], "cmdline": None}
             if who["comm"] is None:
+                who = self._inherited(pid, who)
+            if who["comm"] is None:
                 who["why_unknown"] = "it had exited when its first file event was read"
 
             self.writer.event({"t_ns": t_ns, "event": "file_activity_process", "source": "fanotify", **who})
+
+    def _inherited(self, pid: int, who: dict) -> dict:
+        """A forked writer gone before its name was read (Megatron-core's, which exit as their file
+        is written): a child gets its parent's comm at fork (fork(2): the child is a copy; comm
+        changes only by exec or prctl(PR_SET_NAME), each a proc connector event). With its fork
+        seen and neither of those, its name is its parent's, said as such (`comm_from`). The proc
+        connector's queue is taken first, so an exec or rename already queued is not missed."""
+        self.tree.drain()
+        parent = self.tree.parents.get(pid)
+        if parent is None or not self.tree.sees_execs or pid in self.tree.execs or pid in self.tree.comms:
+            return who  # not forked in the tree, exec'd or renamed itself, or execs went unseen
+        comm = self.tree.comms.get(parent) or (self.tree.execs.get(parent) or {}).get("comm")
+        if comm is None:
+            comm = describe(parent)["comm"]
+        if comm is None:
+            return who
+        return {**who, "ppid": parent, "comm": comm, "comm_from": "its parent's: forked, no exec or rename seen"}
 
     def _rename(self, old, new, pid: int, t_ns: int, is_dir: bool) -> None:
         od, nd = self._dir(old[1]), self._dir(new[1])

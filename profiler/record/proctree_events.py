@@ -88,6 +88,7 @@ class ProcTree:
         self.comms: dict[
             int, str
         ] = {}  # a member → its comm as it exec'd (PROC_EVENT_COMM)  # a member → what it ran, read as it exec'd
+        self.execs_lost = False  # an exec may have gone unseen (ENOBUFS): no name is inferred from a fork
         self.on_leave = None  # called with a pid found reused outside the tree (the C file reader's set)
         self.sock: socket.socket | None = None  # forks (every event where the kernel cannot filter)
         self.exec_sock: socket.socket | None = None  # execs and comms (Linux 6.6+)
@@ -156,6 +157,7 @@ class ProcTree:
                 # writer is named from /proc at its first file event, and waits wake on forks
                 self.exec_sock.close()
                 self.exec_sock = None
+                self.execs_lost = True
         while self.sock is not None:
             try:
                 buf = self.sock.recv(1 << 16)
@@ -198,6 +200,11 @@ class ProcTree:
             self.members.discard(child)  # a pid reused outside the tree
             if self.on_leave is not None:
                 self.on_leave(child)
+
+    @property
+    def sees_execs(self) -> bool:
+        """Whether every exec (and comm change) of the tree is seen: none lost, the connector open."""
+        return not self.execs_lost and self.sock is not None
 
     def contains(self, pid: int) -> bool:
         if pid in self.members:
