@@ -89,11 +89,11 @@ def test_a_files_activity_is_taken_no_later_than_a_checkpoint_end_written_after_
     real = tracker._events.new_events
     order = []
 
-    def racing_new_events(containing=()):
+    def racing_new_events(containing=(), unless_head=b""):
         if not order:
             _hand_and_write(tracker, sink, [written])
             tracker.writer.event({"t_ns": 3, "event": "checkpoint_end", "id": "c1", "path": str(saved)})
-        got = real(containing=containing)
+        got = real(containing=containing, unless_head=unless_head)
         order.append([e["event"] for e in got])
         return got
 

@@ -14,6 +14,9 @@ import os
 
 from ckprof.recording.format import event_problem
 
+# `{"t_ns":` + at most 20 digits + `,"event":"` + a short name: the head a line's event is read from
+HEAD_BYTES = 64
+
 
 class EventTail:
     """New complete events of an events.jsonl since the last call; the file may not exist yet."""
@@ -38,11 +41,15 @@ class EventTail:
         *lines, self._partial = (self._partial + b"".join(chunks)).split(b"\n")
         return lines
 
-    def new_events(self, containing: tuple[bytes, ...] = ()) -> list[dict]:
+    def new_events(self, containing: tuple[bytes, ...] = (), unless_head: bytes = b"") -> list[dict]:
         """The events appended since the last call; with `containing`, only lines holding one of
-        those byte strings are parsed (a cheap test: most lines are not what a caller wants)."""
+        those byte strings are parsed (a cheap test: most lines are not what a caller wants); with
+        `unless_head`, a line holding it in its first HEAD_BYTES is skipped unsearched (the
+        recorder's own long lines, whose `event` key comes second: recording/events.line)."""
         out = []
         for line in self.new_lines():
+            if unless_head and line.find(unless_head, 0, HEAD_BYTES) >= 0:
+                continue
             if containing and not any(c in line for c in containing):
                 continue
             try:
