@@ -746,11 +746,14 @@ class FileActivity:
         changes only by exec or prctl(PR_SET_NAME), each a proc connector event). With its fork
         seen and neither of those, its name is its parent's, said as such (`comm_from`). The proc
         connector's queue is taken first, so an exec or rename already queued is not missed."""
-        self.tree.drain()
-        parent = self.tree.parents.get(pid)
-        if parent is None or not self.tree.sees_execs or pid in self.tree.execs or pid in self.tree.comms:
+        tree = self.tree
+        if tree is None:
+            return who
+        tree.drain()
+        parent = tree.parents.get(pid)
+        if parent is None or not tree.sees_execs or pid in tree.execs or pid in tree.comms:
             return who  # not forked in the tree, exec'd or renamed itself, or execs went unseen
-        comm = self.tree.comms.get(parent) or (self.tree.execs.get(parent) or {}).get("comm")
+        comm = tree.comms.get(parent) or (tree.execs.get(parent) or {}).get("comm")
         if comm is None:
             comm = describe(parent)["comm"]
         if comm is None:
