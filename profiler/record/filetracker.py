@@ -359,15 +359,17 @@ class FileTracker:
     def _queue_paths(self, paths: list[str]) -> None:
         """The files a burst of the recorded tree wrote (record/fileactivity.py: whoever wrote them,
         forked writers and native threads included) wait for their first look (WRITTEN_PER_S), under
-        FILE_ACTIVITY_ID: the analysis gives each to the file-level save holding it."""
-        for path in paths:
-            if path in self._written_set:
-                continue
-            if len(self._written) >= WRITTEN_MAX:
-                self.written_not_watched += 1
-                continue
-            self._written.append(path)
-            self._written_set.add(path)
+        FILE_ACTIVITY_ID: the analysis gives each to the file-level save holding it. A batch is
+        taken whole (a path twice in it, or already waiting, is one file; those beyond WRITTEN_MAX
+        are counted): at 3,300 new files a second, a path at a time was a third of this thread."""
+        waiting = self._written_set
+        fresh = [p for p in dict.fromkeys(paths) if p not in waiting]
+        room = max(0, WRITTEN_MAX - len(self._written))
+        if len(fresh) > room:
+            self.written_not_watched += len(fresh) - room
+            del fresh[room:]
+        self._written.extend(fresh)
+        waiting.update(fresh)
 
     def _add_written(self, every_file: bool) -> None:
         """First looks at the files waiting in _written, as many as the rate allows (all at the end);
