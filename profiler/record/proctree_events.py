@@ -85,9 +85,7 @@ class ProcTree:
         self._cache: dict[int, bool] = {}  # pid → in the tree, for /proc lookups
         self.parents: dict[int, int] = {}  # a member → the member that forked it
         self.execs: dict[int, dict] = {}
-        self.comms: dict[
-            int, str
-        ] = {}  # a member → its comm as it exec'd (PROC_EVENT_COMM)  # a member → what it ran, read as it exec'd
+        self.comms: dict[int, str] = {}  # a member → its latest comm (PROC_EVENT_COMM: exec, prctl PR_SET_NAME)
         self.execs_lost = False  # an exec may have gone unseen (ENOBUFS): no name is inferred from a fork
         self.on_leave = None  # called with a pid found reused outside the tree (the C file reader's set)
         self.sock: socket.socket | None = None  # forks (every event where the kernel cannot filter)
