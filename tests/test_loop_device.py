@@ -8,6 +8,7 @@ import json
 import sys
 
 import pytest
+from support.blocktrace import block_io_trace, need_block_io_trace
 from support.command import ckprof_cmd
 from support.system import REPO, need_binary
 
@@ -64,51 +65,62 @@ def test_direct_write_bytes_match_and_window_brackets_them(loop_ext4, tmp_path):
 @pytest.mark.root
 @pytest.mark.slow
 def test_fio_queue_depth(make_loop, tmp_path):
-    """fio at iodepth 16: in-flight writes reach ≥ 8; average queue depth 85–105 % of fio's.
+    """fio at iodepth 16: the queue time ckprof integrates is the block layer's own, request by
+    request; in-flight writes reach ≥ 8; the mean depth is at most fio's.
 
-    fio's figure is Little's law on its own measurements (IOPS × mean total latency). It is an
-    upper bound of the device's: fio counts an I/O from before io_submit(2) to when it reaps the
-    completion, the kernel (time_in_queue) from the request's start in the block layer to its
-    completion. Here ckprof's was 96–99 % of fio's in most runs and 88–89 % in about one in ten
-    (before and after the change that added this note; fio's reaping on this busy 2-core VM is
-    the suspect, not shown). Blocks of
-    512 KiB: a loop device takes at most 128 segments of 4 KiB per request, so larger blocks
-    would be split and the device would see more requests in flight than fio submitted.
+    The peer is the kernel's accounting tracepoints (tests/support/blocktrace.py): the sum of every
+    request's start-to-completion time, which /proc/diskstats' time_in_queue also sums. Seen here:
+    ckprof's Σ aqu_sz × dt was 99.96–99.99 % of the trace's, on 1.5 GiB and on 3 s time-based runs.
+    fio's own depth (IOPS × mean total latency, Little's law) is only an upper bound: fio counts an
+    I/O from before io_submit(2) until it reaps the completion, so completions that wait for fio
+    to be scheduled count for fio and not for the device. The trace showed that gap directly: the
+    device held 12.6–15.2 requests on average while fio counted 15.96–15.99, the lower in runs
+    where fio shared the 2 cores with the loop worker. An earlier bound of ≥ 85 % of fio's failed
+    in CI at 85.0 % for that reason. Blocks of 512 KiB: a loop device takes at most 128 segments
+    of 4 KiB per request, so larger blocks would be split and the device would see more requests
+    in flight than fio submitted.
     """
     need_binary("fio")
+    need_block_io_trace()
     lp = make_loop("2G")
     out = tmp_path / "fio.json"
-    r = ckprof_cmd(
-        "record",
-        "-q",
-        "--interval",
-        "10ms",
-        "-o",
-        str(tmp_path / "rec"),
-        "--device",
-        lp.name,
-        "--",
-        "fio",
-        "--name=qd16",
-        f"--filename={lp.dev}",
-        "--rw=write",
-        "--bs=512k",
-        "--iodepth=16",
-        "--ioengine=libaio",
-        "--direct=1",
-        "--size=1536M",
-        "--output-format=json",
-        f"--output={out}",
-    )
+    with block_io_trace(lp.dev) as trace:
+        r = ckprof_cmd(
+            "record",
+            "-q",
+            "--interval",
+            "10ms",
+            "-o",
+            str(tmp_path / "rec"),
+            "--device",
+            lp.name,
+            "--",
+            "fio",
+            "--name=qd16",
+            f"--filename={lp.dev}",
+            "--rw=write",
+            "--bs=512k",
+            "--iodepth=16",
+            "--ioengine=libaio",
+            "--direct=1",
+            "--size=1536M",
+            "--output-format=json",
+            f"--output={out}",
+        )
     assert r.returncode == 0, r.stderr
+    lives = trace.result
+    assert lives.requests == (1536 << 20) // (512 << 10) and lives.unfinished == 0, lives
+    b = ckprof.load(str(tmp_path / "rec")).block()
+    # the whole recording's Σ aqu_sz × dt is its time_in_queue delta, a ms counter
+    ours_s = (b["aqu_sz"] * b["dt_s"]).sum()
+    assert abs(ours_s - lives.busy_s) <= 0.01 * lives.busy_s, (ours_s, lives)
+    assert b["inflight_write"].max() >= 8
     w = json.loads(out.read_text())["jobs"][0]["write"]
     fio_depth = w["iops"] * w["lat_ns"]["mean"] / 1e9
-    b = ckprof.load(str(tmp_path / "rec")).block()
-    assert b["inflight_write"].max() >= 8
     busy = b[b["write_bytes"] > 0]
     win = b.loc[busy.index[0] : busy.index[-1]]
     ours = (win["aqu_sz"] * win["dt_s"]).sum() / win["dt_s"].sum()
-    assert 0.85 <= ours / fio_depth <= 1.05, (ours, fio_depth)
+    assert ours <= 1.02 * fio_depth, (ours, fio_depth)
     assert b["write_bytes"].sum() == 1536 << 20
 
 
