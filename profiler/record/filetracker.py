@@ -46,7 +46,8 @@ save's own writes dwarf), whatever the budget.
 
 Events written (docs/recording-format.md):
 
-- `file_durable`: the look that saw the file clean (its pages reached the device at or before it);
+- `file_durable`: the look that saw the file clean (its pages reached the device at or before it,
+  and after `last_pending_look_ns`, the last look that saw pages pending, where one did);
 - `file_deleted_before_durable`: the path was gone (or named another file) while the file's last
   look found pages still dirty or under writeback: `pending_bytes` is that last look's,
   `last_look_ns` its time; `t_ns` is the look that found it gone. (A file clean at its last look
@@ -504,10 +505,11 @@ class FileTracker:
             f.gone_ns = now
             return False
         f.gone_ns = None  # renamed, and found under its new name
+        pending_look_ns = f.last_ns  # every look before this one saw pages pending
         f.last_ns, f.last_pending = now, got.state.pending_bytes
         self._looked(f, got)
-        if got.state.clean:
-            self._settle(f, "file_durable", now)
+        if got.state.clean:  # its pages reached the device between the last pending look and now
+            self._settle(f, "file_durable", now, last_pending_look_ns=pending_look_ns)
             return True
         return False
 
