@@ -79,3 +79,36 @@ def test_membership_and_a_childs_exec_are_still_seen(tree):
     (kid,) = kids
     assert tree.contains(kid)
     assert tree.execs[kid]["comm"] in ("sh", "sleep"), tree.execs[kid]
+
+
+def _tree(**kw):
+    from types import SimpleNamespace
+
+    base = dict(names={}, forked_ns={}, parents={}, root=1, root_comm=(100, "train"))
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_comm_at_is_the_name_when_it_was_asked_never_a_later_one():
+    """proctree_events.comm_at, rule by rule (kernel times in ns): a rename names itself; an exec's
+    name, read from /proc afterwards, counts only where no rename came between; a process with no
+    rename or exec before the time has what its fork copied; the root has its name read at
+    set_root, unless it had renamed itself before that read; else unknown (None)."""
+    t = _tree(
+        # the root renamed itself at 500; its child 2 (forked at 300) exec'd at 600 and its comm was
+        # read at 650; child 3 (forked at 700) exec'd at 800, renamed itself at 850, its exec's comm
+        # read at 900 (so that read saw the rename)
+        names={1: [(500, "train2", None)], 2: [(600, "worker", 650)], 3: [(800, "w3", 900), (850, "w3b", None)]},
+        forked_ns={2: 300, 3: 700, 4: 400, 5: 620},
+        parents={2: 1, 3: 1, 4: 2, 5: 2},
+    )
+    assert P.comm_at(t, 1, 200) == "train"  # read at set_root (100), no rename before 500
+    assert P.comm_at(t, 1, 550) == "train2"  # the rename's own name
+    assert P.comm_at(t, 2, 400) == "train"  # before its exec: what its fork (300) copied
+    assert P.comm_at(t, 4, 450) == "train"  # a grandchild: what its fork (400) copied from 2
+    assert P.comm_at(t, 2, 610) == "worker"  # the exec's comm, read before any rename
+    assert P.comm_at(t, 5, 700) == "worker"  # forked after that exec
+    assert P.comm_at(t, 3, 820) is None  # exec'd at 800 but read at 900, after the rename at 850
+    assert P.comm_at(t, 3, 860) == "w3b"
+    assert P.comm_at(_tree(names={1: [(50, "early", None)]}), 1, 40) is None  # renamed before the read
+    assert P.comm_at(_tree(root_comm=None), 1, 40) is None
+    assert P.comm_at(_tree(), 9, 40) is None  # not forked in the tree: nothing known

@@ -20,6 +20,7 @@ from . import fanotify as F
 from . import fanreader
 from .clock import MonotonicClock
 from .fileactivity import FileActivity
+from .proctree_events import comm_at
 
 
 class ListWriter:
@@ -97,12 +98,17 @@ class FrozenTree:
     def __init__(self, live):
         self.members = set(live.members)
         self.execs, self.parents, self.comms = dict(live.execs), dict(live.parents), dict(live.comms)
+        self.names, self.forked_ns = {p: list(n) for p, n in live.names.items()}, dict(live.forked_ns)
+        self.root, self.root_comm = live.root, live.root_comm
         self.basis = live.basis
         self.sees_execs = live.sees_execs
         self.on_leave = None
 
     def contains(self, pid: int) -> bool:
         return pid in self.members
+
+    def comm_at(self, pid: int, ts_ns: int) -> str | None:
+        return comm_at(self, pid, ts_ns)
 
     def drain(self) -> None:
         pass

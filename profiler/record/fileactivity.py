@@ -744,7 +744,8 @@ class FileActivity:
         """A forked writer gone before its name was read (Megatron-core's, which exit as their file
         is written): a child gets its parent's comm at fork (fork(2): the child is a copy; comm
         changes only by exec or prctl(PR_SET_NAME), each a proc connector event). With its fork
-        seen and neither of those, its name is its parent's, said as such (`comm_from`). The proc
+        seen and neither of those, its name is the one its parent had when it forked
+        (proctree_events.comm_at: not a later rename), said as such (`comm_from`). The proc
         connector's queue is taken first, so an exec or rename already queued is not missed."""
         tree = self.tree
         if tree is None:
@@ -753,9 +754,7 @@ class FileActivity:
         parent = tree.parents.get(pid)
         if parent is None or not tree.sees_execs or pid in tree.execs or pid in tree.comms:
             return who  # not forked in the tree, exec'd or renamed itself, or execs went unseen
-        comm = tree.comms.get(parent) or (tree.execs.get(parent) or {}).get("comm")
-        if comm is None:
-            comm = describe(parent)["comm"]
+        comm = tree.comm_at(parent, tree.forked_ns[pid]) if pid in tree.forked_ns else None
         if comm is None:
             return who
         return {**who, "ppid": parent, "comm": comm, "comm_from": "its parent's: forked, no exec or rename seen"}

@@ -18,6 +18,14 @@ send every event to every listener, and one socket takes them all.
 Where the connector cannot be opened, or lost events (ENOBUFS: its socket buffer overflowed), a
 pid is looked up by walking /proc/<pid>/stat's ppid up to the root, which sees only processes still
 alive; `basis` says which rule is in use and why.
+
+A process's name when it forked (`comm_at`): a child gets its parent's comm at fork, which is the
+parent's last rename (PROC_EVENT_COMM) or exec before the fork, each stamped by the kernel
+(`timestamp_ns`, CLOCK_MONOTONIC), else what it got at its own fork, else, for the root, its comm
+read when it became the root. An exec's event carries no name: it is the comm read from /proc when
+the event is taken, and counts only where no rename came between the exec and that read. Where
+none of these is known the name is not known: a parent's later name is never given as the one its
+child copied.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import os
 import select
 import socket
 import struct
+import time
 
 NETLINK_CONNECTOR = 11
 CN_IDX_PROC = 1
@@ -33,12 +42,16 @@ CN_VAL_PROC = 1
 PROC_CN_MCAST_LISTEN = 1
 PROC_EVENT_FORK = 0x1
 PROC_EVENT_EXEC = 0x2
-PROC_EVENT_COMM = 0x200  # exec sets the new comm (fs/exec.c __set_task_comm → proc_comm_connector)
+# prctl(PR_SET_NAME) and a write to /proc/<pid>/comm (kernel/sys.c, fs/proc/base.c call
+# proc_comm_connector); an exec sets the comm too but sends only PROC_EVENT_EXEC (fs/exec.c
+# __set_task_comm calls no connector): seen here, a prctl gave a comm event, an exec none
+PROC_EVENT_COMM = 0x200
 NLMSG_DONE = 3
 _NLMSG = struct.Struct("=IHHII")  # struct nlmsghdr
 _CN_MSG = struct.Struct("=IIIIHH")  # struct cn_msg: id.idx, id.val, seq, ack, len, flags
 _EVENT = struct.Struct("=IIQiiii")  # struct proc_event: what, cpu, timestamp_ns, fork's four pids
 RCVBUF_BYTES = 8 << 20
+MAX_NAMES = 32  # renames and execs kept per process (the oldest go; a name before them is then unknown)
 _ALL_KINDS = PROC_EVENT_FORK | PROC_EVENT_EXEC | PROC_EVENT_COMM
 
 
@@ -80,12 +93,17 @@ class ProcTree:
     def __init__(self, proc: str = "/proc"):
         self.root: int | None = None
         self.members: set[int] = set()
-        self._pending: list[tuple[int, int]] = []  # forks seen before the root was known
+        self._pending: list[tuple[int, int, int]] = []  # forks seen before the root was known (ts)
         self._proc = proc
         self._cache: dict[int, bool] = {}  # pid → in the tree, for /proc lookups
         self.parents: dict[int, int] = {}  # a member → the member that forked it
         self.execs: dict[int, dict] = {}
-        self.comms: dict[int, str] = {}  # a member → its latest comm (PROC_EVENT_COMM: exec, prctl PR_SET_NAME)
+        self.comms: dict[int, str] = {}  # a member → its latest comm (PROC_EVENT_COMM: prctl PR_SET_NAME)
+        # a member → its renames and execs in kernel time: (timestamp_ns, comm, read_ns), read_ns None
+        # for a rename (the event names it), else when the exec'd comm was read from /proc (comm_at)
+        self.names: dict[int, list[tuple[int, str | None, int | None]]] = {}
+        self.forked_ns: dict[int, int] = {}  # a member forked in the tree → its fork's timestamp_ns
+        self.root_comm: tuple[int, str | None] | None = None  # (read_ns, comm) read at set_root
         self.execs_lost = False  # an exec may have gone unseen (ENOBUFS): no name is inferred from a fork
         self.on_leave = None  # called with a pid found reused outside the tree (the C file reader's set)
         self.sock: socket.socket | None = None  # forks (every event where the kernel cannot filter)
@@ -132,10 +150,12 @@ class ProcTree:
     def set_root(self, pid: int) -> None:
         self.root = pid
         self.members.add(pid)
-        for parent, child in self._pending:
+        self.root_comm = (time.monotonic_ns(), describe(pid, self._proc)["comm"])
+        for parent, child, ts in self._pending:
             if parent in self.members:
                 self.members.add(child)
                 self.parents[child] = parent
+                self.forked_ns[child] = ts
         self._pending = []
 
     def drain(self) -> None:
@@ -179,21 +199,33 @@ class ProcTree:
             if ev + _EVENT.size <= len(buf):
                 what, _cpu, _ts, _ppid, ptgid, cpid, ctgid = _EVENT.unpack_from(buf, ev)
                 if what == PROC_EVENT_FORK and cpid == ctgid:  # a new process, not a thread
-                    self._fork(ptgid, ctgid)
+                    self._fork(ptgid, ctgid, _ts)
                 elif what == PROC_EVENT_EXEC and _ppid == ptgid and ptgid in self.members:
-                    self.execs[ptgid] = describe(ptgid, self._proc)  # exec's pid, tgid: the fork's first two
+                    self.execs[ptgid] = who = describe(ptgid, self._proc)  # exec's pid, tgid: the fork's first two
+                    self._named(ptgid, (_ts, who["comm"], time.monotonic_ns()))
                 elif what == PROC_EVENT_COMM and _ppid == ptgid and ptgid in self.members:
                     # pid, tgid, then char comm[16]: the name a writer gone before /proc is read had
                     raw = buf[ev + 24 : ev + 40]
                     self.comms[ptgid] = raw.split(b"\0", 1)[0].decode(errors="replace")
+                    self._named(ptgid, (_ts, self.comms[ptgid], None))
             off += max(nl_len + 3 & ~3, _NLMSG.size)
 
-    def _fork(self, parent: int, child: int) -> None:
+    def _named(self, pid: int, entry: tuple[int, str | None, int | None]) -> None:
+        names = self.names.setdefault(pid, [])
+        names.append(entry)
+        if len(names) > 1 and names[-2][0] > entry[0]:  # the two sockets' events may come out of order
+            names.sort(key=lambda e: e[0])
+        if len(names) > MAX_NAMES:
+            del names[0]
+
+    def _fork(self, parent: int, child: int, ts: int = 0) -> None:
         if self.root is None:
-            self._pending.append((parent, child))
+            self._pending.append((parent, child, ts))
         elif parent in self.members:
             self.members.add(child)
             self.parents[child] = parent
+            self.forked_ns[child] = ts
+            self.names.pop(child, None)  # a pid reused: the old process's names are not this one's
         elif child != self.root:  # the root's own fork may be read after set_root
             self.members.discard(child)  # a pid reused outside the tree
             if self.on_leave is not None:
@@ -203,6 +235,9 @@ class ProcTree:
     def sees_execs(self) -> bool:
         """Whether every exec (and comm change) of the tree is seen: none lost, the connector open."""
         return not self.execs_lost and self.sock is not None
+
+    def comm_at(self, pid: int, ts_ns: int) -> str | None:
+        return comm_at(self, pid, ts_ns)
 
     def contains(self, pid: int) -> bool:
         if pid in self.members:
@@ -227,3 +262,25 @@ class ProcTree:
             if s is not None:
                 s.close()
         self.sock = self.exec_sock = None
+
+
+def comm_at(tree, pid: int, ts_ns: int, depth: int = 0) -> str | None:
+    """`pid`'s comm at kernel time `ts_ns` (module docstring), or None where that is not known.
+    `tree` is a ProcTree or its frozen copy (fanreplay.FrozenTree): the same rule for both."""
+    names = tree.names.get(pid, ())
+    before = [e for e in names if e[0] <= ts_ns]
+    if before:
+        t, comm, read_ns = before[-1]
+        if read_ns is None:
+            return comm  # a rename: the event's own name
+        # an exec: the comm read at read_ns is the exec's unless a rename came in between
+        return None if any(r is None and t < c <= read_ns for c, _, r in names) else comm
+    if len(names) >= MAX_NAMES or depth > 64:
+        return None  # its earlier names were let go
+    if pid in tree.forked_ns:
+        return comm_at(tree, tree.parents[pid], tree.forked_ns[pid], depth + 1)  # what the fork copied
+    if pid == tree.root and tree.root_comm is not None:
+        read_ns, comm = tree.root_comm
+        # its name since before it was the root, unless a rename came before that read
+        return None if any(r is None and c <= read_ns for c, _, r in names) else comm
+    return None
