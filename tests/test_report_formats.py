@@ -59,3 +59,21 @@ def test_the_command_writes_what_the_dispatch_renders(tmp_path, monkeypatch):
         r = ckprof_cmd("report", f"{path}/", *extra, catch_exceptions=False, in_process=True)
         assert r.exit_code == 0, r.output
         assert (tmp_path / f"{path.name}.report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_the_html_report_of_a_recording_says_its_summary_on_stderr(tmp_path):
+    """The HTML is for a browser: whoever ran the command reads the summary on stderr, each figure
+    with its unit and provenance, and what was not measured with why; stdout stays empty."""
+    path = _node(0, 3).finish(tmp_path / "one")
+    r = ckprof_cmd("report", path, "-o", tmp_path / "r.html", catch_exceptions=False, in_process=True)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"ckprof: wrote {tmp_path / 'r.html'}"
+    one = analyze(ckprof.load(path))
+    blocked = next(line for line in lines if "time blocked by checkpoints" in line)
+    assert f"{one.model.run.blocked_s:.2f} s" in blocked and blocked.endswith("[derived]"), blocked
+    assert any("checkpoint windows" in line and "1 save" in line for line in lines), lines
+    # no power series in this recording: the energy figure is unknown, and the note says why
+    assert any("mean energy per checkpoint" in line and "unknown" in line for line in lines), lines
+    assert any(line.strip().startswith("energy not measured:") for line in lines), lines

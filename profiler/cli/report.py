@@ -166,6 +166,23 @@ def report(recording, fmt, output, mtbf, gpus, windows, read_bw, static, dask_ad
     _write(
         formats.render(an, fmt, formats.RenderOptions(static=static)), output or formats.default_output(recording, fmt)
     )
+    if fmt == "html" and job is None:  # the file is for a browser: its summary is said here too
+        _say_summary(an.model)
+
+
+def _say_summary(rep) -> None:
+    """The report's summary (report/tables.py summary_rows: each figure with its unit and whether it
+    was measured, derived or estimated) and what it could not measure, with why (the report's
+    `*_not_measured` notes), on stderr, for whoever ran the command."""
+    from ckprof.report.tables import summary_rows
+
+    rows = [r for r in summary_rows(rep) if r[0] not in ("command", "host")]
+    width = max((len(what) for what, _, _ in rows), default=0)
+    for what, value, provenance in rows:
+        say(f"  {what:<{width}}  {value} [{provenance}]" if value != "—" else f"  {what:<{width}}  unknown (below)")
+    for note in rep.notes:
+        if note.code.endswith("_not_measured"):
+            say(f"  {note.text}")
 
 
 @click.command()
