@@ -37,8 +37,8 @@ window are one checkpoint when their times overlap (within JOIN_SLACK_S) and the
 the save's directory or file, lies inside it, or holds it, or is the folder beside the save's that
 names the same step (a save written aside, `.partial-global_epoch1_step1-…`, and published by a
 rename this host did not see: another host's), or the marker names no path and the
-file save lies inside its time or the marker's process wrote the save's files (a forked writer's
-torch.save per tensor into its open .distcp stream) — but not a save whose files were all written
+file save lies inside its time or the marker's process wrote the save's files while the call ran
+(a forked writer's torch.save per tensor into its open .distcp stream) — but not a save whose files were all written
 and closed before the call began (each burst begun more than JOIN_SLACK_S before the call, the last
 ended within JOIN_SLACK_S after the call's start: the reader stamps a close late). A save of the
 call's step seen only after the call returned, nothing created in sight and first seen within
@@ -362,9 +362,17 @@ def _related(m: Window, s: Window) -> bool:
         return False
     if not m.path:
         # a call naming no path holds the file save, or was made by a process that wrote its files
-        # while they were written (a forked writer's torch.save per tensor into its open stream)
+        # while the call ran (a forked writer's torch.save per tensor into its open stream): a burst
+        # of that process's that had not ended when the call began — stamps are late, never early,
+        # so a burst stamped as ended before is over — and began by its return. Not merely a file
+        # the process wrote at some other time: one process (Lightning's, its checkpoint thread's
+        # torch.save to a temporary file) writes every save's files. Nor a save already over when
+        # the call began (its last stamp before the call's start: it was over earlier still)
+        if s_end < m.start_ns:
+            return False
         return (m.start_ns - slack <= s.start_ns and s_end <= m_end + slack) or (
-            m.pid is not None and any(w.pid == m.pid and w.files for w in s.writers or ())
+            m.pid is not None
+            and any(m.pid in b.writers and b.end_ns >= m.start_ns and b.start_ns <= m_end + slack for b in _bursts(s))
         )
     mp = os.path.normpath(os.path.abspath(m.path))
     sp = os.path.normpath(str(s.path))

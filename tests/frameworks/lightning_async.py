@@ -9,6 +9,7 @@ The script logs its own truth, one JSON line per fact, times from time.monotonic
   {"ev": "save_call", "path", "start_ns", "return_ns"}   trainer.save_checkpoint, the call the loop waited on
   {"ev": "write", "path", "start_ns", "end_ns", "bytes"}  the background write (the wrapped
       CheckpointIO's save_checkpoint, in AsyncCheckpointIO's thread: its end is the future's completion)
+  {"ev": "write_failed", "path", "start_ns", "end_ns", "error"}  that write, raising
 
     python lightning_async.py TRUTH_JSONL --dir DIR [--saves 3] [--every 15] [--width 1536]
 """
@@ -55,7 +56,12 @@ class Truth(Callback):
 
         def timed_write(checkpoint, path, *args, **kwargs):
             t0 = time.monotonic_ns()
-            write(checkpoint, path, *args, **kwargs)
+            try:
+                write(checkpoint, path, *args, **kwargs)
+            except BaseException as e:
+                end_ns = time.monotonic_ns()
+                self.fact(ev="write_failed", path=os.fspath(path), start_ns=t0, end_ns=end_ns, error=repr(e))
+                raise
             self.fact(
                 ev="write", path=os.fspath(path), start_ns=t0, end_ns=time.monotonic_ns(), bytes=os.path.getsize(path)
             )
