@@ -112,3 +112,16 @@ def test_comm_at_is_the_name_when_it_was_asked_never_a_later_one():
     assert P.comm_at(_tree(names={1: [(50, "early", None)]}), 1, 40) is None  # renamed before the read
     assert P.comm_at(_tree(root_comm=None), 1, 40) is None
     assert P.comm_at(_tree(), 9, 40) is None  # not forked in the tree: nothing known
+
+
+def test_a_pid_forked_again_in_the_tree_forgets_the_old_process_s_names():
+    """A member's pid, reused by a new fork in the tree: what the old process exec'd and renamed
+    itself to is not the new one's (it would name a writer gone before /proc is read wrongly)."""
+    t = P.ProcTree.__new__(P.ProcTree)  # no sockets: only the bookkeeping is under test
+    t.root, t.members, t._pending, t.on_leave = 1, {1, 7}, [], None
+    t.parents, t.forked_ns = {7: 1}, {7: 100}
+    t.names, t.comms, t.execs = {7: [(150, "old", None)]}, {7: "old"}, {7: {"pid": 7, "comm": "old"}}
+    t._fork(1, 7, 900)
+    assert t.forked_ns[7] == 900 and 7 not in t.names and 7 not in t.comms and 7 not in t.execs
+    t.root_comm = (50, "train")
+    assert P.comm_at(t, 7, 950) == "train"  # what its fork copied from the root

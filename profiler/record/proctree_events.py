@@ -213,7 +213,7 @@ class ProcTree:
     def _named(self, pid: int, entry: tuple[int, str | None, int | None]) -> None:
         names = self.names.setdefault(pid, [])
         names.append(entry)
-        if len(names) > 1 and names[-2][0] > entry[0]:  # the two sockets' events may come out of order
+        if len(names) > 1 and names[-2][0] > entry[0]:  # events of two CPUs may be queued out of time order
             names.sort(key=lambda e: e[0])
         if len(names) > MAX_NAMES:
             del names[0]
@@ -225,7 +225,8 @@ class ProcTree:
             self.members.add(child)
             self.parents[child] = parent
             self.forked_ns[child] = ts
-            self.names.pop(child, None)  # a pid reused: the old process's names are not this one's
+            for of_pid in (self.names, self.comms, self.execs):  # a pid reused: the old process's
+                of_pid.pop(child, None)  # names, renames and exec are not this one's
         elif child != self.root:  # the root's own fork may be read after set_root
             self.members.discard(child)  # a pid reused outside the tree
             if self.on_leave is not None:
