@@ -77,9 +77,9 @@ def test_a_background_write_that_fails_makes_the_save_fail(tmp_path, small_fs):
     cmd += ["--width", "1024"]
     r = ckprof_cmd(*cmd, timeout=600, env=dict(os.environ))
     assert r.returncode != 0 and "No space left on device" in r.stderr  # Lightning raised it at teardown
-    saves = [c for c in analyze(ckprof.load(str(rec_dir))).report["checkpoints"] if c["kind"] == "save"]
-    print([(c["path"], c["ok"], c.get("error"), c["blocking_s"], c["duration_s"]) for c in saves])
     rec = ckprof.load(str(rec_dir))
+    saves = [c for c in analyze(rec).report["checkpoints"] if c["kind"] == "save"]
+    print([(c["path"], c["ok"], c.get("error"), c["blocking_s"], c["duration_s"]) for c in saves])
     ev = rec.events
     call_id = ev.loc[(ev["event"] == "checkpoint_start") & ev["path"].str.endswith("step=5.ckpt", na=False), "id"]
     (first,) = [c for c in saves if c["id"] == call_id.iloc[0]]

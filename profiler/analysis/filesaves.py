@@ -38,8 +38,9 @@ the save's directory or file, lies inside it, or holds it, or is the folder besi
 names the same step (a save written aside, `.partial-global_epoch1_step1-…`, and published by a
 rename this host did not see: another host's), or the marker names no path and the
 file save lies inside its time or the marker's process wrote the save's files while the call ran
-(a forked writer's torch.save per tensor into its open .distcp stream) — but not a save whose files were all written
-and closed before the call began (each burst begun more than JOIN_SLACK_S before the call, the last
+(a forked writer's torch.save per tensor into its open .distcp stream; a save stamped as over
+before such a call began is not its) — but not a save whose files were all written and closed
+before the call began (each burst begun more than JOIN_SLACK_S before the call, the last
 ended within JOIN_SLACK_S after the call's start: the reader stamps a close late). A save of the
 call's step seen only after the call returned, nothing created in sight and first seen within
 grouping's JOIN_GAP_S of its end, is the call's too (its folder was made outside the recorded tree,

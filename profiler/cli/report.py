@@ -179,7 +179,7 @@ def _say_summary(rep) -> None:
     rows = [r for r in summary_rows(rep) if r[0] not in ("command", "host")]
     width = max((len(what) for what, _, _ in rows), default=0)
     for what, value, provenance in rows:
-        say(f"  {what:<{width}}  {value} [{provenance}]" if value != "—" else f"  {what:<{width}}  unknown (below)")
+        say(f"  {what:<{width}}  {value} [{provenance}]" if value != "—" else f"  {what:<{width}}  unknown")
     for note in rep.notes:
         if note.code.endswith("_not_measured"):
             say(f"  {note.text}")

@@ -25,14 +25,31 @@ EVENTS = ("block_io_start", "block_io_done")
 
 
 def need_block_io_trace():
+    """Skip, saying why, where the trace cannot be read (tracefs is mounted only for the trace)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: reads the block layer's tracepoints through tracefs")
-    if not (TRACEFS / "events").is_dir():
-        r = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"tracefs cannot be mounted at {TRACEFS}: {r.stderr.strip()}")
-    if not (TRACEFS / "events" / "block" / "block_io_done").is_dir():
-        pytest.skip("this kernel has no block:block_io_start/block_io_done tracepoints (added in 6.5)")
+    with _tracefs() as why_not:
+        if why_not:
+            pytest.skip(why_not)
+        if not (TRACEFS / "events" / "block" / "block_io_done").is_dir():
+            pytest.skip("this kernel has no block:block_io_start/block_io_done tracepoints (added in 6.5)")
+
+
+@contextmanager
+def _tracefs():
+    """tracefs at TRACEFS for the block (None), mounted here and unmounted after where it was not;
+    else why not."""
+    if (TRACEFS / "events").is_dir():
+        yield None
+        return
+    r = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True, text=True)
+    if r.returncode != 0:
+        yield f"tracefs cannot be mounted at {TRACEFS}: {r.stderr.strip()}"
+        return
+    try:
+        yield None
+    finally:
+        subprocess.run(["umount", str(TRACEFS)], capture_output=True)
 
 
 @dataclass
@@ -45,6 +62,16 @@ class RequestLives:
 @contextmanager
 def block_io_trace(dev: str):
     """Trace `dev`'s requests while the block runs; `.result` is its RequestLives afterwards."""
+    with _tracefs() as why_not:
+        if why_not:
+            raise OSError(why_not)
+        with _instance(dev) as holder:
+            yield holder
+
+
+@contextmanager
+def _instance(dev: str):
+    """A tracefs instance of its own tracing `dev`'s requests, removed after."""
     rdev = os.stat(dev).st_rdev
     dev_t = (os.major(rdev) << 20) | os.minor(rdev)  # the kernel's dev_t: MINORBITS = 20
     inst = TRACEFS / "instances" / f"ckprof-test-{uuid.uuid4().hex[:8]}"
@@ -55,7 +82,7 @@ def block_io_trace(dev: str):
 
     holder = _Holder()
     try:
-        put("buffer_size_kb", "32768")  # per CPU: ~30 bytes an event, 2 events a request
+        put("buffer_size_kb", "4096")  # per CPU; 3,072 requests are 6,144 events of < 100 bytes
         put("trace_clock", "mono")
         for ev in EVENTS:
             put(f"events/block/{ev}/filter", f"dev == {dev_t}")
