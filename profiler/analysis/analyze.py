@@ -31,6 +31,7 @@ from ckprof.recording.reader import Recording
 from ckprof.version import VERSION
 
 from . import audit, gpu_idle, scale, timeline
+from . import checkpoints as C
 from . import durability as D
 from . import findings as F
 from . import phases as P
@@ -262,8 +263,13 @@ def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[Checkpoin
     saves = [r for r in rows if r.kind == "save" and r.ok is not False]  # a failed save is no sample
     loads = [r for r in rows if r.kind == "load"]
     wall_s = inp.timeline.duration_s
-    blocked = union_s([(r.start_s, r.start_s + r.blocking_s) for r in saves if r.blocking_s is not None])
-    share = blocked / wall_s if wall_s > 0 else None
+    # a save no call timed (checkpoints.UNTIMED_SOURCES) leaves the run's blocked time unknown, not
+    # smaller: the note blocking_unknown says which and why
+    unknown = any(C.untimed(r) for r in saves)
+    blocked = (
+        None if unknown else union_s([(r.start_s, r.start_s + r.blocking_s) for r in saves if r.blocking_s is not None])
+    )
+    share = None if blocked is None else (blocked / wall_s if wall_s > 0 else None)
     idle_w, sources = ctx.idle_w, ctx.sources
     return Run(
         wall_s=wall_s,
@@ -274,7 +280,7 @@ def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[Checkpoin
         blocked_s=blocked,
         blocked_share=share,
         goodput_estimate=None if share is None else 1 - share,
-        mean_checkpoint_s=_mean(r.blocking_s for r in saves),
+        mean_checkpoint_s=None if unknown else _mean(r.blocking_s for r in saves),
         mean_restart_s=_mean(r.duration_s for r in loads),
         bytes_app_total=_sum_known(r.bytes_app for r in saves),
         bytes_device_total=_sum_known(r.bytes_device for r in saves),
@@ -311,6 +317,9 @@ def collect_notes(inp: Input, windows: Windows, context_notes: list[Note], dur: 
         notes.append(F.durability_unknown(tracker.reason))
     for r in rows.rows:
         notes += F.checkpoint_notes(r)
+    untimed = [r for r in rows.rows if r.kind == "save" and r.ok is not False and C.untimed(r)]
+    if untimed:
+        notes.append(F.blocking_unknown(untimed))
     overlap = F.windows_overlap(windows.wins, rows.spans)
     if overlap:
         notes.append(overlap)
@@ -348,7 +357,12 @@ def analyze(
     from .throttle import throttling
 
     thr, plot_tb = throttling(tl, ctx, rows.rows)
-    at_scale = scale.at_scale(run.mean_checkpoint_s or 0, mtbf_s, gpus, run.mean_restart_s)
+    ckpt_s, ckpt_source = run.mean_checkpoint_s, "measured (mean blocking time of the saves)"
+    if ckpt_s is None and run.blocked_s is None:  # a save no call timed: its window bounds its stall
+        saves = [r.duration_s for r in rows.rows if r.kind == "save" and r.ok is not False]
+        ckpt_s = _mean(saves)
+        ckpt_source = "an upper bound: the saves' mean window (no call timed them: whether training waited is unknown)"
+    at_scale = scale.at_scale(ckpt_s or 0, mtbf_s, gpus, run.mean_restart_s, ckpt_source)
     if (mtbf_s or gpus) and not at_scale:
         notes.append(F.no_checkpoint_time())
     model = Report(

@@ -375,6 +375,26 @@ def ssd_efficiency(devs: dict, sources: list, ssd_devices: dict, a: float, b: fl
 # a load whose bytes the devices delivered less than this share of is not a storage read
 DEVICE_READ_WARN_SHARE = 0.5
 
+# Where a window came from without any call being timed: the file activity of a writer no patch
+# or marker saw (filesaves.py), or the devices' write bursts (windows.py). Whether the training loop
+# waited on such a save is not known: a background thread, a forked or native writer, and a
+# synchronous save all write the same files. Its blocking time is unknown, never its duration.
+UNTIMED_SOURCES = ("files", "inferred")
+
+
+def blocking_s_of(w: Window, duration: float | None) -> float | None:
+    """The seconds the caller was held: an async save's timed call; a synchronous call's or a
+    marker's window; unknown for a window no call timed (UNTIMED_SOURCES)."""
+    if w.blocking_s is not None:
+        return w.blocking_s
+    return None if w.source in UNTIMED_SOURCES else duration
+
+
+def untimed(r) -> bool:
+    """A save or load whose blocking time is unknown because no call timed it (a Checkpoint row; not
+    one that never returned, whose own note says so)."""
+    return r.blocking_s is None and r.source in UNTIMED_SOURCES
+
 
 def restore_truth(w: Window, dev_read_bytes: float | None) -> dict:
     """A load's bytes: read by the application (its files), read from the devices (this load's
@@ -513,7 +533,7 @@ def checkpoint_row(w: Window, dur: Verdict, tl, ctx, share: dict | None = None, 
         "app_end_s": _s(tl, app_end),
         "durable_end_s": _s(tl, dur.durable_end_ns),
         "duration_s": duration,
-        "blocking_s": w.blocking_s if w.blocking_s is not None else duration,
+        "blocking_s": blocking_s_of(w, duration),
         "durable_duration_s": None if dur.durable_end_ns is None else (dur.durable_end_ns - a) / 1e9,
         "durable": dur.durable,
         "durable_at_return": dur.durable_at_return,

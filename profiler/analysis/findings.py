@@ -22,6 +22,7 @@ about one checkpoint or device.
 | sampling_gap | block samples missing around a checkpoint: its device bandwidth unknown |
 | device_unknown | a checkpoint's device figures unknown (the one rule, checkpoints.py) |
 | gpu_idle_unknown | a GPU's idle seconds unknown in a checkpoint |
+| blocking_unknown | saves no call timed (found from files or device bursts): whether training waited on them unknown |
 | failed | a save that reported an error |
 | no_end_marker | a save that did not return before the recording ended |
 | energy_range | a window shorter than two sensor updates: its energy is a range |
@@ -112,6 +113,19 @@ def workload_seconds(write_s: list[float], window_s: list[float], object_store: 
 
 def durability_unknown(reason) -> Note:
     return Note("durability_unknown", f"durability unknown for every checkpoint: {reason}")
+
+
+def blocking_unknown(saves: list[Checkpoint]) -> Note:
+    found = sorted({"their files" if r.source == "files" else "device write bursts" for r in saves})
+    return Note(
+        "blocking_unknown",
+        f"{len(saves)} save(s) found from {' and '.join(found)} with no call timed "
+        f"({', '.join(r.id for r in saves[:5])}{', ...' if len(saves) > 5 else ''}): whether the training "
+        "loop waited on them is unknown (a background thread, a forked or native writer and a "
+        "synchronous save write the same files), so their blocking time, the run's time blocked, "
+        "goodput and mean checkpoint are not stated; a patched framework call (record without "
+        "--no-patch) or `with ckprof.checkpoint():` around the save times it",
+    )
 
 
 def checkpoint_notes(r: Checkpoint) -> list[Note]:

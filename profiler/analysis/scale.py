@@ -49,7 +49,11 @@ def waste_fraction(interval_s: float, ckpt_s: float, mtbf_s: float, restart_s: f
 
 
 def at_scale(
-    ckpt_s: float, mtbf_s: float | None = None, gpus: int | None = None, restart_s: float | None = None
+    ckpt_s: float,
+    mtbf_s: float | None = None,
+    gpus: int | None = None,
+    restart_s: float | None = None,
+    ckpt_source: str = "measured (mean blocking time of the saves)",
 ) -> dict:
     """The report's `scale` section; empty fields when no MTBF was given or derivable."""
     source = None
@@ -68,6 +72,7 @@ def at_scale(
         "mtbf_source": source,
         "gpus": gpus,
         "checkpoint_s": ckpt_s,
+        "checkpoint_source": ckpt_source,
         "restart_s": r,
         "restart_source": "measured (mean load window)" if restart_s else "not measured (taken as 0 s)",
         "young_interval_s": young,

@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ckprof.analysis.checkpoints import untimed
 from ckprof.analysis.model import Checkpoint, Report
 from ckprof.analysis.model_base import jsonable
 from ckprof.analysis.phases import NO_STEPS
@@ -48,6 +49,13 @@ def _mean(v):
 
 def _or_na(v, why: str):
     return NA(why) if v is None else v
+
+
+def _why_no_blocking(r) -> str:
+    """Why a report's blocking figures are unknown: a save no call timed (findings.blocking_unknown), or none finished."""
+    if any(untimed(c) for c in _saves(r)):
+        return "a save no call timed (found from its files or device bursts)"
+    return "no save finished"
 
 
 # -- sync against async: the run's saves, phase by phase, and the steps beside them -------------
@@ -158,7 +166,7 @@ def _energy_per_gib(r: Report):
 # (label, unit, provenance, function of a report → value, or NA(why))
 METRICS = [
     ("checkpoints", "count", "measured", lambda r: r.run.checkpoints),
-    ("mean checkpoint time", "s", "derived", lambda r: _or_na(r.run.mean_checkpoint_s, "no save finished")),
+    ("mean checkpoint time", "s", "derived", lambda r: _or_na(r.run.mean_checkpoint_s, _why_no_blocking(r))),
     ("mean device bandwidth", "GiB/s", "derived", lambda r: _device_bandwidth(r)),
     (
         "mean app bandwidth",
@@ -174,7 +182,7 @@ METRICS = [
     ),
     ("energy per GiB", "J/GiB", "derived", _energy_per_gib),
     ("peak temperature", "°C", "measured", lambda r: _or_na(r.run.peak_temp_c, "no temperature sensor recorded")),
-    ("time blocked by checkpoints", "fraction", "derived", lambda r: r.run.blocked_share),
+    ("time blocked by checkpoints", "fraction", "derived", lambda r: _or_na(r.run.blocked_share, _why_no_blocking(r))),
     ("not durable at return", "count", "derived", lambda r: r.run.not_durable_at_return),
     *ASYNC_METRICS,
 ]

@@ -21,6 +21,11 @@ def known(v):
     return None if v is ABSENT else v
 
 
+# a run figure that rests on every save's blocking time, where a save no call timed left it unknown
+# (findings.blocking_unknown says which)
+UNTIMED = "unknown (a save no call timed)"
+
+
 def num(v, fmt="{:.2f}", none="—") -> str:
     if v is None or v is ABSENT:
         return none
@@ -102,11 +107,21 @@ def summary_rows(rep: Report | dict) -> list[tuple[str, str, str]]:
         ),
         (
             "time blocked by checkpoints",
-            f"{num(run.blocked_s, '{:.2f} s')} = {pct(run.blocked_share)} of wall time",
+            f"{num(run.blocked_s, '{:.2f} s')} = {pct(run.blocked_share)} of wall time"
+            if run.blocked_s is not None
+            else UNTIMED,
             "derived",
         ),
-        ("goodput estimate (no failures)", pct(run.goodput_estimate), "estimated"),
-        ("mean checkpoint (blocking)", num(run.mean_checkpoint_s, "{:.3f} s"), "derived"),
+        (
+            "goodput estimate (no failures)",
+            pct(run.goodput_estimate) if run.blocked_s is not None else UNTIMED,
+            "estimated",
+        ),
+        (
+            "mean checkpoint (blocking)",
+            num(run.mean_checkpoint_s, "{:.3f} s", none="—" if run.blocked_s is not None else UNTIMED),
+            "derived",
+        ),
         (
             "bytes saved (application / devices)",
             f"{b(run.bytes_app_total)} / " + left_out(b(run.bytes_device_total), lo.bytes_device_total if lo else None),
@@ -128,6 +143,7 @@ def summary_rows(rep: Report | dict) -> list[tuple[str, str, str]]:
     if sc:
         rows += [
             ("MTBF used", f"{num(sc.mtbf_s / 3600, '{:.2f} h')} ({sc.mtbf_source})", "estimated"),
+            ("checkpoint time used", f"{num(sc.checkpoint_s, '{:.3f} s')} ({sc.checkpoint_source})", "estimated"),
             ("optimal interval, Young", num(sc.young_interval_s, "{:.0f} s"), "estimated"),
             ("optimal interval, Daly", num(sc.daly_interval_s, "{:.0f} s"), "estimated"),
             ("overhead at Daly interval (checkpoints + lost work)", pct(sc.overhead_at_daly), "estimated"),
