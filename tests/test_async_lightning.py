@@ -66,6 +66,34 @@ def test_lightning_async_checkpoint_io_phases_match_the_script_s_own(tmp_path):
         assert c["bytes_app"] == write["bytes"] and c["blocking_s"] == pytest.approx(b["duration_s"])
 
 
+def test_a_save_called_while_the_last_one_still_writes_is_a_save_of_its_own(tmp_path):
+    """A save every step, each write outlasting a step: the loop's next Trainer.save_checkpoint comes
+    while the thread still writes the last one. It is a save of its own (it was taken for a call
+    inside the pending save, and the write's torch.save for a save of its own: 11 saves made 7
+    checkpoints, 5 of them path-less torch.save), and each window holds its own write."""
+    pytest.importorskip("lightning", reason="needs lightning: pip install lightning")
+    ckpt, rec_dir, log = tmp_path / "ckpt", tmp_path / "rec", tmp_path / "truth.jsonl"
+    ckpt.mkdir()
+    cmd = ["record", "--interval", "0.1", "--path", str(ckpt), "-o", str(rec_dir), "--"]
+    cmd += [sys.executable, "-W", "ignore", str(SCRIPT), str(log), "--dir", str(ckpt), "--saves", "6", "--every", "1"]
+    r = ckprof_cmd(*cmd, "--width", "2048", timeout=600, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = ckprof.load(str(rec_dir))
+    origin = timeline.build(rec).start_ns
+    facts = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [f for f in facts if f["ev"] == "save_call"]
+    writes = {f["path"]: f for f in facts if f["ev"] == "write"}
+    overlapped = sum(1 for a, b in zip(calls, calls[1:]) if b["start_ns"] < writes[a["path"]]["end_ns"])
+    assert len(calls) == 11 and overlapped >= 3, overlapped  # the case under test happened
+    saves = [c for c in analyze(rec).report["checkpoints"] if c["kind"] == "save"]
+    assert [(c["api"], c["path"]) for c in saves] == [("lightning.Trainer.save_checkpoint", f["path"]) for f in calls]
+    for c in saves:
+        call, write = next(f for f in calls if f["path"] == c["path"]), writes[c["path"]]
+        assert c["ok"] is True and c["bytes_app"] == write["bytes"]
+        assert c["start_s"] == pytest.approx((call["start_ns"] - origin) / 1e9, abs=0.02)
+        assert c["app_end_s"] >= (write["end_ns"] - origin) / 1e9 - 0.02
+
+
 def test_a_background_write_that_fails_makes_the_save_fail(tmp_path, small_fs):
     """AsyncCheckpointIO keeps its thread's error instead of failing the write's Future (it raises
     it at the next save or at teardown): the save's window must still say it failed, and why. The
@@ -96,9 +124,12 @@ def test_a_background_write_that_fails_makes_the_save_fail(tmp_path, small_fs):
     # after: the file's last close, read late). Known, not mended: where the next save's path-less
     # torch.save began as this save's last close was read, the two may be joined (see below)
     assert got_end_s >= end_s - 0.02, (got_end_s, end_s)
-    # the next call raised the kept error: no call to save succeeded. Known, not mended: the write
-    # that call still handed to the thread (its torch.save to a temporary file, which succeeds, then
-    # the move, which fails) is not tied to the call by the patch: it may join one of the saves by
-    # time and process, or show as a torch.save of its own (the session note says so)
-    calls = [c for c in saves if c.get("api") != "torch.save"]
-    assert calls and not [c for c in calls if c["ok"]], [(c["api"], c["ok"]) for c in saves]
+    # the next call raised the kept error: no call to save succeeded. The write that call still
+    # handed to the thread is the call's: its torch.save is nested in that window (never a save of
+    # its own), and the window, failed with the error the call raised, lasts until the write is over
+    assert [c["api"] for c in saves] == ["lightning.Trainer.save_checkpoint"] * 2, [(c["api"], c["ok"]) for c in saves]
+    (second,) = [c for c in saves if c is not first]
+    assert second["ok"] is False and "No space left on device" in second["error"], second.get("error")
+    writes = [f for f in facts if f["ev"] in ("write", "write_failed") and f["path"] == second["path"]]
+    assert writes, [f for f in facts if f["ev"] != "step"]
+    assert second["start_s"] + second["duration_s"] >= (writes[-1]["end_ns"] - origin) / 1e9 - 0.02

@@ -48,7 +48,10 @@ _HOST = socket.gethostname()
 _ids = itertools.count(1)
 _lock = threading.Lock()
 _on_thread = threading.local()  # .save: the outermost save running on this thread ({"id": ...}), else None
-_busy = 0  # wrapped calls running in this process
+_busy = 0  # wrapped calls running in this process, and async saves whose write is still running
+_depth = threading.local()  # .n: wrapped calls running on this thread
+_top = 0  # threads inside a save or load of its own (not yet returned)
+_pending = {}  # thread ident -> async saves it started whose background write is still running
 _recent = []  # (id, {path: True}, dir or None, end monotonic ns) of the latest saves, newest last
 RECENT_MAX = 16
 # An fsync/rename of a recent save's own file finishes that save when the process calls it right
@@ -307,10 +310,21 @@ def patch_os():
 
 
 def _enter():
-    global _busy
+    """Count a wrapped call in. True when it is a save or load of its own: no wrapped call runs on
+    this thread, none is running on another, and no async save's background write is running, or
+    only ones this thread started (the training loop's next save while its last one still writes:
+    a save of its own; a call from another thread then, the background write's torch.save, is
+    part of the save that thread writes). Every call that counted in leaves by _leave, or an async
+    save's by _handed_off at its return and _async_done when its write completes."""
+    global _busy, _top
+    tid = threading.get_ident()
     with _lock:
         _busy += 1
-        return _busy == 1
+        mine = getattr(_depth, "n", 0)
+        _depth.n = mine + 1
+        top = mine == 0 and _top == 0 and (not _pending or tid in _pending)
+        _top += top
+        return top
 
 
 def marks_its_own_saves():
@@ -320,10 +334,35 @@ def marks_its_own_saves():
     _enter()
 
 
-def _leave():
+def _leave(top=False):
+    """A call that _enter counted in returned, on its own thread (top: one that was a save or load of its own)."""
+    global _busy, _top
+    with _lock:
+        _busy -= 1
+        _depth.n -= 1
+        _top -= top
+
+
+def _handed_off():
+    """An async save of its own returned, its write still running: this thread is free, the save is
+    pending until _async_done. Returns the thread's ident, for _async_done."""
+    global _top
+    tid = threading.get_ident()
+    with _lock:
+        _depth.n -= 1
+        _top -= 1
+        _pending[tid] = _pending.get(tid, 0) + 1
+    return tid
+
+
+def _async_done(tid):
+    """The write of an async save that thread `tid` started completed (on whatever thread)."""
     global _busy
     with _lock:
         _busy -= 1
+        n = _pending.pop(tid, 0) - 1
+        if n > 0:
+            _pending[tid] = n
 
 
 def _at_start(path):
@@ -388,7 +427,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
             try:
                 return fn(*args, **kwargs)
             finally:
-                _leave()
+                _leave(top=True)
         cid = f"{_HOST}:{os.getpid()}:patch{next(_ids)}"
         common = {"id": cid, "kind": kind, "path": path, "name": api}
         inner = {"id": cid}  # what a plugin called inside hands this save (patch_lightning_async_io)
@@ -425,8 +464,35 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
             result = fn(*args, **kwargs)
         except BaseException as e:
             _on_thread.save = None
-            _leave()
-            _emit("checkpoint_end", ok=False, error=f"{type(e).__name__}: {e}", **common)
+            error = f"{type(e).__name__}: {e}"
+            handed = inner.get("upload")
+            if callable(getattr(handed, "add_done_callback", None)):
+                # Lightning's AsyncCheckpointIO submits this call's write to its thread, then raises
+                # an earlier write's kept error: the write still runs, and it is this call's. The
+                # window stays open (its torch.save nested in it, not a save of its own) until the
+                # write completes, and ends failed with the error the call raised.
+                blocking_s = (time.monotonic_ns() - t0) / 1e9
+                owner = _handed_off()
+
+                def failed(f, common=common, blocking_s=blocking_s, error=error, owner=owner):
+                    t_done = time.monotonic_ns()
+                    _async_done(owner)
+                    nbytes, files = measured()
+                    _emit(
+                        "checkpoint_end",
+                        t_ns=t_done,
+                        ok=False,
+                        bytes=nbytes,
+                        files=files,
+                        blocking_s=blocking_s,
+                        error=error,
+                        **common,
+                    )
+
+                handed.add_done_callback(failed)
+                raise
+            _leave(top=True)
+            _emit("checkpoint_end", ok=False, error=error, **common)
             raise
         t_ret = time.monotonic_ns()
         _on_thread.save = None
@@ -470,9 +536,13 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         if is_async and callable(fut):
             error_of = inner.get("error_of")
 
-            def done(f, common=common, blocking_s=blocking_s, error_of=error_of):
+            # the call returned (this thread is free: its next save is one of its own); the save is
+            # pending until its write completes (add_done_callback runs `done` here if it already did)
+            owner = _handed_off()
+
+            def done(f, common=common, blocking_s=blocking_s, error_of=error_of, owner=owner):
                 t_done = time.monotonic_ns()  # the save ended here: the look at its files below is ckprof's
-                _leave()
+                _async_done(owner)
                 err = None
                 try:
                     err = f.exception() or (error_of() if error_of else None)
@@ -494,7 +564,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
 
             upload.add_done_callback(done)
             return result
-        _leave()
+        _leave(top=True)
         t_ret = time.monotonic_ns()  # the save's return
         nbytes, files = measured()
         at_ret = _at_return(path) if kind == "save" and not _is_url(path) else {}
