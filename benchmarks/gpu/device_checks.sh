@@ -15,9 +15,9 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ckprof-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site . 2>&1 | tail -3
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target /tmp/site . 2>&1 | tail -3
 export PYTHONPATH=/tmp/site
 CK="python3 -m ckprof"
 { nvidia-smi -L; uname -r; python3 -c 'import torch, ckprof.record as r, os; print("torch", torch.__version__, torch.cuda.get_device_name(0)); print("colsampler", any(f.startswith("_colsampler") for f in os.listdir(os.path.dirname(r.__file__))))'; } 2>&1 | tee "$OUT/machine.txt"
