@@ -52,6 +52,28 @@ def test_overlapping_saves_count_their_shared_seconds_once_in_the_job_total(tmp_
     assert j.run.energy_j_total == pytest.approx(200 * (4 + 1), rel=0.02)  # a: 2-6 s once; b: 1 s
 
 
+def test_the_stall_ends_at_the_last_call_s_return_not_at_an_async_write_s_end(tmp_path):
+    # host a: an async save called at 2 s that returned at 2.5 s, its write done at 6 s; host b: a
+    # synchronous one from 3 to 4 s. The training waited from 2 s to b's return at 4 s, not to 6 s.
+    a = job_host(0.0, []).checkpoint(2, 6, 100 * MiB, step=1, blocking_s=0.5)
+    b = job_host(0.0, [(1, 1, 3, 4, 100 * MiB)])
+    j = analyze_job(ckprof.load(str(job_dir(tmp_path / "job", {"a": a, "b": b})))).report.job
+    (c,) = j.checkpoints
+    assert c.stall_s == pytest.approx(2.0, abs=1e-6)
+    assert c.slowest_host == "a" and c.slowest_host_s == pytest.approx(4.0)  # its window: the write too
+    assert c.per_host["a"].blocked_end_wall_ns == pytest.approx(WALL_NS + 2.5e9, abs=1e3)
+
+
+def test_a_node_s_save_no_call_timed_leaves_the_stall_unknown(tmp_path):
+    # b's save was found from its files (no call timed): how long b's training waited is unknown
+    a = job_host(0.0, [(1, 0, 2, 5, 100 * MiB)])
+    b = job_host(0.0, []).checkpoint(3, 4, 100 * MiB, step=1, source="files")
+    j = analyze_job(ckprof.load(str(job_dir(tmp_path / "job", {"a": a, "b": b})))).report.job
+    (c,) = j.checkpoints
+    assert c.per_host["b"].blocked_end_wall_ns is None and c.per_host["a"].blocked_end_wall_ns is not None
+    assert c.stall_s is None and j.run.mean_stall_s is None and j.run.blocked_s is None
+
+
 def run(*args):
     r = ckprof_cmd(*args, in_process=True)
     assert not (r.exception and not isinstance(r.exception, SystemExit)), r.exception

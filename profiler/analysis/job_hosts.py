@@ -8,7 +8,11 @@ functions the per-recording report uses (checkpoints.device_stats, power.window_
 Rules (docs/report-format.md, `job`):
 - a checkpoint is (kind, step); windows without a step (inferred ones) are matched by their order
   on each host;
-- a node's time for it: its first window's start → its last window's end of the save call;
+- a node's time for it: its first window's start → its last window's end (an async save's: its
+  write's completion);
+- the job's stall: the first start on any node → the last return of a call to save on any node
+  (an async save's call, not its write), unknown where a window no call timed leaves a node's
+  unknown (checkpoints.untimed);
 - a node's device figures and joules: over its first start → its last durable end (else call end);
 - a node's slowest device: among the devices carrying at least SLOW_DEVICE_MIN_SHARE of that
   node's bytes in the checkpoint's direction, the one with the lowest mean GiB/s (the data is
@@ -27,7 +31,7 @@ from ckprof.units import GIB
 
 from . import job_notes, job_throughput
 from .analyze import Analysis, analyze, merged_spans
-from .checkpoints import device_stats, returned_last, unknown_entry, window_device_unknown
+from .checkpoints import device_stats, returned_last, unknown_entry, untimed, window_device_unknown
 from .job_model import HostPart, LastRank, NodeFigures, NodeSlowDevice
 from .job_network import node_network
 from .model import Checkpoint, DeviceFigures, Part
@@ -50,6 +54,7 @@ class Window:
     bytes_app: float | None
     path: str | None
     parts: list[Part | Checkpoint]  # for returned_last (analysis/checkpoints.py): the rows themselves
+    blocked_end_s: float | None = None  # its call's return (start + blocking_s); None: unknown
 
 
 def _parts(r: Checkpoint) -> list[Part | Checkpoint]:
@@ -69,6 +74,7 @@ def windows_of(rows: list[Checkpoint]) -> list[Window]:
             bytes_app=r.bytes_app,
             path=r.path,
             parts=_parts(r),
+            blocked_end_s=None if r.blocking_s is None or untimed(r) else r.start_s + r.blocking_s,
         )
         for r in rows
     ]
@@ -144,6 +150,8 @@ def node_figures(rec, an: Analysis, ws: list[Window], off: OffHost | None = None
     gib = (bytes_app or dev_bytes or 0) / GIB
     energy = window_energy(an.ctx.sources, a, b, an.ctx.idle_w, gib or None)
     seconds = None if end_s is None else end_s - start_s
+    blocked = [w.blocked_end_s for w in ws]
+    blocked_end_s = max(blocked) if None not in blocked else None  # type: ignore[type-var]
     parts = [p for w in ws for p in w.parts]  # a grouped checkpoint's ranks are its parts
     last = returned_last(parts)  # holds the node's checkpoint up
     return NodeFigures(
@@ -151,6 +159,7 @@ def node_figures(rec, an: Analysis, ws: list[Window], off: OffHost | None = None
         ranks=sorted({p.rank for p in parts if p.rank is not None}),
         start_wall_ns=_wall_ns(rec, tl, start_s),
         end_wall_ns=_wall_ns(rec, tl, end_s),
+        blocked_end_wall_ns=_wall_ns(rec, tl, blocked_end_s),
         seconds=seconds,
         durable_s=last_s - start_s if end_s is not None else None,
         bytes_app=_f(bytes_app),

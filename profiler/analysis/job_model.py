@@ -140,6 +140,10 @@ class NodeFigures(Model):
     ranks: list[int]
     start_wall_ns: float | None = figure(WALL_NS, D)
     end_wall_ns: float | None = figure(WALL_NS, D)
+    # when the node's last call to save returned (an async save's call, not its write): the end of
+    # the training's wait on this node; null where a window no call timed (found from files or
+    # bursts) or an unfinished one leaves it unknown
+    blocked_end_wall_ns: float | None = figure(WALL_NS, D)
     seconds: float | None = figure("s", D)
     durable_s: float | None = figure("s (first start to last durable end)", D)
     bytes_app: float | None = figure("B", M)
@@ -246,7 +250,7 @@ class JobCheckpoint(Model):
     bytes_app: float | None = figure("B", M)
     bytes_device: float | None = figure("B (the nodes' sum)", D)
     device_unknown_hosts: list[str]
-    app_gib_per_s: float | None = figure("GiB/s (over the stall)", D)
+    app_gib_per_s: float | None = figure("GiB/s (over the span: first start → last end anywhere)", D)
     device_gib_per_s: float | None = figure("GiB/s", D)
     energy_j: float | None = figure("J", WORST)
     energy_hosts: int  # nodes whose joules are known
@@ -271,7 +275,7 @@ class JobRun(Model):
     bytes_app_total: float | None = figure("B", M)
     bytes_device_total: float | None = figure("B", M)
     energy_j_total: float | None = figure("J", WORST)
-    blocked_s: float = figure("s", D)
+    blocked_s: float | None = figure("s", D)
     blocked_share: float | None = figure("fraction", D)
     mean_stall_s: float | None = figure("s", D)
     max_stall_s: float | None = figure("s", D)

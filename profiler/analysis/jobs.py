@@ -9,8 +9,11 @@ input and the steps before it:
 Times are put on the wall clock through each host's anchor (ckprof.recording.timebase).
 
 Rules (docs/report-format.md, `job`):
-- the job's stall: first start anywhere → last end anywhere (training goes on when the last rank
-  is done: the slowest sets the time); the spread: the slowest node's time − the fastest node's;
+- the job's stall: first start anywhere → the last return of a call to save anywhere (training
+  goes on when the last rank's call returns: the slowest sets the time; an async save's write
+  goes on after it), unknown where a node's save no call timed (job_hosts); the job's rates are
+  over its span, first start → last end anywhere (an async save's write included); the spread:
+  the slowest node's time − the fastest node's;
 - the slowest device: the slowest node's own (job_hosts: its slowest carrying device);
 - who a checkpoint waited for: the host whose part ended last, and its rank that returned last;
 - the run's blocked seconds: the union of the saves' stalls (each second once);
@@ -211,7 +214,13 @@ def checkpoint(kind, step, per_host: dict[str, NodeFigures], all_hosts: list[str
     """One checkpoint across the nodes that took part in it."""
     timed = {h: n for h, n in per_host.items() if n.seconds is not None}
     first_ns = min(n.start_wall_ns for n in per_host.values())
-    stall = (max(n.end_wall_ns for n in timed.values()) - first_ns) / 1e9 if timed else None
+    # the training's wait: to the last return of a call to save on any node (an async save's
+    # call, not its write); unknown where a node's is (a window no call timed: job_hosts)
+    returned = [n.blocked_end_wall_ns for n in timed.values()]
+    known = [t for t in returned if t is not None]
+    stall = (max(known) - first_ns) / 1e9 if known and len(known) == len(returned) else None
+    ends = [n.end_wall_ns for n in timed.values() if n.end_wall_ns is not None]
+    span_s = (max(ends) - first_ns) / 1e9 if ends else None
     slowest = max(timed, key=lambda h: timed[h].seconds) if timed else None
     fastest_s = min((n.seconds for n in timed.values()), default=None)
     b_app, b_dev = _sum(n.bytes_app for n in per_host.values()), _sum(n.bytes_device for n in per_host.values())
@@ -250,8 +259,8 @@ def checkpoint(kind, step, per_host: dict[str, NodeFigures], all_hosts: list[str
         bytes_app=b_app,
         bytes_device=b_dev,
         device_unknown_hosts=unknown_hosts,
-        app_gib_per_s=_f(b_app / GIB / stall) if (b_app and stall) else None,
-        device_gib_per_s=_f(b_dev / GIB / stall) if (b_dev and stall) else None,
+        app_gib_per_s=_f(b_app / GIB / span_s) if (b_app and span_s) else None,
+        device_gib_per_s=_f(b_dev / GIB / span_s) if (b_dev and span_s) else None,
         energy_j=_sum(n.energy_j for n in per_host.values()),
         energy_hosts=sum(1 for n in per_host.values() if n.energy_j is not None),
         **checkpoint_network(kind, per_host),
@@ -281,6 +290,9 @@ def wall_s(inp: JobInput) -> float:
 def run_totals(inp: JobInput, cps: list[JobCheckpoint]) -> JobRun:
     """Step 3: the run's totals over its saves."""
     saves = [c for c in cps if c.kind == "save"]
+    # a save whose nodes all ended but whose stall is unknown (a node's save no call timed): the
+    # run's blocked time and stalls are unknown, not smaller
+    untimed = any(c.stall_s is None and len(c.unfinished_hosts) < c.hosts for c in saves)
     blocked = union_s(
         [(c.start_wall_ns / 1e9, c.start_wall_ns / 1e9 + c.stall_s) for c in saves if c.stall_s is not None]
     )
@@ -299,10 +311,10 @@ def run_totals(inp: JobInput, cps: list[JobCheckpoint]) -> JobRun:
         bytes_device_total=None if any(c.bytes_device is None for c in saves) else _sum(c.bytes_device for c in saves),
         # each host's saves over the union of their spans: overlapping saves' seconds once
         energy_j_total=_sum(p.saves_energy_j for p in inp.parts.values()),
-        blocked_s=blocked,
-        blocked_share=blocked / wall if wall > 0 else None,
-        mean_stall_s=sum(stalls) / len(stalls) if stalls else None,
-        max_stall_s=max(stalls, default=None),
+        blocked_s=None if untimed else blocked,
+        blocked_share=None if untimed else (blocked / wall if wall > 0 else None),
+        mean_stall_s=sum(stalls) / len(stalls) if stalls and not untimed else None,
+        max_stall_s=None if untimed else max(stalls, default=None),
         max_spread_s=max(spreads, default=None),
         slowest_host_counts=dict(sorted(slowest_counts.items(), key=lambda kv: -kv[1])),
     )

@@ -12,7 +12,7 @@ from ckprof.analysis.job_model import JobCheckpoint, JobReport, JobThroughput
 
 from . import job_plots, plots
 from . import render as R
-from .tables import b, num, pct
+from .tables import UNTIMED, b, num, pct
 
 MAX_NODE_COLUMNS = 40  # checkpoints as columns of the per-node table; JSON has them all
 MAX_HOST_PLOTS = 4  # hosts whose timeline plots go in the HTML (64 timelines would be slow and huge)
@@ -34,6 +34,7 @@ def to_json(rep: JobReport) -> str:
 
 def summary_rows(rep: JobReport) -> list[tuple[str, str, str]]:
     j, run = rep.job, rep.job.run
+    timed = getattr(run, "blocked_s", None) is not None  # else a save no call timed (findings.blocking_unknown)
     most = ", ".join(f"{h} ({n}×)" for h, n in list(run.slowest_host_counts.items())[:3]) or "—"
     return [
         ("job", f"{j.path} (id {j.id or '—'})", "recorded"),
@@ -49,12 +50,12 @@ def summary_rows(rep: JobReport) -> list[tuple[str, str, str]]:
         ("energy of the saves, all nodes", num(run.energy_j_total, "{:.1f} J"), "see host reports"),
         (
             "time the job was blocked by checkpoints",
-            f"{num(run.blocked_s, '{:.2f} s')} = {pct(run.blocked_share)} of wall time",
+            f"{num(run.blocked_s, '{:.2f} s')} = {pct(run.blocked_share)} of wall time" if timed else UNTIMED,
             "derived",
         ),
         (
             "mean / longest stall per save",
-            f"{num(run.mean_stall_s, '{:.3f} s')} / {num(run.max_stall_s, '{:.3f} s')}",
+            f"{num(run.mean_stall_s, '{:.3f} s')} / {num(run.max_stall_s, '{:.3f} s')}" if timed else UNTIMED,
             "derived",
         ),
         ("largest spread across nodes", num(run.max_spread_s, "{:.3f} s"), "derived"),
@@ -86,7 +87,7 @@ CHECKPOINT_HEADERS = [
     "held up by: host/rank, s [m], bytes [m], device",
     "app bytes [m]",
     "device bytes [m]",
-    "GiB/s over the stall, devices [d]",
+    "GiB/s over the span, devices [d]",
     "energy J (nodes with it)",
     "not seen on",
 ]
