@@ -460,39 +460,52 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                     n = None
             return n, None
 
+        def end_when_written(upload, blocking_s, raised=None):
+            """An async save ends when its write completes (at once, if it already has), ok unless
+            the write's Future or the plugin's kept error says otherwise, or its call raised
+            `raised` after handing the write over. The call has returned: this thread is free (its
+            next save is one of its own), the save pending until then."""
+            error_of, owner = inner.get("error_of"), _handed_off()
+
+            def done(f):
+                t_done = time.monotonic_ns()  # the save ended here: the look at its files below is ckprof's
+                _async_done(owner)
+                err = raised
+                if err is None:
+                    try:
+                        err = f.exception() or (error_of() if error_of else None)
+                    except BaseException as e:  # cancelled
+                        err = e
+                nbytes, files = measured()
+                _emit(
+                    "checkpoint_end",
+                    t_ns=t_done,
+                    ok=err is None,
+                    bytes=nbytes,
+                    files=files,
+                    blocking_s=blocking_s,
+                    error=None if err is None else f"{type(err).__name__}: {err}",
+                    **_upload_fields(path, remote_file),
+                    **common,
+                )
+                _remember(cid, path, is_dir, files)
+
+            upload.add_done_callback(done)
+
         try:
             result = fn(*args, **kwargs)
         except BaseException as e:
             _on_thread.save = None
-            error = f"{type(e).__name__}: {e}"
             handed = inner.get("upload")
             if callable(getattr(handed, "add_done_callback", None)):
                 # Lightning's AsyncCheckpointIO submits this call's write to its thread, then raises
                 # an earlier write's kept error: the write still runs, and it is this call's. The
                 # window stays open (its torch.save nested in it, not a save of its own) until the
                 # write completes, and ends failed with the error the call raised.
-                blocking_s = (time.monotonic_ns() - t0) / 1e9
-                owner = _handed_off()
-
-                def failed(f, common=common, blocking_s=blocking_s, error=error, owner=owner):
-                    t_done = time.monotonic_ns()
-                    _async_done(owner)
-                    nbytes, files = measured()
-                    _emit(
-                        "checkpoint_end",
-                        t_ns=t_done,
-                        ok=False,
-                        bytes=nbytes,
-                        files=files,
-                        blocking_s=blocking_s,
-                        error=error,
-                        **common,
-                    )
-
-                handed.add_done_callback(failed)
+                end_when_written(handed, (time.monotonic_ns() - t0) / 1e9, raised=e)
                 raise
             _leave(top=True)
-            _emit("checkpoint_end", ok=False, error=error, **common)
+            _emit("checkpoint_end", ok=False, error=f"{type(e).__name__}: {e}", **common)
             raise
         t_ret = time.monotonic_ns()
         _on_thread.save = None
@@ -534,35 +547,7 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 **_d2h_fields(d2h, t_ret - t_call, "the async_save call's wall time (staging and DCP's planning)"),
             )
         if is_async and callable(fut):
-            error_of = inner.get("error_of")
-
-            # the call returned (this thread is free: its next save is one of its own); the save is
-            # pending until its write completes (add_done_callback runs `done` here if it already did)
-            owner = _handed_off()
-
-            def done(f, common=common, blocking_s=blocking_s, error_of=error_of, owner=owner):
-                t_done = time.monotonic_ns()  # the save ended here: the look at its files below is ckprof's
-                _async_done(owner)
-                err = None
-                try:
-                    err = f.exception() or (error_of() if error_of else None)
-                except BaseException as e:  # cancelled
-                    err = e
-                nbytes, files = measured()
-                _emit(
-                    "checkpoint_end",
-                    t_ns=t_done,
-                    ok=err is None,
-                    bytes=nbytes,
-                    files=files,
-                    blocking_s=blocking_s,
-                    error=None if err is None else f"{type(err).__name__}: {err}",
-                    **_upload_fields(path, remote_file),
-                    **common,
-                )
-                _remember(cid, path, is_dir, files)
-
-            upload.add_done_callback(done)
+            end_when_written(upload, blocking_s)
             return result
         _leave(top=True)
         t_ret = time.monotonic_ns()  # the save's return
