@@ -40,8 +40,8 @@ WANT = {
         ("failed", "synth:fail"),
         ("energy_range", "synth:fail"),
     ],
-    "file_saves": [("energy_not_measured", None), ("temperature_not_measured", None)],
-    "inferred": [("windows_inferred", None), ("temperature_not_measured", None)],
+    "file_saves": [("energy_not_measured", None), ("temperature_not_measured", None), ("blocking_unknown", None)],
+    "inferred": [("windows_inferred", None), ("temperature_not_measured", None), ("blocking_unknown", None)],
     "markers": [("workload_seconds", None), ("not_a_storage_read", "synth:4")],
     "ranks_throttle": [],
 }
