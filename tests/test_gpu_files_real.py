@@ -100,3 +100,14 @@ def test_what_no_call_timed_is_unknown_not_the_window(name):
         for c, step in zip(saves, sorted(calls)):
             call_s = (calls[step]["return_ns"] - calls[step]["start_ns"]) / 1e9
             assert abs(c["duration_s"] - call_s) > 0.05, step
+
+
+def test_compare_says_why_the_blocking_figures_are_missing():
+    """`ckprof compare` of the two: the blocking figures are null with the reason, never a number."""
+    from ckprof.report.compare import compare
+
+    reports = [load(name)[1] for name in ("h200-files-sync", "h200-files-async")]
+    rows = {m.metric: m for m in compare(reports).metrics}
+    for metric in ("mean checkpoint time", "time blocked by checkpoints"):
+        assert rows[metric].values == [None, None]
+        assert rows[metric].why == ["a save no call timed (found from its files or device bursts)"] * 2

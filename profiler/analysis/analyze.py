@@ -357,11 +357,10 @@ def analyze(
     from .throttle import throttling
 
     thr, plot_tb = throttling(tl, ctx, rows.rows)
-    ckpt_s, ckpt_source = run.mean_checkpoint_s, "measured (mean blocking time of the saves)"
+    ckpt_s, ckpt_source = run.mean_checkpoint_s, scale.CKPT_MEASURED
     if ckpt_s is None and run.blocked_s is None:  # a save no call timed: its window bounds its stall
-        saves = [r.duration_s for r in rows.rows if r.kind == "save" and r.ok is not False]
-        ckpt_s = _mean(saves)
-        ckpt_source = "an upper bound: the saves' mean window (no call timed them: whether training waited is unknown)"
+        ckpt_s = _mean(r.duration_s for r in rows.rows if r.kind == "save" and r.ok is not False)
+        ckpt_source = scale.CKPT_UPPER_BOUND
     at_scale = scale.at_scale(ckpt_s or 0, mtbf_s, gpus, run.mean_restart_s, ckpt_source)
     if (mtbf_s or gpus) and not at_scale:
         notes.append(F.no_checkpoint_time())

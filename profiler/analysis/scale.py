@@ -48,12 +48,18 @@ def waste_fraction(interval_s: float, ckpt_s: float, mtbf_s: float, restart_s: f
     return min(1.0, ckpt_s / interval_s + (interval_s / 2 + restart_s) / mtbf_s)
 
 
+# where checkpoint_s comes from: the saves' mean blocking time, or where a save no call timed left
+# that unknown (checkpoints.untimed), their mean window, which bounds the stall from above
+CKPT_MEASURED = "measured (mean blocking time of the saves)"
+CKPT_UPPER_BOUND = "an upper bound: the saves' mean window (no call timed them: whether training waited is unknown)"
+
+
 def at_scale(
     ckpt_s: float,
     mtbf_s: float | None = None,
     gpus: int | None = None,
     restart_s: float | None = None,
-    ckpt_source: str = "measured (mean blocking time of the saves)",
+    ckpt_source: str = CKPT_MEASURED,
 ) -> dict:
     """The report's `scale` section; empty fields when no MTBF was given or derivable."""
     source = None

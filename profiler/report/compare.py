@@ -18,7 +18,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ckprof.analysis.checkpoints import untimed
 from ckprof.analysis.model import Checkpoint, Report
 from ckprof.analysis.model_base import jsonable
 from ckprof.analysis.phases import NO_STEPS
@@ -52,8 +51,9 @@ def _or_na(v, why: str):
 
 
 def _why_no_blocking(r) -> str:
-    """Why a report's blocking figures are unknown: a save no call timed (findings.blocking_unknown), or none finished."""
-    if any(untimed(c) for c in _saves(r)):
+    """Why a report's blocking figures are unknown: a save no call timed left the run's blocked time
+    unknown (findings.blocking_unknown), or none finished."""
+    if r.run.blocked_s is None:
         return "a save no call timed (found from its files or device bursts)"
     return "no save finished"
 
