@@ -42,7 +42,9 @@ for path in sys.argv[1:]:
         a = (calls[step]["start_ns"] - origin) / 1e9
         b = (done[step]["done_ns"] - origin) / 1e9 if step in done else None
         # the checkpoint whose window overlaps the save most (a save that never completed: from its call)
-        best = max(saves, key=lambda c: min(c["app_end_s"], b or c["app_end_s"]) - max(c["start_s"], a), default=None)
+        # (a window that never ended, app_end_s null, is taken to the recording's end)
+        end_of = {c["id"]: c["app_end_s"] if c["app_end_s"] is not None else float("inf") for c in saves}
+        best = max(saves, key=lambda c: min(end_of[c["id"]], b or end_of[c["id"]]) - max(c["start_s"], a), default=None)
         if best is None:
             print(f"  step {step}: no checkpoint: FAIL")
             bad += 1
@@ -55,7 +57,7 @@ for path in sys.argv[1:]:
                 f"durable {best['durable']}, error {best['error']!r}: {'PASS' if good else 'FAIL'}"
             )
             continue
-        cover = max(0.0, min(best["app_end_s"], b) - max(best["start_s"], a)) / max(b - a, 1e-9)
+        cover = max(0.0, min(end_of[best["id"]], b) - max(best["start_s"], a)) / max(b - a, 1e-9)
         want = done[step]["bytes"]
         got = best["bytes_app"]
         bytes_ok = got is not None and abs(got - want) <= 0.01 * want
@@ -68,7 +70,7 @@ for path in sys.argv[1:]:
                 lo = (sorted(e for e in step_ends if e < done[step]["done_ns"])[-2:][0] - origin) / 1e9
             # Its start is the first file's birth time (statx); its end, the last event's read stamp:
             # late by up to MERGE_S (the reader lets the kernel merge events that long) and a wake-up.
-            window_ok = best["start_s"] >= a - 0.005 and lo - 0.005 <= best["app_end_s"] <= b + MERGE_S + 0.01
+            window_ok = best["start_s"] >= a - 0.005 and lo - 0.005 <= end_of[best["id"]] <= b + MERGE_S + 0.01
         else:
             window_ok = cover >= 0.95
         good = window_ok and bytes_ok and dur_ok
