@@ -394,7 +394,9 @@ def main() -> None:
                             f"kernel events ({fa.get('events_in_c', 0)} taken in C), {fa.get('events_in_tree')} the "
                             f"tree's, {fa.get('files')} file bursts; reader {fa.get('reader')!r}; file tracker "
                             f"thread {tracker[on][-1]:.3f} % over the command ({ft.get('files')} files looked at, "
-                            f"{ft.get('looks_spared', 'no')} turns spared, "
+                            f"{ft.get('looks_spared', 'no')} turns spared, {ft.get('written_not_watched')} "
+                            f"written files not watched, {ft.get('activity_look_cpu_s', '?')} s of CPU in the looks "
+                            f"at them (filetracker.ACTIVITY_CPU_SHARE, after its first burst), "
                             f"look {ft.get('look', 'python')!r}); load average {os.getloadavg()[0]:.1f}{extra}"
                         )
                     else:

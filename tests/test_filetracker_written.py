@@ -1,5 +1,5 @@
 """The file tracker watches the files the recorded tree was seen writing (`file_activity` events,
-whoever wrote them: a save no call named), at a bounded rate, each once; the analysis's durability
+whoever wrote them: a save no call named), within a share of a core, each once; the analysis's durability
 says unknown, with the reason, for a file of a save it never looked at."""
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ def _watched(t) -> list[str]:
     return settled + [f.path for f in t._pending if f.cid == FILE_ACTIVITY_ID]
 
 
-def test_written_files_are_watched_at_a_bounded_rate_each_once(tracker, tmp_path, monkeypatch):
-    monkeypatch.setattr(filetracker, "WRITTEN_PER_S", 10)
-    tracker._adds = 1.0  # one first look per tick at 0.1 s: 10 a second
+def test_written_files_are_watched_within_a_cpu_share_each_once(tracker, tmp_path, monkeypatch):
+    monkeypatch.setattr(filetracker, "FIRST_LOOK_CHUNK", 1)
+    monkeypatch.setattr(filetracker, "ACTIVITY_CPU_SHARE", 0.0)  # the bucket is not filled again
+    tracker._activity_cpu_s = 1e-9  # room for one first look: its CPU overdraws the bucket
     paths = []
     for i in range(5):
         p = tmp_path / f"f{i}.bin"
@@ -35,10 +36,28 @@ def test_written_files_are_watched_at_a_bounded_rate_each_once(tracker, tmp_path
     _activity(tracker, [tmp_path / "d"], dir=True)  # a folder, a deletion: nothing to watch
     _activity(tracker, [tmp_path / "gone.bin"], ops=["delete"])
     tracker.tick()
-    assert tracker.files_seen == 1  # the rest wait their turn
+    assert tracker.files_seen == 1  # the rest wait for the share
+    assert tracker._activity_cpu_s < 0 and tracker.activity_look_cpu_s > 0
+    tracker.tick()
+    assert tracker.files_seen == 1
     tracker.tick(every_file=True)  # the recording's end: all of them
     assert tracker.files_seen == 5
     assert sorted(_watched(tracker)) == sorted(map(str, paths))
+
+
+def test_the_first_looks_bucket_fills_at_the_share_up_to_the_burst(tracker, tmp_path, monkeypatch):
+    monkeypatch.setattr(filetracker, "ACTIVITY_CPU_SHARE", 0.01)
+    paths = [tmp_path / f"f{i}.bin" for i in range(3)]
+    for p in paths:
+        p.write_bytes(b"x")
+    tracker._activity_cpu_s = -0.5  # overdrawn by a flood
+    _activity(tracker, paths)
+    tracker.tick()
+    assert tracker.files_seen == 0  # 0.1 s at 1 % of a core does not pay back 0.5 s
+    tracker._activity_at -= 1000.0  # 1,000 s later: 10 s of CPU earned, kept only up to the burst
+    tracker.tick()
+    assert tracker.files_seen == 3
+    assert tracker._activity_cpu_s <= filetracker.ACTIVITY_CPU_BURST_S
 
 
 def test_written_files_beyond_the_bound_are_counted_not_watched(tracker, tmp_path, monkeypatch):
@@ -68,3 +87,25 @@ def test_a_saves_file_the_tracker_never_looked_at_makes_its_durability_unknown(t
     (c,) = [c for c in rep["checkpoints"] if c["kind"] == "save"]
     assert c["durable"] is None, c["durable_basis"]
     assert "/ck/step_1/b.bin could not be watched: the file tracker did not look at it" in c["durable_basis"][0]
+
+
+def test_a_spent_share_holds_back_the_turns_of_activity_files_only(tracker, tmp_path, monkeypatch):
+    from ckprof.record import pagecache
+
+    listed, seen = tmp_path / "listed.bin", tmp_path / "seen.bin"
+    for p, cid in ((listed, "ck1"), (seen, FILE_ACTIVITY_ID)):  # a save's listed file; one only the activity saw
+        p.write_bytes(b"x" * 4096)
+        got = pagecache.look(str(p))
+        tracker._pending.append(filetracker._File(str(p), cid, 4096, got.identity, 0, 4096, 0, 4096))
+    looked: list[str] = []
+    look_many = tracker._look_many
+    monkeypatch.setattr(tracker, "_look_many", lambda paths: (looked.extend(paths), look_many(paths))[1])
+    monkeypatch.setattr(tracker, "_unchanged", lambda f: False)  # each turn is a look
+    monkeypatch.setattr(filetracker, "ACTIVITY_CPU_SHARE", 0.0)
+    tracker._activity_cpu_s = -1.0  # spent
+    tracker.tick()
+    assert looked == [str(listed)]
+    tracker._activity_cpu_s = 1.0
+    tracker.tick()
+    assert str(seen) in looked
+    assert tracker.activity_look_cpu_s > 0  # its look was drawn from the share

@@ -31,10 +31,12 @@ Bounds, whatever the checkpoint: at most one descriptor open at any moment (duri
 (a look is 10-12 µs of CPU here in Python, ~6 µs in C, pagecache.look; 1,500 files waiting cost
 the thread 1.6 % of a core with the Python look, measured on a loaded 2-core VM). Waiting files are looked at in turn, so each is looked at least every
 max(period_s, waiting files / LOOKS_PER_S) seconds: 0.1 s for up to 100 waiting files at the
-default period, 1.5 s for a 1,500-file checkpoint; on FUSE and network file systems, where each
+default period, 1.5 s for a 1,500-file checkpoint; the files only the file activity named (no call
+listed them) within ACTIVITY_CPU_SHARE of a core besides, first looks and turns (in a flood of new
+small files their looks wait, and their durable time is coarser); on FUSE and network file systems, where each
 open(2) is a request to a daemon or a server, at most once a second (SERVED_LOOK_S). A file's
 durable time is the look that saw it clean, at most that long after its last page reached the
-device. A turn needs no look (no open, no cachestat) where nothing could have made the file
+device (a file only the file activity named, while its share lasts). A turn needs no look (no open, no cachestat) where nothing could have made the file
 durable since its last look: its block device completed no write since just before that look
 (record/devwrites.py: writeback of a page ends with a write completing on its device) and that look
 saw no page under writeback — no system call for the file at all; meta.json's
@@ -89,13 +91,22 @@ from .filewatch import FileWatch
 # hands in-process (record/fileactivity.py, fanreader.c fr_set_list).
 WATCHED_OPS = frozenset({"create", "modify", "close_write", "rename"})
 UNWATCHED_OPS = frozenset({"delete"})
-# Files the file activity named are first looked at no faster than this, in the order written:
-# each costs the thread ~65 µs (its line parsed — now its path handed in-process, written_sink —, a
-# look, statfs(2), a file event written; measured on the loaded 2-core VM: 0.65 s for 9,824 files), so ≤ 2 % of a core however many small files a
-# command writes; a save of 1,500 files is watched within 5 s. At most WRITTEN_MAX wait for their
-# first look; files beyond are not watched (counted in `written_not_watched`, and their save's
-# durability is unknown, with that reason).
-WRITTEN_PER_S = 300
+# The files the file activity named (no call listed them) are looked at within a share of a core,
+# not at a fixed rate (issue 21, cost: 2 % of a core for the whole recorder at 10,000 file events a
+# second). In a flood of new small files a first look cost this thread ~20-50 µs here (the path
+# handed in-process, a look, a file event written or a waiting file kept) and each waiting file's
+# turn ~15 µs whenever its device wrote: the 300 first looks a second allowed before, and their
+# turns (LOOKS_PER_S), were 1.2-2 % of a core. The CPU those looks take (time.thread_time, this
+# thread) is drawn from one bucket, filled at ACTIVITY_CPU_SHARE of a core and holding at most
+# ACTIVITY_CPU_BURST_S: a save's files, up to a few thousand here, are looked at as soon as they
+# are written and at each turn after; in a flood, first looks (in the order written) and turns wait
+# while the bucket is empty. A file looked at later has a coarser durable time, never an earlier
+# one (`file_durable` is the look that saw it clean). At most WRITTEN_MAX wait for their first look;
+# files beyond are not watched (counted in `written_not_watched`, and their save's durability is
+# unknown, with that reason). The files a save's call listed (checkpoint_end) are not drawn.
+ACTIVITY_CPU_SHARE = 0.003
+ACTIVITY_CPU_BURST_S = 0.1
+FIRST_LOOK_CHUNK = 64  # first looks made between two draws on the bucket (one look_many call)
 WRITTEN_MAX = 20_000
 
 
@@ -192,7 +203,9 @@ class FileTracker:
         self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
         self._written: deque[str] = deque()  # files the file activity named, waiting for their first look
         self._written_set: set[str] = set()
-        self._adds, self._adds_at = max(1.0, WRITTEN_PER_S * period_s), time.monotonic()
+        # the CPU bucket of the looks at files the file activity named (core-seconds, ACTIVITY_CPU_SHARE)
+        self._activity_cpu_s, self._activity_at = ACTIVITY_CPU_BURST_S, time.monotonic()
+        self.activity_look_cpu_s = 0.0  # what those looks took (meta.json)
         self.written_not_watched = 0
         # where the written files are learnt: the file_activity lines of events.jsonl, or handed
         # in-process by the source (written_sink): path lists, drained at each tick
@@ -314,6 +327,7 @@ class FileTracker:
         # at this tick or before, as when the lines were parsed in order (at a tick, queueing a
         # written file and adding a save's files commute: first looks at written files come after)
         self._drain_handed()
+        self._fill_activity_bucket()
         for ev in events:
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 if url_scheme(ev["path"]) is None:  # an object (s3://...): no local file to look for
@@ -332,6 +346,7 @@ class FileTracker:
         budget = turns if every_file else min(turns, self._budget())
         now = self.clock.now_ns()
         due: list[_File] = []
+        shared = not every_file and self._activity_cpu_s <= 0  # the file activity's share is spent
         for _ in range(turns):
             if budget <= 0:
                 break
@@ -340,6 +355,9 @@ class FileTracker:
                 self._pending.append(f)  # its turn, not its time: no look
                 continue
             budget -= 1
+            if shared and f.cid == FILE_ACTIVITY_ID:
+                self._pending.append(f)  # its turn waits for the share (ACTIVITY_CPU_SHARE): no look
+                continue
             self._looks -= 1
             if not every_file and self._unchanged(f):
                 self.looks_spared += 1
@@ -347,11 +365,15 @@ class FileTracker:
                 continue
             due.append(f)
         if due:  # the turns that need a look: in one call (pagecache.look_many)
+            cpu0 = time.thread_time()
             for dev in {f.identity.dev for f in due}:
                 self._dev_writes.count(dev)  # before the looks (_looked)
             for f, (t_ns, got) in zip(due, self._look_many([f.path for f in due])):
                 if not self._judge(f, t_ns, got):
                     (self._gone if f.gone_ns is not None else self._pending).append(f)
+            activity = sum(f.cid == FILE_ACTIVITY_ID for f in due)
+            if activity:  # their part of the looks' CPU
+                self._draw_activity((time.thread_time() - cpu0) * activity / len(due))
 
     def _queue_written(self, entries) -> None:
         """A `file_activity` line's entries, parsed from the tail (no source hands them in-process)."""
@@ -359,7 +381,7 @@ class FileTracker:
 
     def _queue_paths(self, paths: list[str]) -> None:
         """The files a burst of the recorded tree wrote (record/fileactivity.py: whoever wrote them,
-        forked writers and native threads included) wait for their first look (WRITTEN_PER_S), under
+        forked writers and native threads included) wait for their first look (ACTIVITY_CPU_SHARE), under
         FILE_ACTIVITY_ID: the analysis gives each to the file-level save holding it. A batch is
         taken whole (a path twice in it, or already waiting, is one file; those beyond WRITTEN_MAX
         are counted): at 3,300 new files a second, a path at a time was a third of this thread."""
@@ -372,20 +394,29 @@ class FileTracker:
         self._written.extend(fresh)
         waiting.update(fresh)
 
-    def _add_written(self, every_file: bool) -> None:
-        """First looks at the files waiting in _written, as many as the rate allows (all at the end);
-        a file already waiting (a checkpoint_end named it) is not added twice."""
+    def _fill_activity_bucket(self) -> None:
         now = time.monotonic()
-        self._adds = min(max(1.0, WRITTEN_PER_S * self.period_s), self._adds + (now - self._adds_at) * WRITTEN_PER_S)
-        self._adds_at = now
-        first: list[str] = []
-        while self._written and (every_file or self._adds >= 1):
-            path = self._written.popleft()
-            self._written_set.discard(path)
-            self._adds -= 1
-            if path not in self._watched_paths:
-                first.append(path)
-        self._first_looks(first, FILE_ACTIVITY_ID, gone_said=False)  # gone again: a temporary name renamed
+        filled = self._activity_cpu_s + (now - self._activity_at) * ACTIVITY_CPU_SHARE
+        self._activity_cpu_s, self._activity_at = min(ACTIVITY_CPU_BURST_S, filled), now
+
+    def _draw_activity(self, cpu_s: float) -> None:
+        self._activity_cpu_s -= cpu_s
+        self.activity_look_cpu_s += cpu_s
+
+    def _add_written(self, every_file: bool) -> None:
+        """First looks at the files waiting in _written, in the order written, while the bucket
+        holds some CPU (ACTIVITY_CPU_SHARE; all at the end); a file already waiting (a
+        checkpoint_end named it) is not added twice."""
+        while self._written and (every_file or self._activity_cpu_s > 0):
+            cpu0 = time.thread_time()
+            first: list[str] = []
+            while self._written and len(first) < FIRST_LOOK_CHUNK:
+                path = self._written.popleft()
+                self._written_set.discard(path)
+                if path not in self._watched_paths:
+                    first.append(path)
+            self._first_looks(first, FILE_ACTIVITY_ID, gone_said=False)  # gone again: a temporary name renamed
+            self._draw_activity(time.thread_time() - cpu0)
 
     def _renamed(self, old: str, new: str, cid: str) -> None:
         """Follow waiting files to their new name; a file not waiting (or not seen yet) is added."""

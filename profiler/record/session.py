@@ -220,6 +220,7 @@ def close_session(s: Session, **meta_updates) -> dict:
             "files": s.recorder.files.files_seen,
             "written_not_watched": s.recorder.files.written_not_watched,
             "cpu_s": round(s.recorder.files.cpu_s, 4),
+            "activity_look_cpu_s": round(s.recorder.files.activity_look_cpu_s, 4),
             "looks_spared": s.recorder.files.looks_spared,
             "idle_wake": s.recorder.files.idle_wake,
             "look": s.recorder.files.look,
