@@ -111,10 +111,15 @@ def _check_one_per_save(rec, rep, saves):
         print(r["id"], r["path"], r["start_s"], r["app_end_s"], r["bytes_app"])
     assert rep["run"]["windows_from"] == "files", rep["notes"]
     assert len(rows) == len(saves), [r["path"] for r in rows]
+    # a window starts at its first file's birth time, the file system's coarse-clock stamp: up to a
+    # tick before the creation (fanotify.birth_time_tick_ns), and the tick itself may come late
+    tick_ns = rec.meta["file_activity"]["birth_time_tick_ns"]
+    assert tick_ns and tick_ns > 0
     for row, save in zip(rows, saves):
         cover = _cover(row, save, anchor)
         print(f"{row['path']}: {cover:.1%} of {(save['end_ns'] - save['start_ns']) / 1e6:.0f} ms")
         assert cover >= MIN_COVER, (row, save)
+        assert anchor + row["start_s"] * 1e9 >= save["start_ns"] - 2 * tick_ns, (row, save)
     return rows
 
 

@@ -28,7 +28,9 @@ native threads). The rule (docs/analysis.md, "Saves from file activity"):
 
 The window runs from the first file (or directory) creation or first write to the last write,
 close or rename of its files, as the kernel reported them (each stamped when ckprof read it:
-within the reader's wake-up at the start, up to its merge pause, 10 ms, late at the end). Its bytes
+within the reader's wake-up at the start, up to its merge pause, 20 ms, late at the end; a creation
+at the file's birth time, the file system's coarse-clock stamp: up to a tick early, meta.json
+`file_activity.birth_time_tick_ns`). Its bytes
 are the files' sizes after the save, each file once; a file several processes wrote counts to none
 of them alone (`bytes_shared`).
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import time
 
 # <linux/fanotify.h>
 FAN_CLASS_NOTIF = 0x0
@@ -68,6 +69,21 @@ _INFO = struct.Struct("=BBH")  # struct fanotify_event_info_header
 _HANDLE = struct.Struct("=Ii")  # struct file_handle: handle_bytes, handle_type
 # struct statx: stx_mask at 0, stx_size at 40, stx_btime (tv_sec, tv_nsec) at 80
 _STATX = struct.Struct("=I36xQ32xqI")
+
+
+CLOCK_REALTIME_COARSE = 5  # <linux/time.h>
+
+
+def birth_time_tick_ns() -> int | None:
+    """How coarse a file's birth time is, in ns. File systems stamp an inode from the kernel's coarse
+    clock (current_time(): ktime_get_coarse_real_ts64, advanced once a tick; since Linux 6.13 a
+    multigrain floor only raises it), so stx_btime is a tick at or before the creation: up to one
+    tick early (clock_getres(2) of CLOCK_REALTIME_COARSE: 4 ms at HZ=250), a little more where the
+    tick itself comes late (a virtual machine's). None where the clock cannot be asked."""
+    try:
+        return round(time.clock_getres(CLOCK_REALTIME_COARSE) * 1e9)
+    except (OSError, AttributeError, ValueError):
+        return None
 
 
 class Unavailable(Exception):

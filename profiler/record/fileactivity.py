@@ -242,6 +242,7 @@ class FileActivity:
             ev["reader"] = self.reader
             ev["process_tree"] = self.tree.basis
             ev["paired_renames"] = self.group.paired_renames
+            ev["birth_time_tick_ns"] = F.birth_time_tick_ns()
             ev["marks"] = self._marks()
             self._thread = threading.Thread(target=self._run, name="ckprof-fileactivity", daemon=True)
             self._thread.start()
@@ -302,6 +303,7 @@ class FileActivity:
                 queue_overflows=self.overflows,
                 marks=self._marks(),
                 cpu_s=round(self.cpu_s, 4),
+                birth_time_tick_ns=F.birth_time_tick_ns(),
             )
             if self._c_counts is not None:
                 meta["events_in_c"] = self._c_counts["events_in_c"]  # taken whole by the C reader
@@ -818,7 +820,8 @@ class FileActivity:
             size = None if b.is_dir else look[0]
             if look[1] is not None and b.mask & F.FAN_CREATE:
                 # created in this burst: its birth time, on CLOCK_MONOTONIC, is when the save began
-                # with it (the read stamp is later by the reader's latency); a coarse clock floors it
+                # with it (the read stamp is later by the reader's latency); the file system's coarse
+                # clock floors it, up to a tick early (fanotify.birth_time_tick_ns, in meta.json)
                 born_ns = look[1] - self._realtime_offset_ns()
                 if born_ns < start_ns and start_ns - born_ns < MAX_BIRTH_LEAD_S * 1e9:
                     start_ns, btime = born_ns, True
