@@ -16,11 +16,20 @@ for m in ("async", "async-staged"):
     except OSError as e:
         print(f"{m}: no report or truth ({e})")
         continue
-    want = [f.get("state_cuda_bytes") for f in truth if f["ev"] == "save_call"]
+    calls = [f for f in truth if f["ev"] == "save_call"]
+    done = {f["step"] for f in truth if f["ev"] == "save_done"}
     saves = [c for c in rep["checkpoints"] if c["kind"] == "save"]
-    for i, (w, c) in enumerate(zip(want, saves)):
+    for i, (call, c) in enumerate(zip(calls, saves)):
+        w = call.get("state_cuda_bytes")
         p = next((p for p in c.get("phases", []) if p["name"] == "staging"), {})
         d = p.get("d2h_bytes")
+        if call["step"] not in done:  # the save failed in the program: ckprof must state no staging figure
+            good = c["ok"] is not True and d is None
+            print(
+                f"{m} save {i + 1}: failed in the program (no save_done); ckprof ok {c['ok']}, error "
+                f"{c.get('error')!r}, d2h_bytes {d}: {'PASS' if good else 'FAIL'} (no figure for a failed save)"
+            )
+            continue
         ok = d is not None and w and abs(d - w) <= 0.05 * w
         print(
             f"{m} save {i + 1}: d2h_bytes {d} B vs state {w} B: {'PASS' if ok else 'FAIL'} (±5 %); "
