@@ -2,6 +2,9 @@
 # The checks ckprof runs on a machine with a real NVIDIA GPU (when one is lent; CI has none).
 # Usage, from the repository root (CKPROF_DEVICE_TESTS=0 skips step 1), with pyudev/bokeh/tornado/xyzservices wheels in .whl/ when the
 # machine has no package index:  OUT=/some/dir bash benchmarks/gpu/device_checks.sh
+# (and jsonschema's, for the one test that validates the report's schema: `pip download jsonschema
+# --python-version 3.12 --only-binary=:all: --platform manylinux2014_x86_64 -d .whl`, the lent image's
+# Python, less typing_extensions, which torch's image already has)
 #  1. the real-NVML tests (tests/test_gpu.py::test_real_nvml, tests/test_gpu_idle_real.py);
 #  2. examples/train_async_checkpoint.py on the GPU under `ckprof record`, in its three modes (dcp.save,
 #     dcp.async_save, async_save with DCP's pinned-memory DefaultStager), each with the program's own
