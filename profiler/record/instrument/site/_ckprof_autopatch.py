@@ -435,9 +435,6 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
         at_start = _at_start(path) if kind == "load" else {}
         _emit("checkpoint_start", t_ns=t_call, step=step, **at_start, **common)
         is_async = api.endswith("async_save")
-        # the CUDA bytes it will copy to host, walked before the call's own time starts (ckprof's, not its)
-        d2h = _d2h_of(args[0] if args else kwargs.get("state_dict")) if is_async else None
-        t0 = time.monotonic_ns()
         t0_wall = time.time_ns() - 2_000_000_000  # file mtimes are coarse (a jiffy): allow slack
 
         # a load from s3://: the bytes s3torchconnector's GET streams return for it from here on
@@ -502,14 +499,19 @@ def _wrap(fn, api, kind, path_of, is_dir=False, step_of=None, needs_path=False):
                 # an earlier write's kept error: the write still runs, and it is this call's. The
                 # window stays open (its torch.save nested in it, not a save of its own) until the
                 # write completes, and ends failed with the error the call raised.
-                end_when_written(handed, (time.monotonic_ns() - t0) / 1e9, raised=e)
+                end_when_written(handed, (time.monotonic_ns() - t_call) / 1e9, raised=e)
                 raise
             _leave(top=True)
             _emit("checkpoint_end", ok=False, error=f"{type(e).__name__}: {e}", **common)
             raise
         t_ret = time.monotonic_ns()
         _on_thread.save = None
-        blocking_s = (t_ret - t0) / 1e9
+        # the call held the training from the window's start to its return, as a synchronous save's
+        # window does (ckprof's bookkeeping at the start, ~0.1 ms, inside both): start + blocking_s is
+        # the return, where the staging and persist phases are placed against it
+        blocking_s = (t_ret - t_call) / 1e9
+        # the CUDA bytes it copies to host, walked after the return: ckprof's time, not the call's
+        d2h = _d2h_of(args[0] if args else kwargs.get("state_dict")) if is_async else None
         # DCP's async_save returns a Future, or with an AsyncStager such as DefaultStager an
         # AsyncSaveResponse holding two: staging_completion (the state copied to host memory, in the
         # background) and upload_completion (the write). The save ends with the upload. A plugin
