@@ -267,7 +267,9 @@ def run_figures(inp: Input, windows: Windows, ctx: Context, rows: list[Checkpoin
     # smaller: the note blocking_unknown says which and why
     unknown = any(C.untimed(r) for r in saves)
     blocked = (
-        None if unknown else union_s([(r.start_s, r.start_s + r.blocking_s) for r in saves if r.blocking_s is not None])
+        None
+        if unknown
+        else union_s([(r.start_s, end) for r in saves if (end := C.returned_s(r.start_s, r.blocking_s)) is not None])
     )
     share = None if blocked is None else (blocked / wall_s if wall_s > 0 else None)
     idle_w, sources = ctx.idle_w, ctx.sources

@@ -390,6 +390,12 @@ def blocking_s_of(w: Window, duration: float | None) -> float | None:
     return None if w.source in UNTIMED_SOURCES else duration
 
 
+def returned_s(start_s: float, blocking_s: float | None) -> float | None:
+    """When the timed call returned: the window's start + its blocking_s (the patch times an async
+    save's call from the window's start to its return, _ckprof_autopatch); None when no call timed it."""
+    return None if blocking_s is None else start_s + blocking_s
+
+
 def untimed(r) -> bool:
     """A save or load whose blocking time is unknown because no call timed it (a Checkpoint row; not
     one that never returned, whose own note says so)."""

@@ -31,7 +31,7 @@ from ckprof.units import GIB
 
 from . import job_notes, job_throughput
 from .analyze import Analysis, analyze, merged_spans
-from .checkpoints import device_stats, returned_last, unknown_entry, window_device_unknown
+from .checkpoints import device_stats, returned_last, returned_s, unknown_entry, window_device_unknown
 from .job_model import HostPart, LastRank, NodeFigures, NodeSlowDevice
 from .job_network import node_network
 from .model import Checkpoint, DeviceFigures, Part
@@ -74,7 +74,7 @@ def windows_of(rows: list[Checkpoint]) -> list[Window]:
             bytes_app=r.bytes_app,
             path=r.path,
             parts=_parts(r),
-            blocked_end_s=None if r.blocking_s is None else r.start_s + r.blocking_s,  # None: untimed, or never ended
+            blocked_end_s=returned_s(r.start_s, r.blocking_s),  # None: untimed, or never ended
         )
         for r in rows
     ]

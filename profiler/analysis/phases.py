@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .checkpoints import returned_s
 from .gpu_idle import window_idle
 from .model import AsyncEffect, Checkpoint, Part, Phase, RunSteps, StepEffect
 from .model_base import ABSENT, DERIVED, MEASURED
@@ -67,6 +68,12 @@ class SaveSpan:
     # process's steps measured against its own rank's phases (one part per process only)
     by_process: tuple = ()
 
+    @property
+    def blocked_end_s(self) -> float:
+        """The end of its blocked phase: the call's return, else (no call timed) its window's end."""
+        r = returned_s(self.start_s, self.blocking_s)
+        return self.end_s if r is None else min(self.end_s, r)
+
 
 @dataclass(frozen=True)
 class Staging:
@@ -90,9 +97,9 @@ def _phase(name, a, b, nbytes, provenance, basis) -> Phase:
 
 def background_s(s: SaveSpan) -> tuple[float, float] | None:
     """The save's persist phase, or None for a save that blocked throughout."""
-    if s.blocking_s is None:
+    a = returned_s(s.start_s, s.blocking_s)
+    if a is None:
         return None
-    a = s.start_s + s.blocking_s
     if s.staged_s is not None:
         a = max(a, s.staged_s)
     return (a, s.end_s) if s.end_s - a > 1e-6 else None
@@ -115,7 +122,7 @@ def _staging(s: SaveSpan, st: Staging) -> Phase:
 
 
 def phases(s: SaveSpan) -> list[Phase]:
-    block_end = s.end_s if s.blocking_s is None else min(s.end_s, s.start_s + s.blocking_s)
+    block_end = s.blocked_end_s
     out = [_phase("blocked", s.start_s, block_end, None, MEASURED, "the call's start and return (the patch)")]
     if s.staged_s is not None:
         out.append(_staging(s, s.staging or Staging(s.staged_s)))
@@ -179,8 +186,7 @@ def step_times(saves: list[SaveSpan], step_ends_s: dict) -> tuple[np.ndarray, np
     in_any = np.zeros(len(steps), bool)
     for s in saves:
         for mine, own in _by_process(s, codes, procs):
-            block_end = own.end_s if own.blocking_s is None else own.start_s + own.blocking_s
-            stalled_s += np.where(mine, _overlap(steps, own.start_s, block_end), 0.0)
+            stalled_s += np.where(mine, _overlap(steps, own.start_s, own.blocked_end_s), 0.0)
             in_any |= mine & (_overlap(steps, own.start_s, own.end_s) > 0)
     return steps, length, length - stalled_s, in_any
 
