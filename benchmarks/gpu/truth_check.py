@@ -33,7 +33,7 @@ for path in sys.argv[1:]:
     # a file's birth time is the file system's coarse-clock stamp: a tick at or before the creation
     # (fanotify.birth_time_tick_ns; a recording from before it was kept: HZ=250's 4 ms, said). A
     # window from files may start up to two ticks before the save: a tick, and the tick itself late
-    # (5.25 ms was seen on the H200's virtual machine, HZ=250)
+    # or the CLOCK_REALTIME conversion's error (5.25 and 6.0 ms were seen on the H200's VM, HZ=250)
     tick_ns = fa.get("birth_time_tick_ns")
     tick_s = (tick_ns or 4_000_000) / 1e9
     print(

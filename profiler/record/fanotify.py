@@ -78,8 +78,9 @@ def birth_time_tick_ns() -> int | None:
     """How coarse a file's birth time is, in ns. File systems stamp an inode from the kernel's coarse
     clock (current_time(): ktime_get_coarse_real_ts64, advanced once a tick; since Linux 6.13 a
     multigrain floor only raises it), so stx_btime is a tick at or before the creation: up to one
-    tick early (clock_getres(2) of CLOCK_REALTIME_COARSE: 4 ms at HZ=250), a little more where the
-    tick itself comes late (a virtual machine's). None where the clock cannot be asked."""
+    tick early (clock_getres(2) of CLOCK_REALTIME_COARSE: 4 ms at HZ=250); up to 6.0 ms was seen on a
+    virtual machine (a tick come late, or the CLOCK_REALTIME → CLOCK_MONOTONIC conversion's error:
+    not told apart). None where the clock cannot be asked."""
     try:
         return round(time.clock_getres(CLOCK_REALTIME_COARSE) * 1e9)
     except (OSError, AttributeError, ValueError):
