@@ -55,7 +55,7 @@ times, no look made: parsing the `file_activity` lines back from events.jsonl (a
 nothing) and being handed the paths in-process (FileTracker.written_sink, under `ckprof record`).
 
     sudo python benchmarks/file_activity_cost.py [--seconds 20] [--rate 10000] [--rounds 2]
-        [--baseline-python OTHER/.venv/bin/python] [--replay 6000] [--reader-only]
+        [--baseline-python OTHER/.venv/bin/python] [--no-python-reader] [--replay 6000] [--reader-only]
         [--tracker-route 39600 [--batch 330]]
 """
 
@@ -177,7 +177,7 @@ for i in range(n):
 """
 
 
-def _discard(paths: list[str]) -> None:
+def _discard(batch) -> None:
     """A file tracker's sink that keeps nothing: the source's side of the hand-off only."""
 
 
@@ -210,13 +210,13 @@ def tracker_route(tmp: str, files: int, batch: int, rounds: int) -> None:
             ]  # fmt: skip
             line = {"t_ns": 10**15 + k, "event": "file_activity", "source": "fanotify", "files": entries}
             if sink is not None:  # as the source does: hand, then write the line
-                sink(filetracker.watched_paths(entries))
+                sink(filetracker.WrittenBatch.of(filetracker.watched_paths(entries)))
             writer.event_json(json.dumps(line, separators=(",", ":")).encode())
             c0 = time.thread_time()
             t.tick()
             cpu_s += time.thread_time() - c0
         t._events.close()
-        assert len(t._written) == files, (route, len(t._written))
+        assert t._written_n == files, (route, t._written_n)
         return cpu_s
 
     took: dict[str, list[float]] = {"events.jsonl": [], "in-process": []}
@@ -318,6 +318,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=10000.0, help="kernel file events per second offered")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--baseline-python", help="also record with the source on under this interpreter's ckprof")
+    ap.add_argument(
+        "--no-python-reader", action="store_true", help="leave out the runs with the Python reader forced (shorter)"
+    )
     ap.add_argument("--cases", nargs="+", default=["idle", "files", "writes"], choices=["idle", "files", "writes"])
     ap.add_argument("--replay", type=int, metavar="FILES", help="time the two readers on the same captured events")
     ap.add_argument("--reader-only", action="store_true", help="time the source alone in this process, each reader")
@@ -359,7 +362,9 @@ def main() -> None:
             # µs of CPU of the source and tracker threads per file burst: comparable across runs,
             # whatever rate the generator reached (it varies from run to run on this VM)
             per_file = {True: [], "python": [], "baseline": []}
-            runs = [(True, sys.executable), (False, sys.executable), ("python", sys.executable)]
+            runs = [(True, sys.executable), (False, sys.executable)]
+            if not a.no_python_reader:
+                runs.append(("python", sys.executable))
             if a.baseline_python:
                 runs.append(("baseline", a.baseline_python))
             for k in range(a.rounds):
@@ -415,12 +420,15 @@ def main() -> None:
                     f"   steady state (the middle 60 % of the command, every thread of the recorder): extra CPU "
                     f"{100 * (s_on - s_off):+.3f} % of a core (medians: on {100 * s_on:.3f} %, off {100 * s_off:.3f} %)"
                 )
-            c_m, py_m = statistics.median(thread[True]), statistics.median(thread["python"])
-            print(
-                f"   source thread: C reader median {c_m:.3f} % of a core at {statistics.median(files[True]):.0f} "
-                f"files/s; Python reader {py_m:.3f} % at {statistics.median(files['python']):.0f} files/s; "
-                f"Python ÷ C {py_m / c_m if c_m else float('nan'):.2f}×"
-            )
+            c_m = statistics.median(thread[True])
+            said = f"   source thread: C reader median {c_m:.3f} % of a core at {statistics.median(files[True]):.0f} files/s"
+            if thread["python"]:
+                py_m = statistics.median(thread["python"])
+                said += (
+                    f"; Python reader {py_m:.3f} % at {statistics.median(files['python']):.0f} files/s; "
+                    f"Python ÷ C {py_m / c_m if c_m else float('nan'):.2f}×"
+                )
+            print(said)
             if per_file[True]:
                 # per file, with the rate each was reached at: a tick's fixed cost is spread over more
                 # files at a higher rate, so these are not one figure to scale linearly
@@ -429,12 +437,17 @@ def main() -> None:
                     f"   per file (C reader): source + tracker threads' CPU a file burst: {each}. The budget, "
                     f"2 % of a core at 10,000 events/s (3,333 new files a second), is 6.0 µs a file for the whole recorder"
                 )
-            py_m = statistics.median(cpu["python"])
-            print(f"   process with the Python reader: extra CPU {100 * (py_m - off_m):+.3f} % of a core")
+            if cpu["python"]:
+                py_m = statistics.median(cpu["python"])
+                print(f"   process with the Python reader: extra CPU {100 * (py_m - off_m):+.3f} % of a core")
             if cpu["baseline"]:
                 base_m = statistics.median(cpu["baseline"])
+                base_steady = ""
+                if None not in steady["baseline"] + steady[False]:
+                    s_base = statistics.median(steady["baseline"]) - statistics.median(steady[False])
+                    base_steady = f" ({100 * s_base:+.3f} % in the steady state; this code's is above)"
                 print(
-                    f"   baseline ({a.baseline_python}): extra CPU {100 * (base_m - off_m):+.3f} % of a core, "
+                    f"   baseline ({a.baseline_python}): extra CPU {100 * (base_m - off_m):+.3f} % of a core{base_steady}, "
                     f"source thread median {statistics.median(thread['baseline']):.3f} %, file tracker thread "
                     f"median {statistics.median(tracker['baseline']):.3f} % (this code's: "
                     f"{statistics.median(tracker[True]):.3f} %)"

@@ -30,8 +30,7 @@ def _tick_s(t, path: str, ticks: int) -> float:
     """The median CPU of a tick that has one written file to look at first."""
     took = []
     for _ in range(ticks):
-        t._written.append(path)
-        t._written_set.add(path)
+        t._queue_batch(filetracker.WrittenBatch.of([path]))
         t._activity_cpu_s = 1.0  # the first look's CPU share: not what is measured
         c0 = time.thread_time()
         t.tick()

@@ -35,7 +35,7 @@ def _line(paths, ops=("create", "modify", "close_write")) -> bytes:
 
 def _hand_and_write(t, sink, paths) -> None:
     """What the source does with a batch: hand its watched paths, then write its line."""
-    sink([str(p) for p in paths])
+    sink(filetracker.WrittenBatch.of([str(p) for p in paths]))
     t.writer.event_json(_line(paths))
 
 
@@ -100,14 +100,14 @@ def test_a_files_activity_is_taken_no_later_than_a_checkpoint_end_written_after_
     monkeypatch.setattr(tracker._events, "new_events", racing_new_events)
     tracker.tick()
     assert order == [["checkpoint_end"]]
-    assert str(written) in tracker._written_set or tracker.files_seen == 2, "the batch was left for a later tick"
+    assert tracker._written_n == 1 or tracker.files_seen == 2, "the batch was left for a later tick"
 
 
 def test_with_a_source_thread_racing_every_checkpoint_end_comes_after_the_activity_before_it(tracker, monkeypatch):
     """A real source thread hands and writes batches while a save writes checkpoint_ends and the
     tracker ticks: each checkpoint_end is taken after every batch whose line precedes it."""
     log: list[str] = []
-    monkeypatch.setattr(tracker, "_queue_paths", lambda paths: log.extend(paths))
+    monkeypatch.setattr(tracker, "_queue_batch", lambda batch: log.extend(batch.paths()))
     monkeypatch.setattr(tracker, "_add", lambda ev, already=frozenset(): log.append(ev["path"]))
     monkeypatch.setattr(tracker, "_budget", lambda: 0)
     sink = tracker.written_sink()
@@ -150,11 +150,27 @@ def test_handed_paths_beyond_the_bound_are_counted_not_kept(tracker, tmp_path, m
     paths = [tmp_path / f"f{i}" for i in range(4)]
     for p in paths:
         p.write_bytes(b"x")
-    sink([str(p) for p in paths[:2]])
-    sink([str(p) for p in paths[2:]])  # 4 waiting would pass the bound: this batch is counted
+    sink(filetracker.WrittenBatch.of([str(p) for p in paths[:2]]))
+    sink(
+        filetracker.WrittenBatch.of([str(p) for p in paths[2:]])
+    )  # 4 waiting would pass the bound: this batch is counted
     assert tracker._handed_n == 2
     tracker.tick(every_file=True)
     assert tracker.files_seen == 2 and tracker.written_not_watched == 2
+
+
+def test_a_batch_past_the_bound_keeps_its_first_paths_in_order(tracker, tmp_path, monkeypatch):
+    """Batches wait undecoded (WrittenBatch); the one that crosses WRITTEN_MAX keeps the paths that
+    fit, in the order written, and counts the rest; every path keeps its bytes (PEP 383)."""
+    monkeypatch.setattr(filetracker, "WRITTEN_MAX", 3)
+    monkeypatch.setattr(tracker, "_first_looks", lambda paths, cid, gone_said: looked.extend(paths))
+    looked: list[str] = []
+    odd = str(tmp_path / "bad\udcff name\n.bin")
+    tracker._queue_batch(filetracker.WrittenBatch.of(["/a", odd]))
+    tracker._queue_batch(filetracker.WrittenBatch.of(["/b", "/c"]))
+    assert tracker._written_n == 3 and tracker.written_not_watched == 1
+    tracker._add_written(every_file=True)
+    assert looked == ["/a", odd, "/b"] and tracker._written_n == 0
 
 
 def test_the_c_readers_list_uses_the_trackers_rule():
@@ -219,9 +235,10 @@ def test_both_readers_hand_the_paths_their_lines_name(tmp_path):
     offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
     handed, lines, events_of = {}, {}, {}
     for reader in ("python", "c"):
-        batches: list[list[str]] = []
+        batches: list[filetracker.WrittenBatch] = []
         events, _fa, _cpu = fanreplay.replay(str(root), buffers, tree, reader, offset_ns, written_to=batches.append)
-        handed[reader] = batches
+        assert all(b.count == len(b.paths()) for b in batches), reader
+        handed[reader] = [b.paths() for b in batches]
         events_of[reader] = [e for e in events if e["event"] == "file_activity"]
         lines[reader] = [filetracker.watched_paths(e["files"]) for e in events if e["event"] == "file_activity"]
     # each batch handed is what its line names, by the tracker's rule, in order (no batch for a

@@ -231,11 +231,11 @@ class Reader:
         mask has a bit of `want_mask` and none of `skip_mask` (`finished`'s third item)."""
         self._lib.fr_set_list(self._s, want_mask, skip_mask)
 
-    def finished(self) -> tuple[bytes, int, list[str]] | None:
+    def finished(self) -> tuple[bytes, int, bytes] | None:
         """The entries finished since the last call, as the JSON of a list's items (the
         `file_activity` event's `files`), the latest end_ns among them, and the listed paths
-        (`list_paths`; in the entries' order, as their "path" parses: PEP 383 for invalid UTF-8);
-        None when none."""
+        (`list_paths`; in the entries' order, as their "path" holds them before JSON's escapes),
+        NUL-separated, undecoded (filetracker.WrittenBatch.of_blob); None when none."""
         lib, s = self._lib, self._s
         ptr = lib.fr_out(s, self._lenp, self._filesp, self._max_endp)
         if not self._files.value:
@@ -243,7 +243,7 @@ class Reader:
         blob = ctypes.string_at(ptr, self._len.value)
         listed = lib.fr_paths(s, self._lenp)
         n = self._len.value
-        paths = ctypes.string_at(listed, n - 1).decode("utf-8", "surrogateescape").split("\0") if n else []
+        paths = ctypes.string_at(listed, n - 1) if n else b""
         lib.fr_out_reset(s)
         return blob, self._max_end.value, paths
 

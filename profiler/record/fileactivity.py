@@ -75,7 +75,7 @@ from collections.abc import Callable
 
 from . import fanotify as F
 from . import fanreader
-from .filetracker import UNWATCHED_OPS, WATCHED_OPS, watched_paths
+from .filetracker import UNWATCHED_OPS, WATCHED_OPS, WrittenBatch, watched_paths
 from .proctree_events import ProcTree, describe
 
 MERGE_S = 0.02  # after a read, let the kernel merge this long before the next
@@ -182,10 +182,10 @@ class FileActivity:
         clock,
         paths: list[str],
         exclude: list[str] | None = None,
-        written_to: Callable[[list[str]], None] | None = None,
+        written_to: Callable[[WrittenBatch], None] | None = None,
     ):
         """`written_to`: the file tracker's sink (FileTracker.written_sink), called with each
-        batch's watched paths before the batch is written."""
+        batch's watched paths (a filetracker.WrittenBatch) before the batch is written."""
         self.writer, self.clock = writer, clock
         self.written_to = written_to
         self.roots = tuple(sorted({os.path.realpath(p) for p in paths}))
@@ -883,7 +883,7 @@ class FileActivity:
             if got is not None:
                 files_json, t_ns, paths = got
                 if paths and self.written_to is not None:
-                    self.written_to(paths)
+                    self.written_to(WrittenBatch.of_blob(paths))
                 line = b'{"t_ns":%d,"event":"file_activity","source":"fanotify","files":[%s]}' % (t_ns, files_json)
                 if hasattr(self.writer, "event_json"):
                     self.writer.event_json(line)
@@ -892,7 +892,7 @@ class FileActivity:
             return
         if self._out:
             if self.written_to is not None and (paths := watched_paths(self._out)):
-                self.written_to(paths)
+                self.written_to(WrittenBatch.of(paths))
             ev = {"t_ns": max(f["end_ns"] for f in self._out), "event": "file_activity", "source": "fanotify"}
             self.writer.event({**ev, "files": self._out})
             self._out = []

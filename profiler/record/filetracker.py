@@ -11,7 +11,8 @@ wrote, whoever wrote it, under the id `file_activity`) it looks (ckprof.record.p
 open, cachestat(2), close) until the file has no dirty and no writeback pages.
 
 Under `ckprof record` the file-activity source hands the paths of its bursts' written files
-in-process instead (written_sink: a list per batch, drained at each tick), and the tracker parses no
+in-process instead (written_sink: a WrittenBatch per batch, drained at each tick, its paths decoded
+as their first looks come), and the tracker parses no
 `file_activity` line — that parse was ~39 % of its busy time at 3,300 new files a second (issue 21,
 cost); meta.json's `file_tracker.written_from` says which. A batch is handed before its line is
 written, and the tracker takes what was handed after it reads the tail: a file's activity is taken
@@ -150,6 +151,35 @@ SERVED_KINDS = ("fuse", "network")
 SERVED_LOOK_S = 1.0
 
 
+class WrittenBatch:
+    """The paths of one `file_activity` batch that the tracker watches (watched_paths' rule), as the
+    source hands them: NUL-separated, UTF-8 (PEP 383 surrogates for bytes that are not), `count` of
+    them; decoded only when the tracker comes to their first looks. In a flood of new small files
+    most wait for the share or are never watched (WRITTEN_MAX): decoding and queueing each path at
+    the hand-off was ~0.3 µs a file in the source's thread and ~0.7 µs in the tracker's (issue 21,
+    cost)."""
+
+    __slots__ = ("blob", "count")
+
+    def __init__(self, blob: bytes, count: int):
+        self.blob, self.count = blob, count
+
+    @classmethod
+    def of(cls, paths: list[str]) -> WrittenBatch:
+        return cls("\0".join(paths).encode("utf-8", "surrogateescape"), len(paths))
+
+    @classmethod
+    def of_blob(cls, blob: bytes) -> WrittenBatch:
+        """From the C reader's list (fanreader.Reader.finished): no NUL after the last path."""
+        return cls(blob, blob.count(b"\0") + 1 if blob else 0)
+
+    def paths(self) -> list[str]:
+        return self.blob.decode("utf-8", "surrogateescape").split("\0") if self.count else []
+
+    def __repr__(self) -> str:
+        return f"WrittenBatch({self.paths()!r})"
+
+
 def watched_paths(entries) -> list[str]:
     """The paths of a `file_activity` event's entries that the tracker watches (WATCHED_OPS), in order."""
     out = []
@@ -201,8 +231,12 @@ class FileTracker:
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
         self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
-        self._written: deque[str] = deque()  # files the file activity named, waiting for their first look
-        self._written_set: set[str] = set()
+        # files the file activity named, waiting for their first look: whole batches, oldest first,
+        # the head one decoded (_written_head, from _written_at on); _written_n paths in all
+        self._written: deque[WrittenBatch] = deque()
+        self._written_head: list[str] = []
+        self._written_at = 0
+        self._written_n = 0
         # the CPU bucket of the looks at files the file activity named (core-seconds, ACTIVITY_CPU_SHARE)
         self._activity_cpu_s, self._activity_at = ACTIVITY_CPU_BURST_S, time.monotonic()
         self.activity_look_cpu_s = 0.0  # what those looks took (meta.json)
@@ -211,7 +245,7 @@ class FileTracker:
         # in-process by the source (written_sink): path lists, drained at each tick
         self._wanted, self._unwanted_head = _WANTED, b""
         self.written_from = WRITTEN_FROM_LINES
-        self._handed: list[list[str]] = []
+        self._handed: list[WrittenBatch] = []
         self._handed_n = self._handed_lost = 0
         self._handed_lock = threading.Lock()
 
@@ -269,29 +303,29 @@ class FileTracker:
         self.written_from = WRITTEN_FROM_SOURCE
         return self._take_handed
 
-    def _take_handed(self, paths: list[str]) -> None:
+    def _take_handed(self, batch: WrittenBatch) -> None:
         """A batch's watched paths, from the source's thread: kept for the next tick. At most
         WRITTEN_MAX wait here (a tracker thread that stopped must not hold the recording's memory);
         beyond, they are counted in written_not_watched."""
         with self._handed_lock:
-            if self._handed_n + len(paths) > WRITTEN_MAX:
-                self._handed_lost += len(paths)
+            if self._handed_n + batch.count > WRITTEN_MAX:
+                self._handed_lost += batch.count
                 return
-            self._handed.append(paths)
-            self._handed_n += len(paths)
+            self._handed.append(batch)
+            self._handed_n += batch.count
 
     def _drain_handed(self) -> None:
         with self._handed_lock:
             handed, self._handed = self._handed, []
             lost, self._handed_n, self._handed_lost = self._handed_lost, 0, 0
         self.written_not_watched += lost
-        for paths in handed:
-            self._queue_paths(paths)
+        for batch in handed:
+            self._queue_batch(batch)
 
     def _sleep(self) -> bool:
         """Until the next look; True when the recording stops. Files waiting for their pages are
         asked each period; with none, a write to events.jsonl is the only reason to look."""
-        waiting = self._pending or self._gone or self._written
+        waiting = self._pending or self._gone or self._written_n
         if self._watch is not None:
             return self._watch.wait(self.period_s if waiting else None) or self._stop.is_set()
         # no inotify: look for new events at most IDLE_PERIOD_S apart (at 100 Hz sampling, waking
@@ -377,22 +411,41 @@ class FileTracker:
 
     def _queue_written(self, entries) -> None:
         """A `file_activity` line's entries, parsed from the tail (no source hands them in-process)."""
-        self._queue_paths(watched_paths(entries))
+        self._queue_batch(WrittenBatch.of(watched_paths(entries)))
 
-    def _queue_paths(self, paths: list[str]) -> None:
+    def _queue_batch(self, batch: WrittenBatch) -> None:
         """The files a burst of the recorded tree wrote (record/fileactivity.py: whoever wrote them,
-        forked writers and native threads included) wait for their first look (ACTIVITY_CPU_SHARE), under
-        FILE_ACTIVITY_ID: the analysis gives each to the file-level save holding it. A batch is
-        taken whole (a path twice in it, or already waiting, is one file; those beyond WRITTEN_MAX
-        are counted): at 3,300 new files a second, a path at a time was a third of this thread."""
-        waiting = self._written_set
-        fresh = [p for p in dict.fromkeys(paths) if p not in waiting]
-        room = max(0, WRITTEN_MAX - len(self._written))
-        if len(fresh) > room:
-            self.written_not_watched += len(fresh) - room
-            del fresh[room:]
-        self._written.extend(fresh)
-        waiting.update(fresh)
+        forked writers and native threads included) wait for their first look (ACTIVITY_CPU_SHARE),
+        under FILE_ACTIVITY_ID: the analysis gives each to the file-level save holding it. A batch is
+        kept whole, undecoded (WrittenBatch); those beyond WRITTEN_MAX waiting are counted. A path
+        already watched when its turn for a first look comes is not looked at again (_next_written)."""
+        room = max(0, WRITTEN_MAX - self._written_n)
+        if batch.count > room:
+            self.written_not_watched += batch.count - room
+            batch = WrittenBatch.of(batch.paths()[:room])
+        if batch.count:
+            self._written.append(batch)
+            self._written_n += batch.count
+
+    def _next_written(self, n: int) -> list[str]:
+        """Up to n waiting paths, in the order written, each once: a path already watched (a call
+        listed it, or an earlier batch's first look left it waiting for its pages) is passed over.
+        A file written again after a first look that found it clean is looked at again, as a later
+        burst's: the analysis takes, per file, the first look after its burst began
+        (analysis/durability.py _written_files)."""
+        first: dict[str, None] = {}
+        watched = self._watched_paths
+        while len(first) < n and self._written_n:
+            if self._written_at >= len(self._written_head):
+                self._written_head, self._written_at = self._written.popleft().paths(), 0
+            path = self._written_head[self._written_at]
+            self._written_at += 1
+            self._written_n -= 1
+            if path not in watched:
+                first[path] = None
+        if not self._written_n:
+            self._written_head, self._written_at = [], 0
+        return list(first)
 
     def _fill_activity_bucket(self) -> None:
         now = time.monotonic()
@@ -405,16 +458,11 @@ class FileTracker:
 
     def _add_written(self, every_file: bool) -> None:
         """First looks at the files waiting in _written, in the order written, while the bucket
-        holds some CPU (ACTIVITY_CPU_SHARE; all at the end); a file already waiting (a
+        holds some CPU (ACTIVITY_CPU_SHARE; all at the end); a file already watched (a
         checkpoint_end named it) is not added twice."""
-        while self._written and (every_file or self._activity_cpu_s > 0):
+        while self._written_n and (every_file or self._activity_cpu_s > 0):
             cpu0 = time.thread_time()
-            first: list[str] = []
-            while self._written and len(first) < FIRST_LOOK_CHUNK:
-                path = self._written.popleft()
-                self._written_set.discard(path)
-                if path not in self._watched_paths:
-                    first.append(path)
+            first = self._next_written(FIRST_LOOK_CHUNK)
             self._first_looks(first, FILE_ACTIVITY_ID, gone_said=False)  # gone again: a temporary name renamed
             self._draw_activity(time.thread_time() - cpu0)
 
