@@ -77,6 +77,17 @@ class FileEvidence:
     renamed: dict[str, set[str]] = field(default_factory=dict)
     # checkpoint id → its checkpoint_extend events (the app's finishing)
     extends: dict[str, list[CheckpointExtend]] = field(default_factory=dict)
+    _written_by_path: dict[str, list[FileEvent]] | None = field(default=None, repr=False, compare=False)
+
+    def written_by_path(self) -> dict[str, list[FileEvent]]:
+        """The events of the files only the file activity named (FILE_ACTIVITY_ID), by path, in the
+        recording's order; built once (a flood's save has thousands of files, the recording tens of
+        thousands of such events: searching them all for each file was minutes of analysis)."""
+        if self._written_by_path is None:
+            self._written_by_path = {}
+            for e in self.by_id.get(FILE_ACTIVITY_ID, []):
+                self._written_by_path.setdefault(e.path, []).append(e)
+        return self._written_by_path
 
     @classmethod
     def of(cls, rec) -> FileEvidence:
@@ -251,12 +262,12 @@ def _written_files(w: Window, fe: FileEvidence, known: set) -> list[FileEvent]:
     them: a forked writer, a native thread). Per file the first event whose first look came after
     the file's burst began (a later one is a later save's)."""
     out = []
-    seen = fe.by_id.get(FILE_ACTIVITY_ID, [])
+    seen, by_path = fe.by_id.get(FILE_ACTIVITY_ID, []), fe.written_by_path()
     for f in w.files or ():
         path = f.path
         if not path or path in known:
             continue
-        after = [e for e in seen if e.path == path and (e.first_poll_ns or 0) >= f.start_ns]
+        after = [e for e in by_path.get(path, ()) if (e.first_poll_ns or 0) >= f.start_ns]
         if after:
             out.append(min(after, key=lambda e: e.first_poll_ns or 0))
         elif seen:  # the tracker watched written files, not this one: its pages are not known

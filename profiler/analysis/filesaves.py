@@ -195,6 +195,10 @@ def file_saves(rec) -> list[Window]:
             b.end_ns = b.start_ns
     roots = [os.path.normpath(p) for p in src.paths]
     groups: list[tuple[tuple, list[Burst]]] = []
+    # per group, kept as bursts join (a flood's save has thousands: searching its bursts for each
+    # new one was quadratic): its latest end, and the paths it holds
+    last_end_ns: list[float] = []
+    paths_in: list[set[str]] = []
     open_by_key: dict = {}
     for b in sorted(bursts, key=lambda b: b.start_ns):
         if not _WRITES & set(b.ops):
@@ -211,15 +215,19 @@ def file_saves(rec) -> list[Window]:
         closed_only = not {"create", "modify", "rename"} & set(b.ops)
         if g is not None and (
             renamed_only
-            or b.start_ns <= max(x.end_ns for x in groups[g][1]) + SAVE_GAP_S * 1e9
-            or (key[0] == "step" and all(x.path != b.path for x in groups[g][1]))
+            or b.start_ns <= last_end_ns[g] + SAVE_GAP_S * 1e9
+            or (key[0] == "step" and b.path not in paths_in[g])
         ):
             groups[g][1].append(b)  # a rename publishes what the save wrote, however long its fsyncs took
+            last_end_ns[g] = max(last_end_ns[g], b.end_ns)
+            paths_in[g].add(b.path)
             continue
         if renamed_only or closed_only:
             continue  # a rename alone (a rotation), or a close alone, is no save
         open_by_key[key] = len(groups)
         groups.append((key, [b]))
+        last_end_ns.append(b.end_ns)
+        paths_in.append({b.path})
     # directories made and nothing written in them (the run's output folder at start-up) are no save
     groups = [(key, bs) for key, bs in groups if not all(b.dir for b in bs)]
     return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]
