@@ -31,7 +31,7 @@ def _tick_s(t, path: str, ticks: int) -> float:
     took = []
     for _ in range(ticks):
         t._queue_batch(filetracker.WrittenBatch.of([path]))
-        t._activity_cpu_s = 1.0  # the first look's CPU share: not what is measured
+        t._activity.level = 1.0  # the first look's CPU share: not what is measured
         c0 = time.thread_time()
         t.tick()
         took.append(time.thread_time() - c0)

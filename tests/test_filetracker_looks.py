@@ -125,10 +125,10 @@ def test_looks_per_tick_are_bounded_and_every_file_gets_its_turn(tracker, tmp_pa
     # each turn (a look, or none where nothing could have changed: test_filetracker_spared.py)
     monkeypatch.setattr(tracker, "_unchanged", lambda f: (turns.append(f.path), unchanged(f))[1])
     burst = int(filetracker.LOOKS_PER_S * tracker.period_s)
-    tracker._looks = burst  # a full bucket, as after a period's sleep
+    tracker._looks.level = burst  # a full bucket, as after a period's sleep
     tracker.tick()
     assert len(turns) == burst and len(looked) <= burst  # not 1,500: the rest wait their turn
-    tracker._looks = burst
+    tracker._looks.level = burst
     tracker.tick()
     assert len(set(turns)) == 2 * burst  # in turn: the next tick turns to the next files
     looked.clear()
@@ -153,7 +153,7 @@ def test_a_file_on_a_served_file_system_is_looked_at_once_a_second(tracker, tmp_
     real = pagecache.chosen_look()
     monkeypatch.setattr(pagecache, "_chosen", lambda p: (looked.append(p), real(p))[1])
     for _ in range(5):
-        tracker._looks = tracker._burst
+        tracker._looks.level = tracker._burst
         tracker.tick()
     assert looked == []  # within the second after the first look
     tracker._pending[0].last_ns -= int(filetracker.SERVED_LOOK_S * 1e9)

@@ -25,7 +25,7 @@ def _watched(t) -> list[str]:
 def test_written_files_are_watched_within_a_cpu_share_each_once(tracker, tmp_path, monkeypatch):
     monkeypatch.setattr(filetracker, "FIRST_LOOK_CHUNK", 1)
     monkeypatch.setattr(filetracker, "ACTIVITY_CPU_SHARE", 0.0)  # the bucket is not filled again
-    tracker._activity_cpu_s = 1e-9  # room for one first look: its CPU overdraws the bucket
+    tracker._activity.level = 1e-9  # room for one first look: its CPU overdraws the bucket
     paths = []
     for i in range(5):
         p = tmp_path / f"f{i}.bin"
@@ -37,7 +37,7 @@ def test_written_files_are_watched_within_a_cpu_share_each_once(tracker, tmp_pat
     _activity(tracker, [tmp_path / "gone.bin"], ops=["delete"])
     tracker.tick()
     assert tracker.files_seen == 1  # the rest wait for the share
-    assert tracker._activity_cpu_s < 0 and tracker.activity_look_cpu_s > 0
+    assert tracker._activity.level < 0 and tracker.activity_look_cpu_s > 0
     tracker.tick()
     assert tracker.files_seen == 1
     tracker.tick(every_file=True)  # the recording's end: all of them
@@ -50,14 +50,14 @@ def test_the_first_looks_bucket_fills_at_the_share_up_to_the_burst(tracker, tmp_
     paths = [tmp_path / f"f{i}.bin" for i in range(3)]
     for p in paths:
         p.write_bytes(b"x")
-    tracker._activity_cpu_s = -0.5  # overdrawn by a flood
+    tracker._activity.level = -0.5  # overdrawn by a flood
     _activity(tracker, paths)
     tracker.tick()
     assert tracker.files_seen == 0  # 0.1 s at 1 % of a core does not pay back 0.5 s
-    tracker._activity_at -= 1000.0  # 1,000 s later: 10 s of CPU earned, kept only up to the burst
+    tracker._activity.at -= 1000.0  # 1,000 s later: 10 s of CPU earned, kept only up to the burst
     tracker.tick()
     assert tracker.files_seen == 3
-    assert tracker._activity_cpu_s <= filetracker.ACTIVITY_CPU_BURST_S
+    assert tracker._activity.level <= filetracker.ACTIVITY_CPU_BURST_S
 
 
 def test_written_files_beyond_the_bound_are_counted_not_watched(tracker, tmp_path, monkeypatch):
@@ -102,10 +102,10 @@ def test_a_spent_share_holds_back_the_turns_of_activity_files_only(tracker, tmp_
     monkeypatch.setattr(tracker, "_look_many", lambda paths: (looked.extend(paths), look_many(paths))[1])
     monkeypatch.setattr(tracker, "_unchanged", lambda f: False)  # each turn is a look
     monkeypatch.setattr(filetracker, "ACTIVITY_CPU_SHARE", 0.0)
-    tracker._activity_cpu_s = -1.0  # spent
+    tracker._activity.level = -1.0  # spent
     tracker.tick()
     assert looked == [str(listed)]
-    tracker._activity_cpu_s = 1.0
+    tracker._activity.level = 1.0
     tracker.tick()
     assert str(seen) in looked
     assert tracker.activity_look_cpu_s > 0  # its look was drawn from the share

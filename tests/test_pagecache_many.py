@@ -96,7 +96,7 @@ def test_a_ticks_turns_are_one_call_stamped_before_each_look(c_chosen, tracker, 
         return real(buf, n, *rest)
 
     monkeypatch.setattr(pagecache, "_LOOK_MANY", counting)
-    tracker._looks = tracker._burst
+    tracker._looks.level = tracker._burst
     t0 = time.monotonic_ns()
     tracker.tick()
     t1 = time.monotonic_ns()

@@ -151,6 +151,22 @@ SERVED_KINDS = ("fuse", "network")
 SERVED_LOOK_S = 1.0
 
 
+class _Bucket:
+    """A token bucket: `level` filled at `rate` a second, up to `cap`, at each fill(); drawn by
+    subtracting from `level`, below zero too (an overdraft waits for the fills to pay it back). The
+    rate and cap are the caller's at each fill (module constants a test may change)."""
+
+    __slots__ = ("level", "at")
+
+    def __init__(self, level: float):
+        self.level, self.at = level, time.monotonic()
+
+    def fill(self, rate: float, cap: float) -> float:
+        now = time.monotonic()
+        self.level, self.at = min(cap, self.level + (now - self.at) * rate), now
+        return self.level
+
+
 class WrittenBatch:
     """The paths of one `file_activity` batch that the tracker watches (watched_paths' rule), as the
     source hands them: NUL-separated, UTF-8 (PEP 383 surrogates for bytes that are not), `count` of
@@ -230,7 +246,7 @@ class FileTracker:
         self._last_dev: int | None = None  # the device of the last file first looked at
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
-        self._looks, self._looks_at = self._burst, time.monotonic()  # token bucket: real time is the cost
+        self._looks = _Bucket(self._burst)  # looks at waiting files (LOOKS_PER_S): real time is the cost
         # files the file activity named, waiting for their first look: whole batches, oldest first,
         # the head one decoded (_written_head, from _written_at on); _written_n paths in all
         self._written: deque[WrittenBatch] = deque()
@@ -238,7 +254,7 @@ class FileTracker:
         self._written_at = 0
         self._written_n = 0
         # the CPU bucket of the looks at files the file activity named (core-seconds, ACTIVITY_CPU_SHARE)
-        self._activity_cpu_s, self._activity_at = ACTIVITY_CPU_BURST_S, time.monotonic()
+        self._activity = _Bucket(ACTIVITY_CPU_BURST_S)
         self.activity_look_cpu_s = 0.0  # what those looks took (meta.json)
         self.written_not_watched = 0
         # where the written files are learnt: the file_activity lines of events.jsonl, or handed
@@ -345,10 +361,7 @@ class FileTracker:
 
     def _budget(self) -> int:
         """How many waiting files this tick may look at (LOOKS_PER_S, however often it is woken)."""
-        now = time.monotonic()
-        self._looks = min(self._burst, self._looks + (now - self._looks_at) * LOOKS_PER_S)
-        self._looks_at = now
-        return int(self._looks)
+        return int(self._looks.fill(LOOKS_PER_S, self._burst))
 
     def tick(self, every_file: bool = False) -> None:
         self._dev_writes.new_tick()
@@ -361,7 +374,7 @@ class FileTracker:
         # at this tick or before, as when the lines were parsed in order (at a tick, queueing a
         # written file and adding a save's files commute: first looks at written files come after)
         self._drain_handed()
-        self._fill_activity_bucket()
+        self._activity.fill(ACTIVITY_CPU_SHARE, ACTIVITY_CPU_BURST_S)
         for ev in events:
             if ev.get("event") == "checkpoint_end" and ev.get("path") and ev.get("kind", "save") == "save":
                 if url_scheme(ev["path"]) is None:  # an object (s3://...): no local file to look for
@@ -380,7 +393,7 @@ class FileTracker:
         budget = turns if every_file else min(turns, self._budget())
         now = self.clock.now_ns()
         due: list[_File] = []
-        shared = not every_file and self._activity_cpu_s <= 0  # the file activity's share is spent
+        shared = not every_file and self._activity.level <= 0  # the file activity's share is spent
         for _ in range(turns):
             if budget <= 0:
                 break
@@ -392,7 +405,7 @@ class FileTracker:
             if shared and f.cid == FILE_ACTIVITY_ID:
                 self._pending.append(f)  # its turn waits for the share (ACTIVITY_CPU_SHARE): no look
                 continue
-            self._looks -= 1
+            self._looks.level -= 1
             if not every_file and self._unchanged(f):
                 self.looks_spared += 1
                 self._pending.append(f)
@@ -447,20 +460,15 @@ class FileTracker:
             self._written_head, self._written_at = [], 0
         return list(first)
 
-    def _fill_activity_bucket(self) -> None:
-        now = time.monotonic()
-        filled = self._activity_cpu_s + (now - self._activity_at) * ACTIVITY_CPU_SHARE
-        self._activity_cpu_s, self._activity_at = min(ACTIVITY_CPU_BURST_S, filled), now
-
     def _draw_activity(self, cpu_s: float) -> None:
-        self._activity_cpu_s -= cpu_s
+        self._activity.level -= cpu_s
         self.activity_look_cpu_s += cpu_s
 
     def _add_written(self, every_file: bool) -> None:
         """First looks at the files waiting in _written, in the order written, while the bucket
         holds some CPU (ACTIVITY_CPU_SHARE; all at the end); a file already watched (a
         checkpoint_end named it) is not added twice."""
-        while self._written_n and (every_file or self._activity_cpu_s > 0):
+        while self._written_n and (every_file or self._activity.level > 0):
             cpu0 = time.thread_time()
             first = self._next_written(FIRST_LOOK_CHUNK)
             self._first_looks(first, FILE_ACTIVITY_ID, gone_said=False)  # gone again: a temporary name renamed
