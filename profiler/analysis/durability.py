@@ -86,7 +86,8 @@ class FileEvidence:
         if self._written_by_path is None:
             self._written_by_path = {}
             for e in self.by_id.get(FILE_ACTIVITY_ID, []):
-                self._written_by_path.setdefault(e.path, []).append(e)
+                if e.path:
+                    self._written_by_path.setdefault(e.path, []).append(e)
         return self._written_by_path
 
     @classmethod

@@ -891,8 +891,8 @@ class FileActivity:
                     self.writer.event(json.loads(line))
             return
         if self._out:
-            if self.written_to is not None and (paths := watched_paths(self._out)):
-                self.written_to(WrittenBatch.of(paths))
+            if self.written_to is not None and (watched := watched_paths(self._out)):
+                self.written_to(WrittenBatch.of(watched))
             ev = {"t_ns": max(f["end_ns"] for f in self._out), "event": "file_activity", "source": "fanotify"}
             self.writer.event({**ev, "files": self._out})
             self._out = []
