@@ -109,3 +109,33 @@ def test_a_spent_share_holds_back_the_turns_of_activity_files_only(tracker, tmp_
     tracker.tick()
     assert str(seen) in looked
     assert tracker.activity_look_cpu_s > 0  # its look was drawn from the share
+
+
+def test_a_file_written_by_two_saves_takes_each_saves_own_first_look(tmp_path):
+    """One path written by two file-level saves, the tracker looking after each: each save's verdict
+    is the first look after its own burst began (the events found by path, not by a search)."""
+    import ckprof
+    from ckprof.analysis.analyze import analyze
+    from ckprof.testing import RecordingBuilder
+
+    rb = RecordingBuilder(tmp_path / "rec", duration_s=20)
+    rb.event("file_tracker", 0.0, source="recorder", ok=True, reason=None, period_s=0.1)
+    rb.event("file_activity_source", 0.0, file_activity_source="fanotify", paths=["/ck"], source="recorder")
+    for start_s, look_s, durable_s, pending in ((1.0, 1.3, 1.5, 4096), (10.0, 10.3, 10.3, 0)):
+        entry = {"start_ns": rb.ns(start_s), "end_ns": rb.ns(start_s + 0.2), "ops": ["create", "modify", "close_write"]}
+        entry |= {"writers": [7], "path": "/ck/latest.bin", "size_bytes": 4096}
+        rb.event("file_activity", start_s + 0.2, source="fanotify", files=[entry])
+        look = {
+            "id": FILE_ACTIVITY_ID,
+            "bytes": 4096,
+            "first_poll_ns": rb.ns(look_s),
+            "first_poll_pending_bytes": pending,
+        }
+        rb.event("file_durable", durable_s, source="recorder", path="/ck/latest.bin", fs_magic=0xEF53, **look)
+    rep = analyze(ckprof.load(rb.finish())).report
+    saves = sorted((c for c in rep["checkpoints"] if c["kind"] == "save"), key=lambda c: c["start_s"])
+    assert len(saves) == 2, saves
+    assert [c["durable"] for c in saves] == [True, True]
+    assert [c["durable_at_return"] for c in saves] == [False, True], [c["durable_basis"] for c in saves]
+    # each judged by its own first look, 100 ms after its window (the first save's look is not the second's)
+    assert all("the tracker's first look, 100 ms after it" in " ".join(c["durable_basis"]) for c in saves)
