@@ -164,13 +164,23 @@ def _step_of(component: str) -> int | None:
     return int(m[-1].group(1)) if m else None
 
 
+def _below(path: str, top: str) -> list[str]:
+    """The components of `path` below `top`, as os.path.relpath(path, top).split(os.sep) gives them,
+    without its two abspath calls where `top` is a prefix of the path (they were half of the analysis
+    of a flood of new files: a burst each)."""
+    prefix = top.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix):
+        return os.path.relpath(path, top).split(os.sep)
+    return [c for c in path[len(prefix) :].split(os.sep) if c and c != "."] or ["."]
+
+
 def _key(path: str, roots: list[str], is_dir: bool = False) -> tuple | None:
     """What names the save a file belongs to under the deepest root holding it (module docstring),
     or None (not under a root)."""
     root = max((r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), key=len, default=None)
     if root is None or path == root:
         return None
-    rel = os.path.relpath(path, root).split(os.sep)
+    rel = _below(path, root)
     for k, part in enumerate(rel):
         step = _step_of(part)
         if step is not None:  # the first component from the top that names a step
@@ -287,7 +297,7 @@ def _save(n: int, key: tuple, bursts: list[Burst], procs: dict[int, ProcessSeen]
         for pid in b.writers:
             tally.setdefault(pid, [0, 0.0])
     if key[0] == "step":  # the step's folder, or its file; a step's several files: their folder
-        names = {os.path.join(key[1], os.path.relpath(b.path, key[1]).split(os.sep)[0]) for b in bursts}
+        names = {os.path.join(key[1], _below(b.path, key[1])[0]) for b in bursts}
         path = names.pop() if len(names) == 1 else key[1]
     else:
         path = key[1]
