@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ckprof.record import filetracker
 from ckprof.recording.format import FILE_ACTIVITY_ID
 
@@ -139,3 +141,27 @@ def test_a_file_written_by_two_saves_takes_each_saves_own_first_look(tmp_path):
     assert [c["durable_at_return"] for c in saves] == [False, True], [c["durable_basis"] for c in saves]
     # each judged by its own first look, 100 ms after its window (the first save's look is not the second's)
     assert all("the tracker's first look, 100 ms after it" in " ".join(c["durable_basis"]) for c in saves)
+
+
+def test_with_only_activity_files_waiting_and_the_share_spent_the_tracker_sleeps_until_the_refill(tracker, tmp_path):
+    """No timer tick for nothing in a flood: every waiting file waits for the share, so the tracker
+    sleeps until the bucket holds CPU again (capped), and for the period again as soon as a file a
+    call listed waits, or the share holds CPU."""
+    seen, listed = tmp_path / "seen.bin", tmp_path / "listed.bin"
+    for p in (seen, listed):
+        p.write_bytes(b"x" * 4096)  # dirty: each waits for its pages
+    tracker._first_looks([str(seen)], FILE_ACTIVITY_ID, gone_said=False)
+    tracker._activity.level = -filetracker.ACTIVITY_CPU_SHARE * 0.8  # 0.8 s of the share to pay back
+    if not tracker._pending:
+        pytest.skip("written back before the test could look: nothing waits")
+    assert tracker._next_tick_s() == pytest.approx(0.8)
+    tracker._activity.level = -1.0  # a deep overdraft: capped
+    assert tracker._next_tick_s() == filetracker.IDLE_PERIOD_MAX_S
+    tracker._first_looks([str(listed)], "ck1", gone_said=True)
+    assert tracker._next_tick_s() == tracker.period_s  # a listed file's turns do not wait for the share
+    for f in [f for f in tracker._pending if f.cid == "ck1"]:
+        tracker._pending.remove(f)
+        tracker._settle(f, "file_durable")
+    assert tracker._next_tick_s() == filetracker.IDLE_PERIOD_MAX_S
+    tracker._activity.level = 1e-3
+    assert tracker._next_tick_s() == tracker.period_s

@@ -143,6 +143,9 @@ _WANTED = (*_WANTED_HANDED, _FILE_ACTIVITY_HEAD)
 WRITTEN_FROM_LINES = "events.jsonl (file_activity lines parsed)"
 WRITTEN_FROM_SOURCE = "the file-activity source, in-process"
 IDLE_PERIOD_S = 0.1
+# the longest a tracker whose waiting files all wait for the activity share sleeps between ticks (a
+# write to events.jsonl wakes it sooner): the share's refill, at most this
+IDLE_PERIOD_MAX_S = 2.0
 LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring: the bounds)
 # a file on FUSE or a network file system is looked at at most once a second: there each open(2)
 # and close(2) is a request to the FUSE daemon (FUSE_OPEN, FUSE_FLUSH, FUSE_RELEASE) or to the
@@ -255,6 +258,7 @@ class FileTracker:
         self._written_n = 0
         # the CPU bucket of the looks at files the file activity named (core-seconds, ACTIVITY_CPU_SHARE)
         self._activity = _Bucket(ACTIVITY_CPU_BURST_S)
+        self._listed_alive = 0  # waiting files (in _pending or _gone) a call listed: not drawn on the share
         self.activity_look_cpu_s = 0.0  # what those looks took (meta.json)
         self.written_not_watched = 0
         # where the written files are learnt: the file_activity lines of events.jsonl, or handed
@@ -343,10 +347,22 @@ class FileTracker:
         asked each period; with none, a write to events.jsonl is the only reason to look."""
         waiting = self._pending or self._gone or self._written_n
         if self._watch is not None:
-            return self._watch.wait(self.period_s if waiting else None) or self._stop.is_set()
+            return self._watch.wait(self._next_tick_s() if waiting else None) or self._stop.is_set()
         # no inotify: look for new events at most IDLE_PERIOD_S apart (at 100 Hz sampling, waking
         # every 10 ms for nothing cost 0.8 % of a core here)
-        return nap(self.period_s if waiting else max(self.period_s, IDLE_PERIOD_S), self._stop)
+        return nap(self._next_tick_s() if waiting else max(self.period_s, IDLE_PERIOD_S), self._stop)
+
+    def _next_tick_s(self) -> float:
+        """How long files waiting may wait for their turn: the period; while every one waiting is a
+        file only the file activity named and their share is spent (a flood), until the bucket holds
+        CPU again, since none of them can be looked at before (a write to events.jsonl still wakes
+        the tracker at once: a checkpoint_end, a batch handed). At 3,333 new files a second the
+        period's ticks between the source's batches were ~8 wake-ups and ticks a second for nothing
+        (issue 21, cost)."""
+        level = self._activity.level
+        if level > 0 or self._gone or self._listed_alive or ACTIVITY_CPU_SHARE <= 0:
+            return self.period_s
+        return max(self.period_s, min(-level / ACTIVITY_CPU_SHARE, IDLE_PERIOD_MAX_S))
 
     def _run(self) -> None:
         self.cpu_s -= time.thread_time()
@@ -528,6 +544,7 @@ class FileTracker:
         self.files_seen += 1
         pending = got.state.pending_bytes
         f = _File(p, cid, got.size_bytes, got.identity, now, pending, now, pending, self._every_ns(got, p))
+        self._listed_alive += cid != FILE_ACTIVITY_ID
         self._looked(f, got)
         self._last_dev = got.identity.dev
         self._watched_paths[p] = self._watched_paths.get(p, 0) + 1
@@ -607,6 +624,7 @@ class FileTracker:
 
     def _settle(self, f: _File, event: str, t_ns: int | None = None, **fields) -> None:
         self._unwatch(f.path)
+        self._listed_alive -= f.cid != FILE_ACTIVITY_ID
         self._emit(
             event,
             t_ns,
