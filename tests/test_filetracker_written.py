@@ -165,3 +165,27 @@ def test_with_only_activity_files_waiting_and_the_share_spent_the_tracker_sleeps
     assert tracker._next_tick_s() == filetracker.IDLE_PERIOD_MAX_S
     tracker._activity.level = 1e-3
     assert tracker._next_tick_s() == tracker.period_s
+
+
+def test_the_sleep_until_the_refill_needs_inotify(tracker, tmp_path, monkeypatch):
+    """Without inotify a tick is the only way to read a checkpoint_end: files waiting, the tracker
+    naps one period whatever the share; with it, it waits for a write or until the refill."""
+    seen = tmp_path / "seen.bin"
+    seen.write_bytes(b"x" * 4096)
+    tracker._first_looks([str(seen)], FILE_ACTIVITY_ID, gone_said=False)
+    if not tracker._pending:
+        pytest.skip("written back before the test could look: nothing waits")
+    tracker._activity.level = -1.0
+    slept: list[float] = []
+
+    class Watch:
+        def wait(self, timeout_s):
+            slept.append(timeout_s)
+            return False
+
+    tracker._watch = Watch()
+    tracker._sleep()
+    monkeypatch.setattr(filetracker, "nap", lambda delay_s, stop: slept.append(delay_s) or False)
+    tracker._watch = None
+    tracker._sleep()
+    assert slept == [filetracker.IDLE_PERIOD_MAX_S, tracker.period_s]

@@ -2,8 +2,10 @@
 
 The recorder learns a checkpoint's path from events.jsonl, the channel every marker already
 writes to (docs/architecture.md): a thread reads the lines appended since its last look (each
-sampling period while files wait for their pages; else it sleeps until events.jsonl is written to,
-ckprof.record.filewatch, or where inotify is not to be had at most 10 times a second), and only
+sampling period while files wait for their pages — or, while every file waiting is one only the
+file activity named and their CPU share is spent, until the share refills; and whenever
+events.jsonl is written to, ckprof.record.filewatch, or where inotify is not to be had at most 10
+times a second), and only
 looks closely at `checkpoint_end` and `file_activity` lines (a save's, a burst's files are complete then).
 For each file under the path (a directory is walked: DCP, Hugging Face; or the `files` the
 patch listed as written by the save; or each file a `file_activity` burst of the recorded tree
@@ -350,7 +352,8 @@ class FileTracker:
             return self._watch.wait(self._next_tick_s() if waiting else None) or self._stop.is_set()
         # no inotify: look for new events at most IDLE_PERIOD_S apart (at 100 Hz sampling, waking
         # every 10 ms for nothing cost 0.8 % of a core here)
-        return nap(self._next_tick_s() if waiting else max(self.period_s, IDLE_PERIOD_S), self._stop)
+        # (a tick is then the only way to read a checkpoint_end: at least each period while files wait)
+        return nap(self.period_s if waiting else max(self.period_s, IDLE_PERIOD_S), self._stop)
 
     def _next_tick_s(self) -> float:
         """How long files waiting may wait for their turn: the period; while every one waiting is a
