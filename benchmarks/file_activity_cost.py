@@ -481,19 +481,26 @@ LOOP_INODES = 1_500_000  # a 60 s flood at 3,333 files a second is 200,000 files
 def _mount_loop_ext4(mnt: str) -> str:
     """A new ext4 (mkfs.ext4 -N LOOP_INODES) on a loop device over a sparse image in /dev/shm,
     mounted at `mnt`: a real block device, page cache and writeback, without the root disk's
-    contention. The loop device's name."""
+    contention. The loop device's name; exits with a one-line reason where one step fails (no
+    mkfs.ext4 or losetup, no free loop device), leaving no loop device behind."""
     fd, image = tempfile.mkstemp(prefix="ckprof-fa-bench-", suffix=".img", dir="/dev/shm")
     os.close(fd)
     os.truncate(image, LOOP_IMAGE_BYTES)
+    dev = None
     try:
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-N", str(LOOP_INODES), image], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-N", str(LOOP_INODES), image], check=True, capture_output=True)
         loop = subprocess.run(["losetup", "-f", "--show", image], check=True, capture_output=True, text=True)
         dev = loop.stdout.strip()
+        os.makedirs(mnt)
+        subprocess.run(["mount", dev, mnt], check=True, capture_output=True)
+        return dev
+    except (OSError, subprocess.CalledProcessError) as e:
+        if dev:
+            subprocess.run(["losetup", "-d", dev], check=False)
+        said = (getattr(e, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
+        sys.exit(f"--loop-ext4: {said[-1] if said else e} (it needs root, mkfs.ext4, losetup and a free loop device)")
     finally:
         os.unlink(image)  # the loop device holds it; it goes with the device
-    os.makedirs(mnt)
-    subprocess.run(["mount", dev, mnt], check=True)
-    return dev
 
 
 def _unmount_loop_ext4(mnt: str) -> None:

@@ -264,7 +264,7 @@ class FileTracker:
         self.activity_look_cpu_s = 0.0  # what those looks took (meta.json)
         self.written_not_watched = 0
         # where the written files are learnt: the file_activity lines of events.jsonl, or handed
-        # in-process by the source (written_sink): path lists, drained at each tick
+        # in-process by the source (written_sink): WrittenBatch, drained at each tick
         self._wanted, self._unwanted_head = _WANTED, b""
         self.written_from = WRITTEN_FROM_LINES
         self._handed: list[WrittenBatch] = []
