@@ -23,7 +23,7 @@ import time
 import pytest
 from support.command import CKPROF
 
-from ckprof.record import fanreader, fanreplay
+from ckprof.record import fanreader, fanreplay, fileactivity
 from ckprof.record.clock import MonotonicClock
 from ckprof.record.fileactivity import FileActivity
 
@@ -116,11 +116,23 @@ def _replay(root, buffers, tree, reader: str, offset_ns: int):
     return events, fa
 
 
-def test_both_readers_write_the_same_events_from_the_same_kernel_events(root_only, c_reader, tmp_path):
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    """The workload's kernel events, read once (root; the C reader built): (root, buffers, tree)."""
+    if os.geteuid() != 0:
+        pytest.skip("fanotify needs root (CAP_SYS_ADMIN)")
+    if (why := fanreader.why_not()) is not None:
+        pytest.skip(f"the C reader cannot run here: {why}")
+    tmp_path = tmp_path_factory.mktemp("capture")
     root = tmp_path / "ckpt"
     (root / "skip").mkdir(parents=True)
     buffers, tree = _live(root, tmp_path)
     assert sum(len(b) for b, _ in buffers) > 0
+    return root, buffers, tree
+
+
+def test_both_readers_write_the_same_events_from_the_same_kernel_events(captured):
+    root, buffers, tree = captured
     offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
     py_events, py = _replay(root, buffers, tree, "python", offset_ns)
     c_events, c = _replay(root, buffers, tree, "c", offset_ns)
@@ -144,6 +156,33 @@ def test_both_readers_write_the_same_events_from_the_same_kernel_events(root_onl
     assert c_events == py_events
     assert (c.events_read, c.events_kept, c.files) == (py.events_read, py.events_kept, py.files)
     assert c._c_counts["events_in_c"] > 0  # the C reader took events whole (how many: the load's test)
+    assert c.sizes_not_read == py.sizes_not_read == 0  # the workload is far within the size budget
+
+
+def test_past_the_size_budget_both_readers_leave_the_same_sizes_unread_and_say_why(captured, monkeypatch):
+    """A budget the workload's ~150 files a second overrun (fileactivity.SIZES_PER_S, SIZES_AT_ONCE,
+    made small): the files past it have no size, say why and start at their read stamp; both
+    readers leave the same ones unread, and no more are read than the budget allows."""
+    root, buffers, tree = captured
+    monkeypatch.setattr(fileactivity, "SIZES_PER_S", 20)
+    monkeypatch.setattr(fileactivity, "SIZES_AT_ONCE", 30)
+    offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+    py_events, py = _replay(root, buffers, tree, "python", offset_ns)
+    c_events, c = _replay(root, buffers, tree, "c", offset_ns)
+    assert c_events == py_events
+    files = [f for ev in py_events if ev["event"] == "file_activity" for f in ev["files"]]
+    unread = [f for f in files if f.get("size_unknown") == fileactivity.SIZE_BUDGET]
+    read = [f for f in files if not f.get("dir") and f.get("size_unknown") is None]
+    assert unread and read
+    assert all(f["size_bytes"] is None and f["start_from"] == "read" for f in unread)
+    # counted in meta.json: those files, and directories whose statx (for their birth time) waited too
+    dirs = sum(1 for f in files if f.get("dir"))
+    assert c.sizes_not_read == py.sizes_not_read
+    assert len(unread) <= c.sizes_not_read <= len(unread) + dirs
+    # sized (a statx each, directories too) within the bucket: full at the start, 20 a second after
+    span_s = (max(f["end_ns"] for f in files) - min(f["end_ns"] for f in files)) / 1e9
+    statx_made = len(files) - c.sizes_not_read - sum(1 for f in files if f.get("size_unknown") == "deleted")
+    assert statx_made <= 30 + 20 * span_s + 1
 
 
 SMALL_FILES = r"""

@@ -8,7 +8,8 @@
  * event — one FAN_EVENT_INFO_TYPE_DFID_NAME record, a file's create / modify / close_write /
  * delete, by a process Python has said is the recorded tree's, in a directory Python has said is
  * wholly under the recorded paths — costs a hash lookup and a few stores; statx(2) of the
- * finished file is done here too.
+ * finished file is done here too, within the size budget Python sets (fr_set_size_budget: in a
+ * flood past it a file's size is left unknown, and says why).
  *
  * Every rule with a judgement in it stays in Python (ckprof.record.fileactivity): which pids are
  * the tree's (the proc connector), which directories are under the paths and not excluded, what a
@@ -41,7 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FR_ABI 3 /* Python checks it: a library built from another fanreader.c is not used */
+#define FR_ABI 4 /* Python checks it: a library built from another fanreader.c is not used */
 
 /* <linux/fanotify.h> */
 #define FAN_MODIFY 0x2u
@@ -194,6 +195,9 @@ struct burst {
   struct pidw few[2];
 };
 
+/* the texts Python gives (fr_set_text): the six op names, then these */
+enum { T_FOUND_BY = 6, T_WRITERS_UNKNOWN, T_DELETED, T_GONE, T_BUDGET, T_COUNT };
+
 struct fr {
   struct map bursts, dirs, pids;
   struct burst *first, *last;
@@ -208,8 +212,8 @@ struct fr {
   uint32_t list_want, list_skip;
   uint8_t *paths;
   size_t paths_len, paths_cap;
-  char *text[10]; /* JSON texts from Python: the op names (op_bits order), then T_FOUND_BY... */
-  size_t text_len[10];
+  char *text[T_COUNT]; /* JSON texts from Python: the op names (op_bits order), then T_FOUND_BY... */
+  size_t text_len[T_COUNT];
   uint32_t op_bits[6];
   int64_t events_fast, events_kept, files;
   /* fr_cycle's state between its returns: the merge pause under way, this read's accounting */
@@ -219,6 +223,10 @@ struct fr {
    * dirs value), opened at the first file it finishes there and closed before fr_take returns */
   const char *at_dir, *last_dir; /* last_dir: the directory of the file finished before */
   int at_fd;
+  /* the sizes read (statx of a finished burst) within a budget, fr_set_size_budget: a token bucket
+   * filled at size_per_ns a nanosecond of the bursts' stamps up to size_cap; size_per_ns < 0: none */
+  double size_level, size_per_ns, size_cap;
+  int64_t size_at_ns, sizes_not_read;
   uint8_t keybuf[4 + 256 + 4096];
   char pathbuf[8192];
 };
@@ -333,8 +341,6 @@ static int cmp_i64(const void *a, const void *b) {
  * handed over by fr_set_text; tests/test_fanreader.py holds the two readers to the same events).
  * A path is written as Python's json.dumps(path.decode("utf-8", "surrogateescape")) parses: valid
  * UTF-8 as it is, each byte of an invalid sequence as the lone surrogate U+DC00 + byte (PEP 383). */
-enum { T_FOUND_BY = 6, T_WRITERS_UNKNOWN, T_DELETED, T_GONE, T_COUNT };
-
 static int out_room(struct fr *s, size_t more) {
   if (s->out_len + more <= s->out_cap) return 0;
   size_t cap = s->out_cap ? s->out_cap : 1 << 16;
@@ -466,21 +472,40 @@ static int look_statx(struct fr *s, struct burst *b, const char *dir, const char
   return statx(AT_FDCWD, b->path, AT_SYMLINK_NOFOLLOW, mask, st);
 }
 
+/* A size may be read for a burst finished at t_ns (its last event's stamp): the bucket is filled
+ * for the time since its last fill (a stamp earlier than that fills nothing) and drawn by one. The
+ * rule and its figures are Python's (fileactivity.SIZES_PER_S, SIZES_AT_ONCE; the Python reader
+ * draws on bucket.TokenBucket with the same operations, so the two readers agree). */
+static int size_budget(struct fr *s, int64_t t_ns) {
+  if (s->size_per_ns < 0) return 1;
+  if (t_ns > s->size_at_ns) {
+    s->size_level += (double)(t_ns - s->size_at_ns) * s->size_per_ns;
+    if (s->size_level > s->size_cap) s->size_level = s->size_cap;
+    s->size_at_ns = t_ns;
+  }
+  if (s->size_level < 1) {
+    s->sizes_not_read++;
+    return 0;
+  }
+  s->size_level -= 1;
+  return 1;
+}
+
 static void at_close(struct fr *s) {
   if (s->at_fd >= 0) close(s->at_fd);
   s->at_fd = -1;
   s->at_dir = s->last_dir = NULL;
 }
 
-/* A finished burst: statx(2) of its path unless deleted (its size; its birth time, CLOCK_REALTIME
+/* A finished burst: statx(2) of its path unless deleted or the size budget is spent (its size; its birth time, CLOCK_REALTIME
  * − offset_ns on CLOCK_MONOTONIC, as the start of a burst that created the file when earlier than
  * its first event read, by less than max_lead_ns), then its entry, appended to the batch (the
  * caller frees the burst). `dir`, `name`: look_statx's. */
 static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns, int64_t max_lead_ns,
                    const char *dir, const char *name) {
   int64_t size = -1, start = b->start_ns;
-  int btime = 0, gone = 0;
-  if (!deleted) {
+  int btime = 0, gone = 0, unread = !deleted && !size_budget(s, b->end_ns);
+  if (!deleted && !unread) {
     struct statx st;
     if (look_statx(s, b, dir, name, &st) != 0) {
       gone = 1;
@@ -545,9 +570,9 @@ static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns
   }
   if (b->is_dir) {
     PUT(s, ",\"dir\":true");
-  } else if (deleted || gone) {
+  } else if (deleted || gone || unread) {
     PUT(s, ",\"size_unknown\":");
-    put_text(s, deleted ? T_DELETED : T_GONE);
+    put_text(s, deleted ? T_DELETED : gone ? T_GONE : T_BUDGET);
   }
   if (b->renamed_from && rlen) {
     PUT(s, ",\"renamed_from\":");
@@ -576,6 +601,7 @@ struct fr *fr_new(size_t bufsize) {
   if (!s) return NULL;
   s->bufsize = bufsize;
   s->at_fd = -1;
+  s->size_per_ns = -1;
   s->buf = malloc(bufsize);
   if (!s->buf || map_init(&s->bursts, 1024) || map_init(&s->dirs, 256) || map_init(&s->pids, 64)) {
     free(s->buf);
@@ -977,11 +1003,21 @@ const uint8_t *fr_paths(struct fr *s, int64_t *len) {
   return s->paths;
 }
 
-/* events taken whole here, events kept (here and through fr_note / fr_rename), files finished */
+/* Read sizes within a budget (size_budget): `per_ns` files a nanosecond of the bursts' stamps, at
+ * most `at_once` in a row; the bucket starts full. per_ns < 0: no budget (the default). */
+void fr_set_size_budget(struct fr *s, double per_ns, double at_once) {
+  s->size_per_ns = per_ns;
+  s->size_level = s->size_cap = at_once;
+  s->size_at_ns = 0;
+}
+
+/* events taken whole here, events kept (here and through fr_note / fr_rename), files finished,
+ * sizes not read (the budget spent) */
 void fr_counts(struct fr *s, int64_t *out) {
   out[0] = s->events_fast;
   out[1] = s->events_kept;
   out[2] = s->files;
+  out[3] = s->sizes_not_read;
 }
 
 /* ---- a look at a file's pages, for the file tracker (record/pagecache.py look) ---------------

@@ -21,7 +21,7 @@ import os
 from .clib import HERE, load_built
 
 ENV = "CKPROF_FILE_ACTIVITY_READER"
-ABI = 3  # fanreader.c's FR_ABI
+ABI = 4  # fanreader.c's FR_ABI
 # fr_cycle's answers (fanreader.c: why it came back to Python)
 IDLE, EVENT, CONN, FLUSH, STOP = range(5)
 
@@ -71,6 +71,7 @@ def _load(here: str | None = None) -> ctypes.CDLL | None:
         ("fr_cycle", i, [p, i, i, i, i, i64, i64, i64, i64, i64, i64p]),
         ("fr_set_list", None, [p, u32, u32]),
         ("fr_paths", p, [p, i64p]),
+        ("fr_set_size_budget", None, [p, ctypes.c_double, ctypes.c_double]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
@@ -93,9 +94,9 @@ def _b(path: str) -> bytes:
 class Reader:
     """One C reader (burst table, pid and directory sets, a read buffer) for one group."""
 
-    def __init__(self, ops, texts: tuple[str, str, str, str], bufsize: int = 1 << 16):
+    def __init__(self, ops, texts: tuple[str, str, str, str, str], bufsize: int = 1 << 16):
         """`ops`: (mask bits, name) of each op an entry lists, in order; `texts`: what `found_by`,
-        `writers_unknown` and `size_unknown` (deleted; gone) say. The entries' texts are the
+        `writers_unknown` and `size_unknown` (deleted; gone; the size budget spent) say. The entries' texts are the
         Python reader's (record/fileactivity.py), given here once."""
         lib = _load()
         if lib is None:
@@ -247,10 +248,15 @@ class Reader:
         lib.fr_out_reset(s)
         return blob, self._max_end.value, paths
 
+    def size_budget(self, per_s: float, at_once: float) -> None:
+        """Read the sizes of at most `per_s` finished files a second of the bursts' stamps,
+        `at_once` in a row (fanreader.c size_budget); the others' `size_unknown` is the last text."""
+        self._lib.fr_set_size_budget(self._s, per_s * 1e-9, at_once)
+
     def counts(self) -> dict:
-        out = (ctypes.c_int64 * 3)()
+        out = (ctypes.c_int64 * 4)()
         self._lib.fr_counts(self._s, out)
-        return {"events_in_c": out[0], "events_kept": out[1], "files": out[2]}
+        return {"events_in_c": out[0], "events_kept": out[1], "files": out[2], "sizes_not_read": out[3]}
 
     def close(self) -> None:
         if self._s:

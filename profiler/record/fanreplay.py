@@ -190,7 +190,7 @@ def finish(fa: FileActivity) -> list[dict]:
     fa.group.close()
     if fa._c is not None:
         fa._c_counts = fa._c.counts()
-        fa.files = fa._c_counts["files"]
+        fa.files, fa.sizes_not_read = fa._c_counts["files"], fa._c_counts["sizes_not_read"]
         fa._c.close()
     return kept[before:] if kept is not None else []
 

@@ -55,8 +55,10 @@ CKPROF_FILE_ACTIVITY_CYCLE=python runs the same C calls from the Python loop ins
 Cost (benchmarks/file_activity_cost.py, this thread's CPU, a loaded 2-core VM, docs/architecture.md
 has the runs): idle 0.01-0.02 % of a core; new small files 1.6-2.1 % at 3,300 a second (the 10,000
 events a second offered; one merged kernel event each), ~0.9-1.2 % at 600-750, against 5-9 % with
-the Python reader. The same captured events replayed: 2-3 µs a file in C, 13-16 µs in Python; the
-rest is the ~50 wake-ups a second (MERGE_S) and the kernel's side of each read.
+the Python reader; past the size budget (SIZES_PER_S: a statx for at most 1,000 files a second once
+10,000 were read in a row) 1.4-1.5 % at 3,300. The same captured events replayed: 2-3 µs a file in
+C, 13-16 µs in Python; the rest is the ~50 wake-ups a second (MERGE_S) and the kernel's side of each
+read.
 
 Where fanotify is not permitted (not root, an old kernel, a file system without file handles) the
 start event says why (`file_activity_source: "none: ..."`) and windows come from the patch and
@@ -75,6 +77,7 @@ from collections.abc import Callable
 
 from . import fanotify as F
 from . import fanreader
+from .bucket import TokenBucket
 from .filetracker import UNWATCHED_OPS, WATCHED_OPS, WrittenBatch, watched_paths
 from .proctree_events import ProcTree, describe
 
@@ -117,11 +120,24 @@ _OPS = (
 FOUND_BY = "its new directory's listing (made before the directory was marked)"
 WRITERS_UNKNOWN = "written before its directory was marked: no event named the writer"
 SIZE_DELETED, SIZE_GONE = "deleted", "gone when its burst ended"
+# Sizes are read within a budget (issue 21, cost): statx(2) of each finished file (its size, its
+# birth time) was ~40 % of this thread's CPU in a flood of new small files, ~1.9 µs a file here:
+# 0.6 % of a core at 3,300 files a second. A size is read for at most SIZES_PER_S files a second and
+# SIZES_AT_ONCE in a row (a token bucket, record/bucket.py, filled on the bursts' stamps and full at
+# the start): every file of a checkpoint up to that many, whatever its rate; in a longer flood the
+# files beyond have `size_bytes` null with `size_unknown` SIZE_BUDGET (and the read stamp as their
+# start), their save's app bytes are unknown and say why, and meta.json counts them (`sizes_not_read`).
+SIZES_PER_S = 1000
+SIZES_AT_ONCE = 10_000
+SIZE_BUDGET = "not read: a flood of files (sizes are read for 1,000 files a second, 10,000 in a row)"
 
 
 def new_c_reader() -> fanreader.Reader:
-    """The C reader (OSError where it cannot run), writing this module's texts."""
-    return fanreader.Reader(_OPS, (FOUND_BY, WRITERS_UNKNOWN, SIZE_DELETED, SIZE_GONE))
+    """The C reader (OSError where it cannot run), writing this module's texts, reading sizes
+    within this module's budget."""
+    c = fanreader.Reader(_OPS, (FOUND_BY, WRITERS_UNKNOWN, SIZE_DELETED, SIZE_GONE, SIZE_BUDGET))
+    c.size_budget(SIZES_PER_S, SIZES_AT_ONCE)
+    return c
 
 
 def list_masks() -> tuple[int, int]:
@@ -217,6 +233,9 @@ class FileActivity:
         self._mine_ns = -(1 << 62)  # when the tree's events were last read
         self._offset_ns: int | None = None
         self._out: list[dict] = []  # file entries waiting for the next `file_activity` event
+        # the Python reader's size budget, on the bursts' stamps (ns) as the C reader's
+        self._sizes = TokenBucket(SIZES_AT_ONCE, at=0)
+        self.sizes_not_read = 0
         self.events_read = self.events_kept = self.files = self.overflows = 0
         self.cpu_s = 0.0
 
@@ -290,6 +309,7 @@ class FileActivity:
         if self._c is not None:
             self._c_counts = self._c.counts()
             self.events_kept, self.files = self._c_counts["events_kept"], self._c_counts["files"]
+            self.sizes_not_read = self._c_counts["sizes_not_read"]
             if self._thread is None or not self._thread.is_alive():  # a reader still in C keeps its memory
                 self._c.close()
         meta = {"source": self.source, "paths": list(self.roots)}
@@ -300,6 +320,7 @@ class FileActivity:
                 events_read=self.events_read,
                 events_in_tree=self.events_kept,
                 files=self.files,
+                sizes_not_read=self.sizes_not_read,
                 queue_overflows=self.overflows,
                 marks=self._marks(),
                 cpu_s=round(self.cpu_s, 4),
@@ -811,9 +832,12 @@ class FileActivity:
     def _write(self, b: _Burst, deleted: bool) -> None:
         """One file's burst as an entry of the next `file_activity` event (written by _flush)."""
         size, why, start_ns, btime = None, None, b.start_ns, False
-        look = None if deleted else self.group.statx(b.path)
+        unread = not deleted and not self._size_budget(b.end_ns)
+        look = None if deleted or unread else self.group.statx(b.path)
         if deleted:
             why = SIZE_DELETED
+        elif unread:
+            why = SIZE_BUDGET
         elif look is None:
             why = SIZE_GONE
         else:
@@ -843,6 +867,15 @@ class FileActivity:
             b.renamed_from,
             b.scanned,
         )
+
+    def _size_budget(self, t_ns: int) -> bool:
+        """Whether a size may be read for a burst whose last event was read at t_ns (SIZES_PER_S;
+        fanreader.c size_budget, the same arithmetic)."""
+        if self._sizes.fill(SIZES_PER_S * 1e-9, SIZES_AT_ONCE, t_ns) < 1:
+            self.sizes_not_read += 1
+            return False
+        self._sizes.level -= 1
+        return True
 
     def _entry(
         self, path, start_ns, btime, end_ns, mask, writers, pids, size, why, events, is_dir, renamed_from, scanned

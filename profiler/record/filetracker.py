@@ -83,6 +83,7 @@ from ckprof.recording.format import FILE_ACTIVITY_ID
 from ckprof.recording.fstypes import url_scheme
 
 from . import fskind, pagecache
+from .bucket import TokenBucket
 from .clock import MonotonicClock, nap
 from .devwrites import DeviceWrites
 from .eventtail import EventTail
@@ -154,22 +155,6 @@ LOOKS_PER_S = 1000  # looks at waiting files a second, at most (module docstring
 # server (NFS close-to-open consistency revalidates with a GETATTR on every open, nfs(5))
 SERVED_KINDS = ("fuse", "network")
 SERVED_LOOK_S = 1.0
-
-
-class _Bucket:
-    """A token bucket: `level` filled at `rate` a second, up to `cap`, at each fill(); drawn by
-    subtracting from `level`, below zero too (an overdraft waits for the fills to pay it back). The
-    rate and cap are the caller's at each fill (module constants a test may change)."""
-
-    __slots__ = ("level", "at")
-
-    def __init__(self, level: float):
-        self.level, self.at = level, time.monotonic()
-
-    def fill(self, rate: float, cap: float) -> float:
-        now = time.monotonic()
-        self.level, self.at = min(cap, self.level + (now - self.at) * rate), now
-        return self.level
 
 
 class WrittenBatch:
@@ -251,7 +236,7 @@ class FileTracker:
         self._last_dev: int | None = None  # the device of the last file first looked at
         self._served: dict[int, bool] = {}  # st_dev → on FUSE or a network file system
         self._burst = max(1.0, LOOKS_PER_S * period_s)  # looks one tick may spend
-        self._looks = _Bucket(self._burst)  # looks at waiting files (LOOKS_PER_S): real time is the cost
+        self._looks = TokenBucket(self._burst)  # looks at waiting files (LOOKS_PER_S): real time is the cost
         # files the file activity named, waiting for their first look: whole batches, oldest first,
         # the head one decoded (_written_head, from _written_at on); _written_n paths in all
         self._written: deque[WrittenBatch] = deque()
@@ -259,7 +244,7 @@ class FileTracker:
         self._written_at = 0
         self._written_n = 0
         # the CPU bucket of the looks at files the file activity named (core-seconds, ACTIVITY_CPU_SHARE)
-        self._activity = _Bucket(ACTIVITY_CPU_BURST_S)
+        self._activity = TokenBucket(ACTIVITY_CPU_BURST_S)
         self._listed_alive = 0  # waiting files (in _pending or _gone) a call listed: not drawn on the share
         self.activity_look_cpu_s = 0.0  # what those looks took (meta.json)
         self.written_not_watched = 0
