@@ -75,6 +75,30 @@ def test_a_file_two_processes_wrote_counts_to_neither_alone_and_unknown_sizes_st
     assert e.writers[0].bytes is None
 
 
+def test_a_save_whose_sizes_were_not_read_in_a_flood_has_unknown_bytes_and_says_why(tmp_path):
+    """The file-activity source reads sizes within a budget (record/fileactivity.py SIZES_PER_S): a
+    save with files past it has no app bytes (never a partial sum), and its checkpoint says how many
+    files had no size and why; the table says unknown. A save with every size known says nothing."""
+    from ckprof.record.fileactivity import SIZE_BUDGET
+    from ckprof.report.tables import checkpoint_rows
+
+    rb = _rb(tmp_path)
+    for i in range(3):
+        _file(rb, f"{ROOT}/step_1/f{i}", 1.0, 1.5, 512)
+    _file(rb, f"{ROOT}/step_1/f3", 1.0, 1.5, None, size_unknown=SIZE_BUDGET, start_from="read")
+    _file(rb, f"{ROOT}/step_1/f4", 1.0, 1.6, None, size_unknown=SIZE_BUDGET, start_from="read")
+    _file(rb, f"{ROOT}/step_1/f5", 1.0, 1.6, None, size_unknown="gone when its burst ended")
+    _file(rb, f"{ROOT}/step_2/f0", 5.0, 5.5, 512)
+    rec = ckprof.load(rb.finish())
+    report = analyze(rec).report
+    first, second = report["checkpoints"]
+    assert first["bytes_app"] is None
+    assert first["bytes_app_unknown"] == (f"3 of 6 file(s) with no size: 2 {SIZE_BUDGET}; 1 gone when its burst ended")
+    assert second["bytes_app"] == 512 and "bytes_app_unknown" not in second
+    bytes_col = checkpoint_rows(report)[0][9]
+    assert bytes_col == "unknown"
+
+
 def test_files_written_before_their_directory_was_renamed_take_the_final_path(tmp_path):
     rb = _rb(tmp_path)
     _file(rb, f"{ROOT}/tmp-checkpoint-500", 1.0, 1.0, None, dir=True, ops=["create"])

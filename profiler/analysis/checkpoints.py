@@ -15,6 +15,7 @@ from ckprof.units import GIB
 
 from . import thermal as T
 from .durability import Verdict, storage_of
+from .filesaves import sizes_unknown
 from .gpu_idle import window_idle
 from .model import DeviceFigures, DeviceUnknown, Part
 from .records import Window, events_of
@@ -546,6 +547,7 @@ def checkpoint_row(w: Window, dur: Verdict, tl, ctx, share: dict | None = None, 
         "pending_bytes_at_return": _f(dur.pending_bytes_at_return),
         "durable_basis": dur.durable_basis,
         "bytes_app": _f(bytes_app),
+        **({"bytes_app_unknown": why} if bytes_app is None and (why := sizes_unknown(w.files)) else {}),
         "bytes_device": _f(dev_bytes),
         "device_to_app_ratio": _f(dev_bytes / bytes_app) if (bytes_app and dev_bytes is not None) else None,
         "app_gib_per_s": _f(bytes_app / GIB / duration) if (bytes_app and duration) else None,

@@ -243,6 +243,23 @@ def file_saves(rec) -> list[Window]:
     return [_save(n, key, bs, procs) for n, (key, bs) in enumerate(groups, 1)]
 
 
+def sizes_unknown(files: list[SavedFile] | None) -> str | None:
+    """Why a file save's bytes are unknown: how many of its files had no size, and each reason the
+    recorder gave (record/fileactivity.py: deleted; gone when its burst ended; not read in a flood),
+    the commonest first; None where every size is known (or no file was seen)."""
+    if not files:
+        return None
+    why: dict[str, int] = {}
+    for f in files:
+        if f.bytes is None:
+            reason = str(f.size_unknown) if f.size_unknown else "not recorded"
+            why[reason] = why.get(reason, 0) + 1
+    if not why:
+        return None
+    said = "; ".join(f"{n} {reason}" for reason, n in sorted(why.items(), key=lambda kv: -kv[1]))
+    return f"{sum(why.values())} of {len(files)} file(s) with no size: {said}"
+
+
 def _writer(pid: int, procs: dict[int, ProcessSeen], files: int, nbytes: float | None) -> Writer:
     """A writer of a save: what its file_activity_process event said (ppid and cmdline absent where
     the process was not seen starting), the files it wrote and the bytes it alone wrote."""

@@ -364,6 +364,10 @@ class Checkpoint(Model):
     pending_bytes_at_return: float | None = figure("B", DERIVED)
     durable_basis: list[str] = plain(factory=list)
     bytes_app: float | None = figure("B (the save's files, each counted once across its parts)", MEASURED)
+    bytes_app_unknown: str | None = plain(
+        "why bytes_app is null, where files of the save had no size (deleted, gone, or not read in a flood)",
+        absent=True,
+    )
     bytes_device: float | None = figure(
         "B (written for a save, read for a load; this checkpoint's share of each interval it shares with others)",
         DERIVED,

@@ -256,7 +256,7 @@ def checkpoint_rows(rep: Report | dict) -> list[list[str]]:
                 num(r.duration_s, "{:.3f}"),
                 num(dur_after, "+{:.3f}"),
                 durable,
-                b(r.bytes_app),
+                "unknown" if r.bytes_app is None and r.bytes_app_unknown else b(r.bytes_app),
                 unknown_cell(unknown) if unknown else b(r.bytes_device),
                 num(r.device_to_app_ratio, "{:.2f}", none=gone),
                 num(r.app_gib_per_s, "{:.3f}"),
