@@ -102,14 +102,17 @@ UNWATCHED_OPS = frozenset({"delete"})
 # turn ~15 µs whenever its device wrote: the 300 first looks a second allowed before, and their
 # turns (LOOKS_PER_S), were 1.2-2 % of a core. The CPU those looks take (time.thread_time, this
 # thread) is drawn from one bucket, filled at ACTIVITY_CPU_SHARE of a core and holding at most
-# ACTIVITY_CPU_BURST_S: a save's files, up to a few thousand here, are looked at as soon as they
-# are written and at each turn after; in a flood, first looks (in the order written) and turns wait
+# ACTIVITY_CPU_BURST_S: a save's files, up to ~8,000 here, are looked at as soon as they are
+# written and at each turn after; in a flood, first looks (in the order written) and turns wait
 # while the bucket is empty. A file looked at later has a coarser durable time, never an earlier
 # one (`file_durable` is the look that saw it clean). At most WRITTEN_MAX wait for their first look;
 # files beyond are not watched (counted in `written_not_watched`, and their save's durability is
-# unknown, with that reason). The files a save's call listed (checkpoint_end) are not drawn.
-ACTIVITY_CPU_SHARE = 0.003
-ACTIVITY_CPU_BURST_S = 0.1
+# unknown, with that reason). The files a save's call listed (checkpoint_end) are not drawn. The
+# share was 0.3 % (0.1 s at once) until the file-activity source's size budget
+# (fileactivity.SIZES_PER_S): the two together bring a sustained flood under the 2 %; the larger
+# burst keeps a checkpoint's files looked at as they are written, refilled in ~2 minutes.
+ACTIVITY_CPU_SHARE = 0.0015
+ACTIVITY_CPU_BURST_S = 0.2
 FIRST_LOOK_CHUNK = 64  # first looks made between two draws on the bucket (one look_many call)
 WRITTEN_MAX = 20_000
 
