@@ -129,7 +129,9 @@ SIZE_DELETED, SIZE_GONE = "deleted", "gone when its burst ended"
 # start), their save's app bytes are unknown and say why, and meta.json counts them (`sizes_not_read`).
 SIZES_PER_S = 1000
 SIZES_AT_ONCE = 10_000
-SIZE_BUDGET = "not read: a flood of files (sizes are read for 1,000 files a second, 10,000 in a row)"
+SIZE_BUDGET = (
+    f"not read: a flood of files (sizes are read for {SIZES_PER_S:,} files a second, {SIZES_AT_ONCE:,} in a row)"
+)
 
 
 def new_c_reader() -> fanreader.Reader:
