@@ -497,10 +497,10 @@ static void at_close(struct fr *s) {
   s->at_dir = s->last_dir = NULL;
 }
 
-/* A finished burst: statx(2) of its path unless deleted or the size budget is spent (its size; its birth time, CLOCK_REALTIME
- * − offset_ns on CLOCK_MONOTONIC, as the start of a burst that created the file when earlier than
- * its first event read, by less than max_lead_ns), then its entry, appended to the batch (the
- * caller frees the burst). `dir`, `name`: look_statx's. */
+/* A finished burst: statx(2) of its path unless deleted or the size budget is spent (its size;
+ * its birth time, CLOCK_REALTIME − offset_ns on CLOCK_MONOTONIC, as the start of a burst that
+ * created the file when earlier than its first event read, by less than max_lead_ns), then its
+ * entry, appended to the batch (the caller frees the burst). `dir`, `name`: look_statx's. */
 static void finish(struct fr *s, struct burst *b, int deleted, int64_t offset_ns, int64_t max_lead_ns,
                    const char *dir, const char *name) {
   int64_t size = -1, start = b->start_ns;

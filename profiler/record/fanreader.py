@@ -96,8 +96,8 @@ class Reader:
 
     def __init__(self, ops, texts: tuple[str, str, str, str, str], bufsize: int = 1 << 16):
         """`ops`: (mask bits, name) of each op an entry lists, in order; `texts`: what `found_by`,
-        `writers_unknown` and `size_unknown` (deleted; gone; the size budget spent) say. The entries' texts are the
-        Python reader's (record/fileactivity.py), given here once."""
+        `writers_unknown` and `size_unknown` (deleted; gone; the size budget spent) say. The
+        entries' texts are the Python reader's (record/fileactivity.py), given here once."""
         lib = _load()
         if lib is None:
             raise OSError(_WHY_NOT)
