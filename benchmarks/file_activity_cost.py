@@ -450,8 +450,10 @@ def main() -> None:
                 # files at a higher rate, so these are not one figure to scale linearly
                 each = ", ".join(f"{us:.1f} µs at {n:.0f} files/s" for us, n in zip(per_file[True], files[True]))
                 print(
-                    f"   per file (C reader): source + tracker threads' CPU a file burst: {each}. The budget, "
-                    f"2 % of a core at 10,000 events/s (3,333 new files a second), is 6.0 µs a file for the whole recorder"
+                    f"   per file (C reader): source + tracker threads' CPU a file burst over the whole recording "
+                    f"(its start, the first SIZES_AT_ONCE sizes and the end's last looks at up to WRITTEN_MAX "
+                    f"waiting files included): {each}. The budget, 2 % of a core at 10,000 events/s (3,333 new "
+                    f"files a second), is 6.0 µs a file for the whole recorder in the steady state (above)"
                 )
             if cpu["python"]:
                 py_m = statistics.median(cpu["python"])
