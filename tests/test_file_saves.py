@@ -95,6 +95,8 @@ def test_a_save_whose_sizes_were_not_read_in_a_flood_has_unknown_bytes_and_says_
     assert first["bytes_app"] is None
     assert first["bytes_app_unknown"] == (f"3 of 6 file(s) with no size: 2 {SIZE_BUDGET}; 1 gone when its burst ended")
     assert second["bytes_app"] == 512 and "bytes_app_unknown" not in second
+    said = [n for n in report["notes"] if "app bytes unknown" in n]
+    assert said == [f"checkpoint {first['id']}: app bytes unknown: {first['bytes_app_unknown']}"]
     bytes_col = checkpoint_rows(report)[0][9]
     assert bytes_col == "unknown"
 

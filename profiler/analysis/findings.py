@@ -21,6 +21,7 @@ about one checkpoint or device.
 | deleted_before_durable | a save's file deleted while still dirty |
 | sampling_gap | block samples missing around a checkpoint: its device bandwidth unknown |
 | device_unknown | a checkpoint's device figures unknown (the one rule, checkpoints.py) |
+| bytes_app_unknown | files of a save had no size (deleted, gone, not read in a flood): its app bytes unknown |
 | gpu_idle_unknown | a GPU's idle seconds unknown in a checkpoint |
 | blocking_unknown | saves no call timed (found from files or device bursts): whether training waited on them unknown |
 | failed | a save that reported an error |
@@ -157,6 +158,8 @@ def checkpoint_notes(r: Checkpoint) -> list[Note]:
                 cid,
             )
         )
+    if r.bytes_app_unknown:  # files of the save had no size (ABSENT where none lacked one)
+        out.append(Note("bytes_app_unknown", f"checkpoint {cid}: app bytes unknown: {r.bytes_app_unknown}", cid))
     if any(v is None for v in (r.gpu_idle_s_by_gpu or {}).values()):  # a GPU unknown: the basis says why
         out.append(Note("gpu_idle_unknown", f"checkpoint {cid}: GPU idle seconds {r.gpu_idle_basis}", cid))
     if r.ok is False:
